@@ -1,0 +1,114 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/core/backend.h"
+#include "kernels/core/caching_allocator.h"
+#include "kernels/core/check.h"
+#include "kernels/core/tensor.h"
+
+namespace amor {
+namespace {
+
+TEST(DType, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(bf16(1.0f).bits, 0x3f80);
+  // 1 + 2^-8 is exactly half way between two bf16 values: ties go to the even one (1.0).
+  EXPECT_EQ(bf16(1.0f + std::ldexp(1.0f, -8)).bits, 0x3f80);
+  // 1 + 3*2^-8 is half way between 1+2^-7 (odd mantissa) and 1+2^-6: rounds up to even.
+  EXPECT_EQ(bf16(1.0f + 3 * std::ldexp(1.0f, -8)).bits, 0x3f82);
+  EXPECT_FLOAT_EQ(static_cast<float>(bf16(-2.5f)), -2.5f);
+  EXPECT_TRUE(std::isnan(static_cast<float>(bf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isinf(static_cast<float>(bf16(std::numeric_limits<float>::infinity()))));
+}
+
+TEST(DType, F16RoundTripsEveryHalf) {
+  // Every finite f16 value converts to float and back to the same bits.
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    f16 h;
+    h.bits = static_cast<uint16_t>(b);
+    float f = static_cast<float>(h);
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(f16(f).bits, h.bits) << "bits " << b;
+  }
+  EXPECT_EQ(f16(65520.0f).bits, 0x7c00);  // rounds to inf
+  EXPECT_EQ(f16(1.0f / 16777216.0f).bits, 0x0001);  // smallest subnormal 2^-24
+}
+
+TEST(Tensor, ShapeViewsAndSlices) {
+  Tensor t = Tensor::from_vector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(t.str(), "f32[2,3]@cpu");
+  EXPECT_EQ(t.size(-1), 3);
+  Tensor v = t.view({3, 2});
+  EXPECT_TRUE(v.same_storage(t));
+  EXPECT_EQ(v.item(5), 6.0);
+  Tensor s = t.slice_flat(2, {2, 2});
+  EXPECT_EQ(s.item(0), 3.0);
+  s.set_item(0, 30.0);
+  EXPECT_EQ(t.item(2), 30.0);  // a slice shares memory
+  Tensor c = t.clone();
+  c.set_item(0, -1.0);
+  EXPECT_EQ(t.item(0), 1.0);  // a clone does not
+  EXPECT_THROW(t.view({4, 2}), Error);
+  EXPECT_THROW(t.slice_flat(5, {2}), Error);
+  EXPECT_THROW(t.data<double>(), Error);
+}
+
+TEST(Tensor, DtypeConversion) {
+  Tensor t = Tensor::from_vector<double>({3}, {1.5, -2.25, 3.0});
+  Tensor h = t.to(DType::BF16);
+  EXPECT_EQ(h.str(), "bf16[3]@cpu");
+  EXPECT_EQ(h.to(DType::F32).to_vector<float>(), (std::vector<float>{1.5f, -2.25f, 3.0f}));
+  EXPECT_EQ(t.to(DType::I32).to_vector<int32_t>(), (std::vector<int32_t>{1, -2, 3}));
+}
+
+TEST(CachingAllocator, SteadyStateMakesNoRawAllocations) {
+  CachingAllocator alloc(backend(Device::CPU));
+  for (int step = 0; step < 5; ++step) {
+    auto a = alloc.allocate(1000);
+    auto b = alloc.allocate(3 << 20);
+    auto c = alloc.allocate(1000);
+  }
+  AllocatorStats s = alloc.stats();
+  EXPECT_EQ(s.requests, 15u);
+  EXPECT_EQ(s.raw_allocations, 3u);  // the first step's three blocks, reused by the next four
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_GT(s.bytes_cached, 0u);
+  alloc.release_cached();
+  EXPECT_EQ(alloc.stats().bytes_cached, 0u);
+}
+
+TEST(CachingAllocator, SizeClasses) {
+  EXPECT_EQ(CachingAllocator::round_size(1), 512u);
+  EXPECT_EQ(CachingAllocator::round_size(513), 1024u);
+  size_t r = CachingAllocator::round_size((3u << 20) + 1);
+  EXPECT_GE(r, (3u << 20) + 1);
+  EXPECT_LE(r, ((3u << 20) + 1) * 9 / 8);
+}
+
+TEST(Checks, MessagesNameOpArgumentAndShapes) {
+  Tensor w = Tensor::zeros({63}, DType::F32);
+  try {
+    check_shape("rmsnorm_forward", "w", w, {64});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "rmsnorm_forward: argument 'w' is f32[63]@cpu, expected shape [64]");
+  }
+  Tensor x = Tensor::zeros({2, 3}, DType::F64);
+  EXPECT_THROW(check_float_args("op", {{"x", &x}, {"w", &w}}), Error);
+  EXPECT_THROW(check_shape("op", "x", x, {2, kAny, 1}), Error);
+  EXPECT_NO_THROW(check_shape("op", "x", x, {2, kAny}));
+}
+
+TEST(Backend, CudaDeviceIsAClearErrorWithoutAGpu) {
+  if (cuda_available()) GTEST_SKIP() << "a GPU is present";
+  try {
+    Tensor::empty({4}, DType::F32, Device::CUDA);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device 'cuda' requested"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace amor

@@ -1,0 +1,48 @@
+// The CUDA backend: device memory, copies and synchronisation on the current device's stream.
+// Compiled only when CUDA is enabled; cuda_backend_or_null() returns nullptr on machines where the
+// runtime finds no GPU, so a CUDA build still runs everything on the CPU there.
+#include <cuda_runtime.h>
+
+#include "kernels/core/backend.h"
+#include "kernels/core/cuda_check.h"
+
+namespace amor {
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  Device device() const override { return Device::CUDA; }
+  void* raw_allocate(size_t bytes) override {
+    void* p = nullptr;
+    AMOR_CUDA_CHECK(cudaMalloc(&p, bytes));  // out of memory names the call; the caller knows the size
+    return p;
+  }
+  void raw_free(void* p) override { AMOR_CUDA_CHECK(cudaFree(p)); }
+  void memset_zero(void* p, size_t bytes) override { AMOR_CUDA_CHECK(cudaMemset(p, 0, bytes)); }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    AMOR_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  }
+  void copy_from_host(void* dst, const void* src, size_t bytes) override {
+    AMOR_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  }
+  void copy_within(void* dst, const void* src, size_t bytes) override {
+    AMOR_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+  }
+  void synchronize() override { AMOR_CUDA_CHECK(cudaDeviceSynchronize()); }
+};
+
+}  // namespace
+
+Backend* cuda_backend_or_null() {
+  static Backend* instance = []() -> Backend* {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+      cudaGetLastError();  // clear the sticky "no device" error
+      return nullptr;
+    }
+    return new CudaBackend();
+  }();
+  return instance;
+}
+
+}  // namespace amor

@@ -1,0 +1,23 @@
+// The one exception type of amor-run, and the check macro every op uses on its inputs.
+//
+// Messages are for the researcher who passed the wrong thing: they name the op (or file and key)
+// and the shapes involved, e.g. "rmsnorm_forward: w has shape [63], expected [64] (x is f32[8,64]@cpu)".
+#pragma once
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace amor {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+}  // namespace amor
+
+#define AMOR_CHECK(cond, ...)                                  \
+  do {                                                         \
+    if (!(cond)) throw ::amor::Error(fmt::format(__VA_ARGS__)); \
+  } while (0)
