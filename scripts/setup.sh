@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Installs amor-run's Debian packages (only those missing, so it is cheap to run again), then
+# configures and builds into build/ (or --build-dir). Runs as root on a fresh Debian 12; on the
+# Ubuntu 24.04 GPU machine, where nothing can be installed, use --no-install (README: "GPU machine").
+#
+#   scripts/setup.sh [--no-install] [--build-dir DIR] [--cuda AUTO|ON|OFF] [--jobs N] [--type Release|Debug]
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir="$root/build"
+cuda=AUTO
+install=1
+jobs=$(nproc)
+build_type=Release
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-install) install=0 ;;
+    --build-dir) build_dir=$(realpath -m "$2"); shift ;;
+    --cuda) cuda="$2"; shift ;;
+    --jobs) jobs="$2"; shift ;;
+    --type) build_type="$2"; shift ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# The product's dependencies, Debian package names. Python ones belong to /usr/bin/python3.
+packages=(
+  cmake ninja-build g++ pkg-config git
+  libgtest-dev libopenblas-dev libfmt-dev libyaml-cpp-dev libhdf5-dev
+  libboost-program-options-dev libopenmpi-dev openmpi-bin libpcre2-dev
+  python3-torch python3-numpy python3-h5py python3-pandas python3-matplotlib
+)
+
+if [ "$install" = 1 ]; then
+  missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup.sh: installing ${missing[*]}"
+    sudo=""
+    if [ "$(id -u)" != 0 ]; then
+      command -v sudo >/dev/null || { echo "setup.sh: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+      sudo=sudo
+    fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+fi
+
+cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DAMOR_CUDA="$cuda" >/dev/null
+cmake --build "$build_dir" -j "$jobs"
+echo "setup.sh: built in $build_dir"
