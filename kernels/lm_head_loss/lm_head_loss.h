@@ -1,0 +1,39 @@
+// The tied LM head fused with the cross-entropy loss and the normalised entropy (AMOR's gate
+// statistic), never holding the [N x V] logits or their gradient: see lm_head_loss_ref.h for the
+// math and lm_head_loss_blas.h for how the CPU backend streams over vocab chunks.
+//
+//   h [N,D] final normed hidden states, W [V,D] the tied embedding (f32 or f64, one dtype),
+//   targets i32 [N], -100 (kIgnoreIndex) = no loss and no gradient for that token.
+// vocab_chunk bounds the vocabulary slice whose logits exist at once (any V up to 128256 and
+// beyond); tokens go in blocks of kLmHeadTokenBlock, so working memory is
+// kLmHeadTokenBlock x vocab_chunk elements at most.
+#pragma once
+#include <cstdint>
+
+#include "kernels/core/tensor.h"
+
+namespace amor {
+
+inline constexpr int64_t kLmHeadTokenBlock = 256;
+
+struct LmHeadLossOut {
+  Tensor loss;     // [N] lse - z[target]; 0 at ignored tokens
+  Tensor entropy;  // [N] H / log V in [0, 1], for every token (ignored ones too); no gradient
+  Tensor lse;      // [N] log-sum-exp of the logits, saved for the backward
+};
+LmHeadLossOut lm_head_loss_forward(const Tensor& h, const Tensor& W, const Tensor& targets,
+                                   int64_t vocab_chunk = 8192);
+
+struct LmHeadLossGrads {
+  Tensor dh;  // [N,D]; zero rows at ignored tokens
+  Tensor dW;  // [V,D]
+};
+// Gradients of sum_n dloss[n] * loss[n] (the entropy is detached).
+LmHeadLossGrads lm_head_loss_backward(const Tensor& h, const Tensor& W, const Tensor& targets,
+                                      const Tensor& lse, const Tensor& dloss,
+                                      int64_t vocab_chunk = 8192);
+
+// Normalised entropy [N] only, for AMOR's gates (no targets, no gradient).
+Tensor lm_head_entropy(const Tensor& h, const Tensor& W, int64_t vocab_chunk = 8192);
+
+}  // namespace amor

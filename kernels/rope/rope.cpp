@@ -1,0 +1,91 @@
+#include "kernels/rope/rope.h"
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/core/check.h"
+#include "kernels/rope/rope_ref.h"
+
+namespace amor {
+namespace {
+
+void check_x(const char* op, const char* name, const Tensor& x, double base) {
+  check_float_args(op, {{name, &x}});
+  check_dim(op, name, x, 4);
+  AMOR_CHECK(x.size(3) % 2 == 0,
+             "{}: argument '{}' is {}, expected [B,T,H,Dh] with an even head dim Dh", op, name,
+             x.str());
+  AMOR_CHECK(std::isfinite(base) && base > 0, "{}: base must be finite and > 0, got {}", op, base);
+  if (!x.is_cpu()) fail_no_cuda(op, x);
+}
+
+// The position of every (b, t), flattened [B*T].
+std::vector<int64_t> offset_positions(const char* op, const Tensor& x, int64_t offset) {
+  AMOR_CHECK(offset >= 0, "{}: position_offset must be >= 0, got {}", op, offset);
+  std::vector<int64_t> pos(x.size(0) * x.size(1));
+  for (int64_t b = 0; b < x.size(0); ++b)
+    for (int64_t t = 0; t < x.size(1); ++t) pos[b * x.size(1) + t] = offset + t;
+  return pos;
+}
+
+std::vector<int64_t> explicit_positions(const char* op, const Tensor& x, const Tensor& positions) {
+  check_dtype(op, "positions", positions, DType::I64);
+  AMOR_CHECK(positions.is_cpu(), "{}: positions {} must be on the cpu", op, positions.str());
+  const int64_t B = x.size(0), T = x.size(1);
+  const bool per_batch = positions.dim() == 2;
+  if (per_batch) {
+    check_shape(op, "positions", positions, {B, T});
+  } else {
+    check_shape(op, "positions", positions, {T});
+  }
+  const int64_t* p = positions.data<int64_t>();
+  std::vector<int64_t> pos(B * T);
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t k = per_batch ? b * T + t : t;
+      AMOR_CHECK(p[k] >= 0, "{}: position {} at index {} of positions {} is negative", op, p[k], k,
+                 positions.str());
+      pos[b * T + t] = p[k];
+    }
+  }
+  return pos;
+}
+
+Tensor rotate(const char* op, const Tensor& x, const std::vector<int64_t>& pos, double base,
+              bool inverse) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  dispatch_float(op, x, [&](auto tag) {
+    using T = decltype(tag);
+    ref::rope_rotate(x.data<T>(), y.data<T>(), pos.data(), x.size(0), x.size(1), x.size(2),
+                     x.size(3), base, inverse);
+  });
+  return y;
+}
+
+}  // namespace
+
+Tensor rope_forward(const Tensor& x, int64_t position_offset, double base) {
+  const char* op = "rope_forward";
+  check_x(op, "x", x, base);
+  return rotate(op, x, offset_positions(op, x, position_offset), base, false);
+}
+
+Tensor rope_backward(const Tensor& dy, int64_t position_offset, double base) {
+  const char* op = "rope_backward";
+  check_x(op, "dy", dy, base);
+  return rotate(op, dy, offset_positions(op, dy, position_offset), base, true);
+}
+
+Tensor rope_forward_positions(const Tensor& x, const Tensor& positions, double base) {
+  const char* op = "rope_forward_positions";
+  check_x(op, "x", x, base);
+  return rotate(op, x, explicit_positions(op, x, positions), base, false);
+}
+
+Tensor rope_backward_positions(const Tensor& dy, const Tensor& positions, double base) {
+  const char* op = "rope_backward_positions";
+  check_x(op, "dy", dy, base);
+  return rotate(op, dy, explicit_positions(op, dy, positions), base, true);
+}
+
+}  // namespace amor

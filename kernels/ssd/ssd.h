@@ -1,0 +1,38 @@
+// Mamba2 SSD scan (design.md §3):  h_t = exp(dt_t A) h_{t-1} + dt_t x_t B_t^T,  y_t = h_t C_t + D x_t.
+//
+//   x [B,T,H,P]  dt [B,T,H] (> 0, softplus already applied)  A [H] (< 0)
+//   B, C [B,T,G,N] (head h uses group h / (H/G))  D [H]
+//   initial_state [B,H,P,N] or undefined (zeros); outputs y [B,T,H,P], final_state [B,H,P,N].
+//
+// chunk_size > 0 runs the chunked SSD algorithm (ssd_chunked_ref.h), the form the CUDA kernels
+// take; chunk_size = 0 runs the step-by-step recurrence (ssd_recurrent_ref.h). Both give the same
+// result up to rounding, for any T (T need not be a multiple of the chunk).
+#pragma once
+#include <cstdint>
+
+#include "kernels/core/tensor.h"
+
+namespace amor {
+
+struct SsdOut {
+  Tensor y, final_state;
+};
+SsdOut ssd_forward(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& B,
+                   const Tensor& C, const Tensor& D, const Tensor& initial_state,
+                   int64_t chunk_size = 64);
+
+// dy [B,T,H,P]; d_final_state [B,H,P,N] or undefined (the final state is not used).
+// dinitial_state is undefined when initial_state is.
+struct SsdGrads {
+  Tensor dx, ddt, dA, dB, dC, dD, dinitial_state;
+};
+SsdGrads ssd_backward(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& B,
+                      const Tensor& C, const Tensor& D, const Tensor& initial_state,
+                      const Tensor& dy, const Tensor& d_final_state, int64_t chunk_size = 64);
+
+// One decode step: x [B,H,P], dt [B,H], A [H], B, C [B,G,N], D [H]; state [B,H,P,N] is updated
+// in place (h <- exp(dt A) h + dt x B^T). Returns y [B,H,P].
+Tensor ssd_step(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& B,
+                const Tensor& C, const Tensor& D, const Tensor& state);
+
+}  // namespace amor

@@ -1,0 +1,10 @@
+// ModelConfig as JSON: written beside weights (and read by the PyTorch reference models).
+#pragma once
+#include "data/json/json.h"
+#include "models/core/config.h"
+
+namespace amor::model {
+
+json::Value to_json(const ModelConfig& c);
+
+}  // namespace amor::model

@@ -1,0 +1,40 @@
+#include "models/core/layer.h"
+
+#include "kernels/elementwise/elementwise.h"
+#include "models/mixers/attention_mixer.h"
+
+namespace amor::model {
+
+Layer::Layer(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg,
+             std::unique_ptr<Mixer> mixer)
+    : norm1_(ps, prefix + ".norm1", cfg.d_model, cfg.norm_eps), mixer_(std::move(mixer)) {
+  if (cfg.d_ff > 0) {
+    norm2_ = std::make_unique<RMSNorm>(ps, prefix + ".norm2", cfg.d_model, cfg.norm_eps);
+    mlp_ = std::make_unique<SwiGLUMLP>(ps, prefix + ".mlp", cfg.d_model, cfg.d_ff, cfg.init_std);
+  }
+}
+
+Tensor Layer::forward(const Tensor& x, const MixerContext& ctx) {
+  Tensor h = add(x, mixer_->forward(norm1_.forward(x), ctx));
+  if (!mlp_) return h;
+  return add(h, mlp_->forward(norm2_->forward(h)));
+}
+
+Tensor Layer::backward(const Tensor& dy) {
+  Tensor dh = dy.clone();
+  if (mlp_) add_(dh, norm2_->backward(mlp_->backward(dy)));
+  Tensor dx = dh.clone();
+  add_(dx, norm1_.backward(mixer_->backward(dh)));
+  return dx;
+}
+
+std::unique_ptr<Mixer> make_mixer(char kind, ParamStore& ps, const std::string& prefix,
+                                  const ModelConfig& cfg) {
+  switch (kind) {
+    case 'A': return std::make_unique<AttentionMixer>(ps, prefix, cfg);
+    default:
+      throw Error(fmt::format("model: unknown mixer '{}' in a layer pattern (use A, M or G)", kind));
+  }
+}
+
+}  // namespace amor::model

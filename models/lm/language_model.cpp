@@ -1,0 +1,106 @@
+#include "models/lm/language_model.h"
+
+#include "kernels/core/check.h"
+#include "kernels/embedding/embedding.h"
+#include "kernels/lm_head_loss/lm_head_loss.h"
+
+namespace amor::model {
+
+LanguageModel::LanguageModel(const ModelConfig& cfg, DType dtype) : cfg_(cfg), params_(dtype) {
+  params_.begin_unit("embed");
+  // Tied: the same matrix embeds tokens and, transposed, is the LM head. Decayed like any matrix.
+  embed_ = params_.add("embed_tokens.weight", {cfg.vocab, cfg.d_model}, init_normal(cfg.init_std), true);
+}
+
+StepOutput LanguageModel::forward(const Batch& batch, bool training) {
+  const char* op = "LanguageModel::forward";
+  check_dtype(op, "tokens", batch.tokens, DType::I32);
+  check_dim(op, "tokens", batch.tokens, 2);
+  check_shape(op, "targets", batch.targets, batch.tokens.shape());
+  check_dtype(op, "targets", batch.targets, DType::I32);
+  int64_t B = batch.tokens.size(0), T = batch.tokens.size(1), d = cfg_.d_model;
+  tokens_ = batch.tokens;
+  targets_ = batch.targets;
+  StepOutput out;
+  Tensor h = embedding_forward(batch.tokens, embed_->value);  // [B,T,d]
+  h_final_ = body_forward(h, batch, training, out);
+  LmHeadLossOut head = lm_head_loss_forward(h_final_.view({B * T, d}), embed_->value,
+                                            batch.targets.view({B * T}), cfg_.vocab_chunk);
+  lse_ = head.lse;
+  out.token_loss = head.loss.view({B, T});
+  out.entropy = head.entropy.view({B, T});
+  const int32_t* tg = batch.targets.data<int32_t>();
+  for (int64_t i = 0; i < B * T; ++i) {
+    if (tg[i] == -100) continue;
+    out.n_valid++;
+    out.loss_sum += head.loss.item(i);
+  }
+  return out;
+}
+
+void LanguageModel::backward(const Tensor& dloss) {
+  int64_t B = tokens_.size(0), T = tokens_.size(1), d = cfg_.d_model;
+  check_shape("LanguageModel::backward", "dloss", dloss, {B, T});
+  LmHeadLossGrads g = lm_head_loss_backward(h_final_.view({B * T, d}), embed_->value,
+                                            targets_.view({B * T}), lse_, dloss.view({B * T}),
+                                            cfg_.vocab_chunk);
+  accumulate(embed_, g.dW);
+  Tensor dh = body_backward(g.dh.view({B, T, d}));
+  accumulate(embed_, embedding_backward(tokens_, dh, cfg_.vocab));
+  h_final_ = lse_ = Tensor();
+}
+
+std::string layer_pattern(const ModelConfig& cfg) {
+  auto repeat = [&](const std::string& p) {
+    AMOR_CHECK(!p.empty(), "model.pattern: empty layer pattern for kind 'serial'");
+    for (char c : p)
+      AMOR_CHECK(c == 'A' || c == 'M' || c == 'G',
+                 "model.pattern: '{}' has the letter '{}'; use A (attention), M (Mamba2), G (GDN)", p, c);
+    AMOR_CHECK(cfg.n_layers % static_cast<int64_t>(p.size()) == 0,
+               "model.pattern: n_layers {} is not a multiple of the pattern '{}' ({} layers)",
+               cfg.n_layers, p, p.size());
+    std::string s;
+    while (static_cast<int64_t>(s.size()) < cfg.n_layers) s += p;
+    return s;
+  };
+  if (cfg.kind == "transformer") return std::string(static_cast<size_t>(cfg.n_layers), 'A');
+  if (cfg.kind == "mamba2") return std::string(static_cast<size_t>(cfg.n_layers), 'M');
+  if (cfg.kind == "gdn") return std::string(static_cast<size_t>(cfg.n_layers), 'G');
+  if (cfg.kind == "serial") return repeat(cfg.pattern);
+  throw Error(fmt::format("model.kind: '{}' is not a stack model", cfg.kind));
+}
+
+StackModel::StackModel(const ModelConfig& cfg, DType dtype) : LanguageModel(cfg, dtype) {
+  std::string pattern = layer_pattern(cfg);
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    std::string prefix = "layers." + std::to_string(i);
+    params_.begin_unit(prefix);
+    layers_.push_back(std::make_unique<Layer>(params_, prefix, cfg,
+                                              make_mixer(pattern[i], params_, prefix + ".mixer", cfg)));
+  }
+  params_.begin_unit("norm_f");
+  norm_f_ = std::make_unique<RMSNorm>(params_, "norm_f", cfg.d_model, cfg.norm_eps);
+}
+
+Tensor StackModel::body_forward(const Tensor& h0, const Batch&, bool training, StepOutput&) {
+  MixerContext ctx;
+  ctx.training = training;
+  Tensor h = h0;
+  for (auto& layer : layers_) h = layer->forward(h, ctx);
+  return norm_f_->forward(h);
+}
+
+Tensor StackModel::body_backward(const Tensor& dy) {
+  Tensor dh = norm_f_->backward(dy);
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dh = (*it)->backward(dh);
+  return dh;
+}
+
+std::unique_ptr<LanguageModel> build_model(const ModelConfig& cfg, DType dtype) {
+  if (cfg.kind == "transformer" || cfg.kind == "mamba2" || cfg.kind == "gdn" || cfg.kind == "serial")
+    return std::make_unique<StackModel>(cfg, dtype);
+  throw Error(fmt::format(
+      "model.kind: unknown kind '{}' (transformer, mamba2, gdn, serial, fused, amor, oryx)", cfg.kind));
+}
+
+}  // namespace amor::model

@@ -1,0 +1,78 @@
+// A causal language model: tied embedding -> body -> tied LM head fused with the loss.
+//
+// forward() runs a batch and keeps what backward() needs; backward(dloss) takes the gradient of
+// the objective with respect to every token's loss (1/n_valid at valid tokens for the mean loss;
+// any weights for a gradient check) and accumulates every parameter's gradient.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "models/core/config.h"
+#include "models/core/layer.h"
+#include "models/core/param_store.h"
+
+namespace amor::model {
+
+struct Batch {
+  Tensor tokens;   // i32 [B,T]
+  Tensor targets;  // i32 [B,T]; -100 = no loss at this position
+};
+
+struct StepOutput {
+  Tensor token_loss;  // [B,T], 0 where the target is ignored
+  Tensor entropy;     // [B,T] normalised entropy H/log V of the final prediction (no gradient)
+  double loss_sum = 0;
+  int64_t n_valid = 0;
+  std::vector<Tensor> gates;          // AMOR: one u8 [B,T] per block
+  std::vector<Tensor> gate_entropy;   // AMOR: one [B,T] per block (the gate's H)
+  std::vector<double> tau;            // AMOR: the threshold each block used
+  Tensor modes;                       // Oryx: u8 [B,T], 1 = attention
+  double mean_loss() const { return n_valid ? loss_sum / static_cast<double>(n_valid) : 0.0; }
+};
+
+class LanguageModel {
+ public:
+  LanguageModel(const ModelConfig& cfg, DType dtype);
+  virtual ~LanguageModel() = default;
+
+  StepOutput forward(const Batch& batch, bool training);
+  void backward(const Tensor& dloss);
+
+  ParamStore& params() { return params_; }
+  const ModelConfig& config() const { return cfg_; }
+
+ protected:
+  // The part between the embedding and the LM head; h is [B,T,d].
+  virtual Tensor body_forward(const Tensor& h, const Batch& batch, bool training, StepOutput& out) = 0;
+  virtual Tensor body_backward(const Tensor& dh) = 0;
+  Param* embedding() const { return embed_; }
+
+  ModelConfig cfg_;
+  ParamStore params_;
+
+ private:
+  Param* embed_;
+  Tensor tokens_, targets_, h_final_, lse_;
+};
+
+// transformer, mamba2, gdn and serial: N layers from a pattern, then norm_f.
+class StackModel final : public LanguageModel {
+ public:
+  StackModel(const ModelConfig& cfg, DType dtype);
+
+ protected:
+  Tensor body_forward(const Tensor& h, const Batch& batch, bool training, StepOutput& out) override;
+  Tensor body_backward(const Tensor& dh) override;
+
+ private:
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::unique_ptr<RMSNorm> norm_f_;
+};
+
+// The layer letters of a stack model: transformer "AAA..", mamba2 "MMM..", gdn "GGG..", serial
+// its pattern repeated to n_layers (which must be a multiple of the pattern's length).
+std::string layer_pattern(const ModelConfig& cfg);
+
+std::unique_ptr<LanguageModel> build_model(const ModelConfig& cfg, DType dtype);
+
+}  // namespace amor::model

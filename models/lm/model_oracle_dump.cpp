@@ -1,0 +1,85 @@
+// Writes tiny models of every kind with their inputs, outputs and gradients, for the PyTorch
+// reference models (tests/torch_model_oracle.py). Per case, a folder with
+//   config.json         the ModelConfig
+//   weights.safetensors the parameters (double)
+//   batch.safetensors   tokens, targets, dloss (the per-token loss weights handed to backward)
+//   ours.safetensors    token_loss, entropy, [gate.i, gate_entropy.i, modes], grad.<param name>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "models/core/config_json.h"
+#include "models/io/safetensors.h"
+#include "models/lm/language_model.h"
+#include "tests/common/random.h"
+
+using namespace amor;
+using namespace amor::model;
+
+namespace {
+
+ModelConfig tiny(const std::string& kind) {
+  ModelConfig c;
+  c.kind = kind;
+  c.vocab = 17;
+  c.d_model = 16;
+  c.head_dim = 8;
+  c.n_layers = 2;
+  c.d_ff = 24;
+  c.vocab_chunk = 6;
+  c.init_std = 0.3;
+  return c;
+}
+
+void dump(const std::string& root, const std::string& name, const ModelConfig& cfg, uint64_t seed) {
+  std::string dir = root + "/" + name;
+  std::filesystem::create_directories(dir);
+  auto model = build_model(cfg, DType::F64);
+  model->params().initialize(seed);
+  const int64_t B = 2, T = 9;
+  Batch batch{testing::randint({B, T}, seed + 1, cfg.vocab), testing::randint({B, T}, seed + 2, cfg.vocab)};
+  batch.targets.data<int32_t>()[4] = -100;
+  Tensor dloss = testing::randn({B, T}, seed + 3);
+  model->params().zero_grad();
+  StepOutput out = model->forward(batch, true);
+  model->backward(dloss);
+  std::vector<std::pair<std::string, Tensor>> weights, ours;
+  for (auto& p : model->params().params()) {
+    weights.emplace_back(p->name, p->value);
+    ours.emplace_back("grad." + p->name, p->grad);
+  }
+  ours.emplace_back("token_loss", out.token_loss);
+  ours.emplace_back("entropy", out.entropy);
+  for (size_t i = 0; i < out.gates.size(); ++i) {
+    ours.emplace_back("gate." + std::to_string(i), out.gates[i]);
+    ours.emplace_back("gate_entropy." + std::to_string(i), out.gate_entropy[i]);
+  }
+  if (out.modes.defined()) ours.emplace_back("modes", out.modes);
+  save_safetensors(dir + "/weights.safetensors", weights);
+  save_safetensors(dir + "/batch.safetensors",
+                   {{"tokens", batch.tokens}, {"targets", batch.targets}, {"dloss", dloss}});
+  save_safetensors(dir + "/ours.safetensors", ours);
+  std::ofstream(dir + "/config.json") << to_json(cfg).dump() << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUTPUT_DIR\n", argv[0]);
+    return 2;
+  }
+  std::string root = argv[1];
+  std::filesystem::remove_all(root);
+  try {
+    dump(root, "transformer", tiny("transformer"), 100);
+    ModelConfig gqa = tiny("transformer");
+    gqa.n_kv_heads = 1;
+    gqa.d_ff = 0;
+    dump(root, "transformer_gqa_nomlp", gqa, 200);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "model_oracle_dump: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

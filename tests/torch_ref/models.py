@@ -1,0 +1,49 @@
+"""Whole models over a dict of weights w (names as the C++ safetensors files)."""
+import torch
+
+from .layers import attention_mixer, lm_head, rmsnorm, swiglu_mlp
+
+
+def layer_pattern(cfg):
+    n = cfg["n_layers"]
+    kind = cfg["kind"]
+    if kind == "transformer":
+        return "A" * n
+    if kind == "mamba2":
+        return "M" * n
+    if kind == "gdn":
+        return "G" * n
+    if kind == "serial":
+        p = cfg["pattern"]
+        return (p * n)[:n]
+    raise ValueError(f"not a stack model: {kind}")
+
+
+def mixer(letter, x, w, prefix, cfg):
+    if letter == "A":
+        return attention_mixer(x, w, prefix, cfg)
+    raise ValueError(f"mixer {letter} not in the reference yet")
+
+
+def layer(letter, x, w, prefix, cfg):
+    eps = cfg["norm_eps"]
+    h = x + mixer(letter, rmsnorm(x, w[prefix + ".norm1.weight"], eps), w, prefix + ".mixer", cfg)
+    if cfg["d_ff"] > 0:
+        h = h + swiglu_mlp(rmsnorm(h, w[prefix + ".norm2.weight"], eps), w, prefix + ".mlp")
+    return h
+
+
+def stack_model(w, tokens, targets, cfg):
+    emb = w["embed_tokens.weight"]
+    h = emb[tokens]
+    for i, letter in enumerate(layer_pattern(cfg)):
+        h = layer(letter, h, w, f"layers.{i}", cfg)
+    h = rmsnorm(h, w["norm_f.weight"], cfg["norm_eps"])
+    loss, ent = lm_head(h, emb, targets)
+    return {"token_loss": loss, "entropy": ent}
+
+
+def run(w, tokens, targets, cfg):
+    if cfg["kind"] in ("transformer", "mamba2", "gdn", "serial"):
+        return stack_model(w, tokens, targets, cfg)
+    raise ValueError(f"unknown kind {cfg['kind']}")
