@@ -112,3 +112,26 @@ TEST(Backend, CudaDeviceIsAClearErrorWithoutAGpu) {
 
 }  // namespace
 }  // namespace amor
+
+namespace amor {
+namespace {
+
+// On a machine with a GPU (the H200 runs of this suite), data survives a round trip through the
+// CUDA backend and the caching allocator reuses device blocks too.
+TEST(Backend, CudaRoundTripWhenAGpuIsPresent) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU on this machine";
+  Tensor h = Tensor::from_vector<float>({5}, {1, -2, 3.5f, 4, 1e-3f});
+  Tensor d = h.to(Device::CUDA);
+  EXPECT_EQ(d.str(), "f32[5]@cuda");
+  Tensor d2 = d.clone();
+  EXPECT_EQ(d2.to(Device::CPU).to_vector<float>(), h.to_vector<float>());
+  Tensor z = Tensor::zeros({7}, DType::BF16, Device::CUDA);
+  EXPECT_EQ(z.to(Device::CPU).to(DType::F32).to_vector<float>(), std::vector<float>(7, 0.0f));
+  { Tensor first = Tensor::empty({5}, DType::F32, Device::CUDA); }
+  size_t raw = allocator(Device::CUDA).stats().raw_allocations;
+  { Tensor again = Tensor::empty({5}, DType::F32, Device::CUDA); }
+  EXPECT_EQ(allocator(Device::CUDA).stats().raw_allocations, raw);  // served from the cache
+}
+
+}  // namespace
+}  // namespace amor
