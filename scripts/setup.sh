@@ -4,6 +4,7 @@
 # Ubuntu 24.04 GPU machine, where nothing can be installed, use --no-install (README: "GPU machine").
 #
 #   scripts/setup.sh [--no-install] [--build-dir DIR] [--cuda AUTO|ON|OFF] [--jobs N] [--type Release|Debug]
+#                    [-- extra cmake arguments]
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,6 +13,7 @@ cuda=AUTO
 install=1
 jobs=$(nproc)
 build_type=Release
+cmake_extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-install) install=0 ;;
@@ -19,7 +21,8 @@ while [ $# -gt 0 ]; do
     --cuda) cuda="$2"; shift ;;
     --jobs) jobs="$2"; shift ;;
     --type) build_type="$2"; shift ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    --) shift; cmake_extra=("$@"); break ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -50,6 +53,6 @@ if [ "$install" = 1 ]; then
   fi
 fi
 
-cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DAMOR_CUDA="$cuda" >/dev/null
+cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DAMOR_CUDA="$cuda" "${cmake_extra[@]}" >/dev/null
 cmake --build "$build_dir" -j "$jobs"
 echo "setup.sh: built in $build_dir"
