@@ -2,6 +2,8 @@
 
 #include "kernels/elementwise/elementwise.h"
 #include "models/mixers/attention_mixer.h"
+#include "models/mixers/gdn_mixer.h"
+#include "models/mixers/mamba2_mixer.h"
 
 namespace amor::model {
 
@@ -32,6 +34,8 @@ std::unique_ptr<Mixer> make_mixer(char kind, ParamStore& ps, const std::string& 
                                   const ModelConfig& cfg) {
   switch (kind) {
     case 'A': return std::make_unique<AttentionMixer>(ps, prefix, cfg);
+    case 'M': return std::make_unique<Mamba2Mixer>(ps, prefix, cfg);
+    case 'G': return std::make_unique<GdnMixer>(ps, prefix, cfg);
     default:
       throw Error(fmt::format("model: unknown mixer '{}' in a layer pattern (use A, M or G)", kind));
   }

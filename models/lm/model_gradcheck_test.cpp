@@ -20,6 +20,12 @@ ModelConfig tiny(const std::string& kind) {
   c.d_ff = 12;
   c.vocab_chunk = 5;  // several vocabulary chunks, the last one partial
   c.init_std = 0.5;   // large enough that every path carries signal
+  c.mamba2.head_dim = 4;
+  c.mamba2.d_state = 4;
+  c.mamba2.chunk = 4;
+  c.gdn.head_dim = 4;  // 0.5 * 8 / 4 -> 1 head
+  c.gdn.qk_ratio = 0.5;
+  c.gdn.chunk = 4;
   return c;
 }
 
@@ -47,6 +53,16 @@ TEST(ModelGradcheck, TransformerGqaNoMlp) {
   c.d_ff = 0;
   check_model_gradients(c, 20);
 }
+
+TEST(ModelGradcheck, Mamba2) { check_model_gradients(tiny("mamba2"), 30); }
+
+TEST(ModelGradcheck, SerialMambaAttention) {
+  ModelConfig c = tiny("serial");
+  c.pattern = "MA";
+  check_model_gradients(c, 40);
+}
+
+TEST(ModelGradcheck, Gdn) { check_model_gradients(tiny("gdn"), 50); }
 
 TEST(Models, BadKindsAndPatternsAreClearErrors) {
   ModelConfig c = tiny("nonsense");

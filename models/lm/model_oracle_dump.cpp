@@ -28,6 +28,12 @@ ModelConfig tiny(const std::string& kind) {
   c.d_ff = 24;
   c.vocab_chunk = 6;
   c.init_std = 0.3;
+  c.mamba2.head_dim = 8;  // d_inner 32 -> 4 heads
+  c.mamba2.d_state = 8;
+  c.mamba2.chunk = 4;     // T = 9: the last chunk is partial
+  c.gdn.head_dim = 4;     // 0.5 * 16 / 4 -> 2 heads, V = 8
+  c.gdn.qk_ratio = 0.5;
+  c.gdn.chunk = 4;
   return c;
 }
 
@@ -77,6 +83,15 @@ int main(int argc, char** argv) {
     gqa.n_kv_heads = 1;
     gqa.d_ff = 0;
     dump(root, "transformer_gqa_nomlp", gqa, 200);
+    dump(root, "mamba2", tiny("mamba2"), 300);
+    ModelConfig serial = tiny("serial");
+    serial.pattern = "MA";
+    serial.mamba2.n_groups = 2;
+    dump(root, "serial_MA_groups2", serial, 400);
+    dump(root, "gdn", tiny("gdn"), 500);
+    ModelConfig sga = tiny("serial");
+    sga.pattern = "GA";
+    dump(root, "serial_GA", sga, 600);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "model_oracle_dump: %s\n", e.what());
     return 1;

@@ -1,6 +1,7 @@
 """Whole models over a dict of weights w (names as the C++ safetensors files)."""
 import torch
 
+from . import gdn, mamba2
 from .layers import attention_mixer, lm_head, rmsnorm, swiglu_mlp
 
 
@@ -22,6 +23,10 @@ def layer_pattern(cfg):
 def mixer(letter, x, w, prefix, cfg):
     if letter == "A":
         return attention_mixer(x, w, prefix, cfg)
+    if letter == "M":
+        return mamba2.mixer(x, w, prefix, cfg)
+    if letter == "G":
+        return gdn.mixer(x, w, prefix, cfg)
     raise ValueError(f"mixer {letter} not in the reference yet")
 
 
