@@ -39,7 +39,7 @@ def check(path):
     ours = safetensors_io.load(os.path.join(path, "ours.safetensors"))
     for t in w.values():
         t.requires_grad_(True)
-    ref = models.run(w, batch["tokens"].long(), batch["targets"].long(), cfg)
+    ref = models.run(w, batch["tokens"].long(), batch["targets"].long(), cfg, ours)
     fails, worst = [], 0.0
     for name, t in ref.items():
         if name not in ours:

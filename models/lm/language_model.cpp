@@ -3,6 +3,8 @@
 #include "kernels/core/check.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/lm_head_loss/lm_head_loss.h"
+#include "models/amor/amor_model.h"
+#include "models/oryx/oryx_modes.h"
 
 namespace amor::model {
 
@@ -67,6 +69,7 @@ std::string layer_pattern(const ModelConfig& cfg) {
   if (cfg.kind == "mamba2") return std::string(static_cast<size_t>(cfg.n_layers), 'M');
   if (cfg.kind == "gdn") return std::string(static_cast<size_t>(cfg.n_layers), 'G');
   if (cfg.kind == "serial") return repeat(cfg.pattern);
+  if (cfg.kind == "oryx") return std::string(static_cast<size_t>(cfg.n_layers), 'O');
   throw Error(fmt::format("model.kind: '{}' is not a stack model", cfg.kind));
 }
 
@@ -82,9 +85,16 @@ StackModel::StackModel(const ModelConfig& cfg, DType dtype) : LanguageModel(cfg,
   norm_f_ = std::make_unique<RMSNorm>(params_, "norm_f", cfg.d_model, cfg.norm_eps);
 }
 
-Tensor StackModel::body_forward(const Tensor& h0, const Batch&, bool training, StepOutput&) {
+Tensor StackModel::body_forward(const Tensor& h0, const Batch&, bool training, StepOutput& out) {
   MixerContext ctx;
   ctx.training = training;
+  if (cfg_.kind == "oryx") {
+    int64_t B = h0.size(0), T = h0.size(1);
+    // A scoring forward is all context: "prefill" covers the whole sequence.
+    ctx.modes = training ? oryx_training_modes(cfg_.oryx, B, T, mode_rng_)
+                         : oryx_inference_modes(cfg_.oryx, B, T, /*prefill_len=*/T);
+    out.modes = ctx.modes;
+  }
   Tensor h = h0;
   for (auto& layer : layers_) h = layer->forward(h, ctx);
   return norm_f_->forward(h);
@@ -97,8 +107,10 @@ Tensor StackModel::body_backward(const Tensor& dy) {
 }
 
 std::unique_ptr<LanguageModel> build_model(const ModelConfig& cfg, DType dtype) {
-  if (cfg.kind == "transformer" || cfg.kind == "mamba2" || cfg.kind == "gdn" || cfg.kind == "serial")
+  if (cfg.kind == "transformer" || cfg.kind == "mamba2" || cfg.kind == "gdn" || cfg.kind == "serial" ||
+      cfg.kind == "oryx")
     return std::make_unique<StackModel>(cfg, dtype);
+  if (cfg.kind == "amor") return std::make_unique<AmorModel>(cfg, dtype);
   throw Error(fmt::format(
       "model.kind: unknown kind '{}' (transformer, mamba2, gdn, serial, fused, amor, oryx)", cfg.kind));
 }

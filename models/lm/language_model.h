@@ -5,6 +5,7 @@
 // any weights for a gradient check) and accumulates every parameter's gradient.
 #pragma once
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "models/core/config.h"
@@ -55,10 +56,13 @@ class LanguageModel {
   Tensor tokens_, targets_, h_final_, lse_;
 };
 
-// transformer, mamba2, gdn and serial: N layers from a pattern, then norm_f.
+// transformer, mamba2, gdn, serial and oryx: N layers from a pattern, then norm_f. Oryx layers
+// get one mode per token for the whole stack (design §3): drawn per 128-token chunk in training
+// from the model's own RNG (model state, checkpointed), from the schedule at inference.
 class StackModel final : public LanguageModel {
  public:
   StackModel(const ModelConfig& cfg, DType dtype);
+  std::mt19937_64& mode_rng() { return mode_rng_; }
 
  protected:
   Tensor body_forward(const Tensor& h, const Batch& batch, bool training, StepOutput& out) override;
@@ -67,6 +71,7 @@ class StackModel final : public LanguageModel {
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
   std::unique_ptr<RMSNorm> norm_f_;
+  std::mt19937_64 mode_rng_{0x6f727978};  // "oryx"
 };
 
 // The layer letters of a stack model: transformer "AAA..", mamba2 "MMM..", gdn "GGG..", serial

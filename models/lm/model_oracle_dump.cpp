@@ -34,14 +34,24 @@ ModelConfig tiny(const std::string& kind) {
   c.gdn.head_dim = 4;     // 0.5 * 16 / 4 -> 2 heads, V = 8
   c.gdn.qk_ratio = 0.5;
   c.gdn.chunk = 4;
+  c.oryx.chunk = 2;  // several mode switches within T = 9
   return c;
 }
 
-void dump(const std::string& root, const std::string& name, const ModelConfig& cfg, uint64_t seed) {
+void dump(const std::string& root, const std::string& name, const ModelConfig& cfg, uint64_t seed,
+          bool perturb_zero_init = false) {
   std::string dir = root + "/" + name;
   std::filesystem::create_directories(dir);
   auto model = build_model(cfg, DType::F64);
   model->params().initialize(seed);
+  if (perturb_zero_init) {  // give zero-initialised parameters (AMOR's O, alpha) random values
+    uint64_t k = seed;
+    for (auto& p : model->params().params()) {
+      bool all_zero = true;
+      for (int64_t i = 0; i < p->value.numel() && all_zero; ++i) all_zero = p->value.item(i) == 0.0;
+      if (all_zero) p->value.copy_from(testing::randn(p->value.shape(), ++k, DType::F64, 0.3));
+    }
+  }
   const int64_t B = 2, T = 9;
   Batch batch{testing::randint({B, T}, seed + 1, cfg.vocab), testing::randint({B, T}, seed + 2, cfg.vocab)};
   batch.targets.data<int32_t>()[4] = -100;
@@ -92,6 +102,17 @@ int main(int argc, char** argv) {
     ModelConfig sga = tiny("serial");
     sga.pattern = "GA";
     dump(root, "serial_GA", sga, 600);
+    dump(root, "oryx_gdn", tiny("oryx"), 700);
+    ModelConfig om = tiny("oryx");
+    om.oryx.linear = "mamba2";
+    dump(root, "oryx_mamba2", om, 800);
+    // AMOR from its init EMA state, one training forward. o_proj starts at zero, which would
+    // leave q/k/v without gradient: the init_std of every matrix is large, and O is re-drawn.
+    for (const char* backbone : {"gdn", "mamba2"}) {
+      ModelConfig a = tiny("amor");
+      a.amor.backbone = backbone;
+      dump(root, std::string("amor_") + backbone, a, 900, /*perturb_zero_init=*/true);
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "model_oracle_dump: %s\n", e.what());
     return 1;

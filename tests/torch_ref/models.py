@@ -1,7 +1,7 @@
 """Whole models over a dict of weights w (names as the C++ safetensors files)."""
 import torch
 
-from . import gdn, mamba2
+from . import amor, gdn, mamba2, oryx
 from .layers import attention_mixer, lm_head, rmsnorm, swiglu_mlp
 
 
@@ -17,10 +17,14 @@ def layer_pattern(cfg):
     if kind == "serial":
         p = cfg["pattern"]
         return (p * n)[:n]
+    if kind == "oryx":
+        return "O" * n
     raise ValueError(f"not a stack model: {kind}")
 
 
-def mixer(letter, x, w, prefix, cfg):
+def mixer(letter, x, w, prefix, cfg, modes=None):
+    if letter == "O":
+        return oryx.mixer(x, w, prefix, cfg, modes)
     if letter == "A":
         return attention_mixer(x, w, prefix, cfg)
     if letter == "M":
@@ -30,25 +34,30 @@ def mixer(letter, x, w, prefix, cfg):
     raise ValueError(f"mixer {letter} not in the reference yet")
 
 
-def layer(letter, x, w, prefix, cfg):
+def layer(letter, x, w, prefix, cfg, modes=None):
     eps = cfg["norm_eps"]
-    h = x + mixer(letter, rmsnorm(x, w[prefix + ".norm1.weight"], eps), w, prefix + ".mixer", cfg)
+    h = x + mixer(letter, rmsnorm(x, w[prefix + ".norm1.weight"], eps), w, prefix + ".mixer", cfg, modes)
     if cfg["d_ff"] > 0:
         h = h + swiglu_mlp(rmsnorm(h, w[prefix + ".norm2.weight"], eps), w, prefix + ".mlp")
     return h
 
 
-def stack_model(w, tokens, targets, cfg):
+def stack_model(w, tokens, targets, cfg, modes=None):
+    """modes: Oryx's per-token mixer choice (1 = attention), as the C++ model drew it."""
     emb = w["embed_tokens.weight"]
     h = emb[tokens]
     for i, letter in enumerate(layer_pattern(cfg)):
-        h = layer(letter, h, w, f"layers.{i}", cfg)
+        h = layer(letter, h, w, f"layers.{i}", cfg, modes)
     h = rmsnorm(h, w["norm_f.weight"], cfg["norm_eps"])
     loss, ent = lm_head(h, emb, targets)
     return {"token_loss": loss, "entropy": ent}
 
 
-def run(w, tokens, targets, cfg):
-    if cfg["kind"] in ("transformer", "mamba2", "gdn", "serial"):
-        return stack_model(w, tokens, targets, cfg)
+def run(w, tokens, targets, cfg, saved=None):
+    """saved: what the C++ model recorded that is random by design (Oryx's modes)."""
+    saved = saved or {}
+    if cfg["kind"] in ("transformer", "mamba2", "gdn", "serial", "oryx"):
+        return stack_model(w, tokens, targets, cfg, saved.get("modes"))
+    if cfg["kind"] == "amor":
+        return amor.run(w, tokens, targets, cfg)
     raise ValueError(f"unknown kind {cfg['kind']}")

@@ -6,9 +6,9 @@ output comes from the mixer its mode names (modes [B,T]: 1 attention, 0 linear),
 memories (attention's keys/values, the linear recurrence) see every token. The recurrences run
 step by step here. Weight names are the C++ ones under `prefix`:
 
-  shared     k_proj, v_proj, k_conv, v_conv, g_proj, o_norm, o_proj
+  shared     k_proj, v_proj, k_conv1d, v_conv1d, g_proj, o_norm, o_proj
   attention  q_attn_proj
-  linear     q_lin_proj, q_lin_conv, and gdn: a_proj, b_proj, A_log, dt_bias
+  linear     q_lin_proj, q_lin_conv1d, and gdn: a_proj, b_proj, A_log, dt_bias
                                          mamba2: dt_proj, A_log, dt_bias, D
 """
 import math
@@ -77,15 +77,15 @@ def mixer(x, w, prefix, cfg, modes):
     heads = lambda t: t.reshape(B, T, H, hd)  # noqa: E731
 
     # Shared memories, computed at every token.
-    k = heads(short_conv(x @ p("k_proj.weight").T, p("k_conv.weight"), silu))
-    v = heads(short_conv(x @ p("v_proj.weight").T, p("v_conv.weight"), silu))
+    k = heads(short_conv(x @ p("k_proj.weight").T, p("k_conv1d.weight"), silu))
+    v = heads(short_conv(x @ p("v_proj.weight").T, p("v_conv1d.weight"), silu))
 
     # Attention: its own query, RoPE on q and k, causal softmax with scale 1/sqrt(hd).
     qa = heads(x @ p("q_attn_proj.weight").T)
     o_attn = causal_attention(rope(qa, cfg["rope_base"]), rope(k, cfg["rope_base"]), v)
 
     # The linear mixer: its own query through its own short conv, un-rotated k.
-    ql = heads(short_conv(x @ p("q_lin_proj.weight").T, p("q_lin_conv.weight"), silu))
+    ql = heads(short_conv(x @ p("q_lin_proj.weight").T, p("q_lin_conv1d.weight"), silu))
     if kind == "gdn":
         beta = torch.sigmoid(x @ p("b_proj.weight").T)
         g = -torch.exp(p("A_log")) * F.softplus(x @ p("a_proj.weight").T + p("dt_bias"))

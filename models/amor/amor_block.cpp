@@ -1,0 +1,60 @@
+#include "models/amor/amor_block.h"
+
+#include <cmath>
+
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/lm_head_loss/lm_head_loss.h"
+
+namespace amor::model {
+
+namespace {
+
+constexpr double kAlphaFloor = -1.0;  // raw alpha is clamped below here: alpha >= sigmoid(-1)
+
+double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
+
+}  // namespace
+
+AmorBlock::AmorBlock(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg)
+    : vocab_chunk_(cfg.vocab_chunk),
+      gate_(cfg.amor),
+      attn_(ps, prefix + ".attn", cfg, init_constant(0.0)) {
+  raw_alpha = ps.add(prefix + ".alpha", {cfg.d_model}, init_constant(0.0), /*weight_decay=*/false);
+}
+
+// alpha is a [d] vector: its clamp and sigmoid are computed on the host and moved to hn's device.
+Tensor AmorBlock::forward(const Tensor& hn, const Tensor& W, bool training) {
+  int64_t B = hn.size(0), T = hn.size(1), d = hn.size(2);
+  entropy_ = lm_head_entropy(hn.view({B * T, d}), W, vocab_chunk_).view({B, T});
+  GateDecision g = gate_.decide(entropy_, training);
+  gate_t_ = g.gate;
+  tau_ = g.tau;
+
+  MixerContext ctx;
+  ctx.training = training;
+  ctx.query_gate = gate_t_;
+  y_ = attn_.forward(hn, ctx);
+
+  Tensor raw = raw_alpha->value.to(Device::CPU);
+  Tensor a = Tensor::empty({d}, raw.dtype());
+  for (int64_t c = 0; c < d; ++c) a.set_item(c, sigmoid(std::max(raw.item(c), kAlphaFloor)));
+  alpha_ = a.to(hn.device());
+  return channel_scale_forward(y_, alpha_);
+}
+
+Tensor AmorBlock::backward(const Tensor& ddelta) {
+  ChannelScaleGrads g = channel_scale_backward(y_, alpha_, ddelta);
+  Tensor raw = raw_alpha->value.to(Device::CPU);
+  Tensor a = alpha_.to(Device::CPU), dalpha = g.ds.to(Device::CPU);
+  Tensor draw = Tensor::empty(raw.shape(), raw.dtype());
+  for (int64_t c = 0; c < raw.numel(); ++c) {
+    double s = a.item(c);
+    draw.set_item(c, raw.item(c) >= kAlphaFloor ? dalpha.item(c) * s * (1 - s) : 0.0);
+  }
+  accumulate(raw_alpha, draw.to(raw_alpha->grad.device()));
+  Tensor dhn = attn_.backward(g.dx);
+  y_ = alpha_ = Tensor();
+  return dhn;
+}
+
+}  // namespace amor::model

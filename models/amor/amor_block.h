@@ -1,0 +1,57 @@
+// One AMOR block (arXiv 2602.13215): entropy-gated causal attention refining the residual stream.
+// Given the block's normed input hn [B,T,d] and the tied embedding W [V,d]:
+//
+//   H_t     = -sum_v p_v log p_v / log V,  p = softmax(W hn_t)     detached (no gradient)
+//   gate_t  = AmorGate(H)                                           (EMA threshold, amor_gate.h)
+//   y       = gate ⊙ O(attn(RoPE(Q hn), RoPE(K hn), V hn))          causal, K,V at every token
+//   alpha   = sigmoid(max(raw_alpha, -1))                           per channel, floor ~0.27
+//   out     = hn + alpha ⊙ y
+//
+// The block returns delta = alpha ⊙ y; the model forms out = hn + delta and adds delta to the
+// residual stream (h + (out - hn) in the paper's words, without the cancellation). The gate goes
+// to the attention as its query gate, so gated-off rows cost no Q/attention/O work, get exactly
+// y = 0 (out = hn exactly), send no gradient to Q or O, and only firing rows send gradient to the
+// K,V they attend to: the numerics of the paper's full_with_mask training. O is zero-initialised,
+// so at step 0 every block is the identity and the model equals its backbone.
+//
+// Parameters (prefix "amor.i"): attn.{q,k,v,o}_proj.weight [d,d] (k,v [Hkv*64,d] with GQA),
+// alpha [d] (init 0, no weight decay). The clamp passes gradient where raw_alpha >= -1 (as
+// torch.clamp's backward) and none below.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "models/amor/amor_gate.h"
+#include "models/mixers/attention_mixer.h"
+
+namespace amor::model {
+
+class AmorBlock {
+ public:
+  AmorBlock(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg);
+
+  // hn [B,T,d]; W the tied embedding [V,d]. Returns delta = alpha ⊙ y.
+  Tensor forward(const Tensor& hn, const Tensor& W, bool training);
+  // d(delta) -> d(hn) through the attention path (the identity path hn -> out is the caller's).
+  Tensor backward(const Tensor& ddelta);
+
+  AmorGate& gate() { return gate_; }
+  const AmorGate& gate() const { return gate_; }
+  // What the last forward decided: gate u8 [B,T], entropies [B,T] (hn's dtype), threshold.
+  const Tensor& last_gate() const { return gate_t_; }
+  const Tensor& last_entropy() const { return entropy_; }
+  double last_tau() const { return tau_; }
+  // The last forward's gated attention output y [B,T,d] (kept for alpha's gradient).
+  const Tensor& last_attention() const { return y_; }
+
+  Param* raw_alpha;
+
+ private:
+  int64_t vocab_chunk_;
+  AmorGate gate_;
+  AttentionMixer attn_;
+  Tensor y_, alpha_, gate_t_, entropy_;
+  double tau_ = 0;
+};
+
+}  // namespace amor::model

@@ -1,0 +1,107 @@
+#include "models/amor/amor_model.h"
+
+#include "kernels/core/error.h"
+#include "kernels/elementwise/elementwise.h"
+
+namespace amor::model {
+
+char amor_backbone_letter(const ModelConfig& cfg) {
+  const std::string& b = cfg.amor.backbone;
+  if (b == "gdn") return 'G';
+  if (b == "mamba2") return 'M';
+  if (b == "transformer") return 'A';
+  throw Error(fmt::format(
+      "model.amor.backbone: '{}' is not one of gdn, mamba2 (or transformer, a debug backbone)", b));
+}
+
+namespace {
+
+// Checks the model-level keys before anything is built (the gate checks its own).
+void check_config(const ModelConfig& cfg) {
+  amor_backbone_letter(cfg);
+  AMOR_CHECK(cfg.amor.blocks == 1 || cfg.amor.blocks == 3,
+             "model.amor.blocks: {} AMOR blocks; the paper's variants have 1 or 3", cfg.amor.blocks);
+  AMOR_CHECK(cfg.amor.residual_mode == "classic" || cfg.amor.residual_mode == "h",
+             "model.amor.residual_mode: '{}' is not one of classic, h", cfg.amor.residual_mode);
+}
+
+}  // namespace
+
+AmorModel::AmorModel(const ModelConfig& cfg, DType dtype) : LanguageModel(cfg, dtype) {
+  check_config(cfg);
+  classic_ = cfg.amor.residual_mode == "classic";
+  char letter = amor_backbone_letter(cfg);
+  for (int64_t i = 0; i < cfg.n_layers; ++i) {
+    std::string prefix = "layers." + std::to_string(i);
+    params_.begin_unit(prefix);
+    layers_.push_back(std::make_unique<Layer>(params_, prefix, cfg,
+                                              make_mixer(letter, params_, prefix + ".mixer", cfg)));
+  }
+  params_.begin_unit("norm_f");
+  norm_f_ = std::make_unique<RMSNorm>(params_, "norm_f", cfg.d_model, cfg.norm_eps);
+  for (int64_t i = 0; i < cfg.amor.blocks; ++i) {
+    std::string prefix = "amor." + std::to_string(i);
+    params_.begin_unit(prefix);
+    block_norms_.push_back(i == 0 ? nullptr
+                                  : std::make_unique<RMSNorm>(params_, prefix + ".norm",
+                                                              cfg.d_model, cfg.norm_eps));
+    blocks_.push_back(std::make_unique<AmorBlock>(params_, prefix, cfg));
+  }
+  params_.begin_unit("final_norm");
+  final_norm_ = std::make_unique<RMSNorm>(params_, "final_norm", cfg.d_model, cfg.norm_eps);
+}
+
+std::vector<AmorGateState> AmorModel::gate_state() const {
+  std::vector<AmorGateState> s;
+  for (auto& b : blocks_) s.push_back(b->gate().state());
+  return s;
+}
+
+void AmorModel::set_gate_state(const std::vector<AmorGateState>& state) {
+  AMOR_CHECK(state.size() == blocks_.size(),
+             "AmorModel::set_gate_state: {} gate states for a model with {} AMOR blocks",
+             state.size(), blocks_.size());
+  for (size_t i = 0; i < blocks_.size(); ++i) blocks_[i]->gate().set_state(state[i]);
+}
+
+void AmorModel::set_entropy_gather(const EntropyGather& gather) {
+  for (auto& b : blocks_) b->gate().set_gather(gather);
+}
+
+Tensor AmorModel::body_forward(const Tensor& h0, const Batch&, bool training, StepOutput& out) {
+  MixerContext ctx;
+  ctx.training = training;
+  Tensor h = h0;
+  for (auto& layer : layers_) h = layer->forward(h, ctx);
+  if (classic_) h = norm_f_->forward(h);
+  const Tensor& W = embedding()->value;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    Tensor hn = i > 0 ? block_norms_[i]->forward(h) : classic_ ? h : norm_f_->forward(h);
+    Tensor delta = blocks_[i]->forward(hn, W, training);
+    // classic block 0: h is hn (the norm_f'd stream) and becomes out = hn + delta.
+    h = add(h, delta);
+    out.gates.push_back(blocks_[i]->last_gate());
+    out.gate_entropy.push_back(blocks_[i]->last_entropy());
+    out.tau.push_back(blocks_[i]->last_tau());
+  }
+  return final_norm_->forward(h);
+}
+
+Tensor AmorModel::body_backward(const Tensor& dy) {
+  Tensor dh = final_norm_->backward(dy);
+  for (size_t i = blocks_.size(); i-- > 0;) {
+    // h_next = h + delta_i(hn_i): the identity path plus the block's path back through its norm.
+    Tensor dhn = blocks_[i]->backward(dh);
+    if (i > 0)
+      add_(dh, block_norms_[i]->backward(dhn));
+    else if (classic_)
+      add_(dh, dhn);  // hn = h
+    else
+      add_(dh, norm_f_->backward(dhn));
+  }
+  if (classic_) dh = norm_f_->backward(dh);
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dh = (*it)->backward(dh);
+  return dh;
+}
+
+}  // namespace amor::model

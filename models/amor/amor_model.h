@@ -1,0 +1,68 @@
+// The AMOR model (arXiv 2602.13215; the authors' amor.py), config key model.kind = "amor":
+//
+//   embedding -> [backbone layer] x n_layers -> norm_f -> [AMOR block] x K -> final_norm -> tied head
+//
+// Backbone layers are the pre-norm mixer + SwiGLU MLP layers of layer.h with the mixer named by
+// model.amor.backbone: gdn (G) or mamba2 (M), as in the paper; transformer (A) is also accepted
+// as an ablation/debug backbone (attention everywhere, then AMOR blocks on top).
+// K = model.amor.blocks is 1 or 3 (the paper's variants). Block i (amor_block.h) reads its normed
+// input hn_i and returns delta_i = alpha_i ⊙ gate_i ⊙ O_i(attn_i(hn_i)); where its norm sits
+// depends on model.amor.residual_mode:
+//
+//   classic: h = norm_f(h) enters the residual stream.
+//            block 0:   hn = h,          h = hn + delta_0        (no norm of its own)
+//            block i>0: hn = norm_i(h),  h = h + delta_i
+//   h:       block 0:   hn = norm_f(h),  h = h + delta_0         (norm_f is block 0's pre-norm)
+//            block i>0: hn = norm_i(h),  h = h + delta_i
+//   then final_norm(h) goes to the tied LM head.
+//
+// (The paper writes h + (out - hn) with out = hn + delta; adding delta is the same value without
+// the cancellation.) With O zero-initialised every delta is exactly 0 at step 0, so the model's
+// losses and backbone gradients equal those of its backbone followed by the same norms.
+//
+// Parameters: embed_tokens.weight [V,d]; layers.i.* (layer.h); norm_f.weight [d];
+// amor.i.norm.weight [d] (blocks i >= 1); amor.i.attn.{q,k,v,o}_proj.weight [d,d];
+// amor.i.alpha [d]; final_norm.weight [d]. FSDP units: embed, each layer, norm_f, each block,
+// final_norm.
+//
+// The gates' EMA thresholds are model state (amor_gate.h): gate_state()/set_gate_state() for
+// checkpoints; forward() fills StepOutput.gates, gate_entropy and tau per block.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "models/amor/amor_block.h"
+#include "models/lm/language_model.h"
+
+namespace amor::model {
+
+class AmorModel final : public LanguageModel {
+ public:
+  AmorModel(const ModelConfig& cfg, DType dtype);
+
+  int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }
+  const AmorBlock& block(int64_t i) const { return *blocks_.at(static_cast<size_t>(i)); }
+
+  // One (m, s) per block, in block order.
+  std::vector<AmorGateState> gate_state() const;
+  void set_gate_state(const std::vector<AmorGateState>& state);
+  // Plugs the cross-rank gather of the entropies into every block's gate (amor_gate.h).
+  void set_entropy_gather(const EntropyGather& gather);
+
+ protected:
+  Tensor body_forward(const Tensor& h, const Batch& batch, bool training, StepOutput& out) override;
+  Tensor body_backward(const Tensor& dh) override;
+
+ private:
+  bool classic_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::unique_ptr<RMSNorm> norm_f_;
+  std::vector<std::unique_ptr<RMSNorm>> block_norms_;  // [0] is null: block 0 has no norm of its own
+  std::vector<std::unique_ptr<AmorBlock>> blocks_;
+  std::unique_ptr<RMSNorm> final_norm_;
+};
+
+// The backbone's mixer letter for model.amor.backbone (gdn G, mamba2 M, transformer A).
+char amor_backbone_letter(const ModelConfig& cfg);
+
+}  // namespace amor::model
