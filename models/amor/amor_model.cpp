@@ -33,21 +33,21 @@ AmorModel::AmorModel(const ModelConfig& cfg, DType dtype) : LanguageModel(cfg, d
   char letter = amor_backbone_letter(cfg);
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
     std::string prefix = "layers." + std::to_string(i);
-    params_.begin_unit(prefix);
+    layer_units_.push_back(params_.begin_unit(prefix));
     layers_.push_back(std::make_unique<Layer>(params_, prefix, cfg,
                                               make_mixer(letter, params_, prefix + ".mixer", cfg)));
   }
-  params_.begin_unit("norm_f");
+  norm_f_unit_ = params_.begin_unit("norm_f");
   norm_f_ = std::make_unique<RMSNorm>(params_, "norm_f", cfg.d_model, cfg.norm_eps);
   for (int64_t i = 0; i < cfg.amor.blocks; ++i) {
     std::string prefix = "amor." + std::to_string(i);
-    params_.begin_unit(prefix);
+    block_units_.push_back(params_.begin_unit(prefix));
     block_norms_.push_back(i == 0 ? nullptr
                                   : std::make_unique<RMSNorm>(params_, prefix + ".norm",
                                                               cfg.d_model, cfg.norm_eps));
     blocks_.push_back(std::make_unique<AmorBlock>(params_, prefix, cfg));
   }
-  params_.begin_unit("final_norm");
+  final_norm_unit_ = params_.begin_unit("final_norm");
   final_norm_ = std::make_unique<RMSNorm>(params_, "final_norm", cfg.d_model, cfg.norm_eps);
 }
 
@@ -72,10 +72,16 @@ Tensor AmorModel::body_forward(const Tensor& h0, const Batch&, bool training, St
   MixerContext ctx;
   ctx.training = training;
   Tensor h = h0;
-  for (auto& layer : layers_) h = layer->forward(h, ctx);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    gather(layer_units_[i]);
+    h = layers_[i]->forward(h, ctx);
+    release(layer_units_[i]);
+  }
+  gather(norm_f_unit_);  // classic: the stream's norm; h mode: block 0's pre-norm
   if (classic_) h = norm_f_->forward(h);
   const Tensor& W = embedding()->value;
   for (size_t i = 0; i < blocks_.size(); ++i) {
+    gather(block_units_[i]);
     Tensor hn = i > 0 ? block_norms_[i]->forward(h) : classic_ ? h : norm_f_->forward(h);
     Tensor delta = blocks_[i]->forward(hn, W, training);
     // classic block 0: h is hn (the norm_f'd stream) and becomes out = hn + delta.
@@ -83,13 +89,23 @@ Tensor AmorModel::body_forward(const Tensor& h0, const Batch&, bool training, St
     out.gates.push_back(blocks_[i]->last_gate());
     out.gate_entropy.push_back(blocks_[i]->last_entropy());
     out.tau.push_back(blocks_[i]->last_tau());
+    release(block_units_[i]);
+    if (i == 0) release(norm_f_unit_);
   }
-  return final_norm_->forward(h);
+  gather(final_norm_unit_);
+  h = final_norm_->forward(h);
+  release(final_norm_unit_);
+  return h;
 }
 
 Tensor AmorModel::body_backward(const Tensor& dy) {
+  gather(final_norm_unit_);
   Tensor dh = final_norm_->backward(dy);
+  grad_ready(final_norm_unit_);
+  release(final_norm_unit_);
   for (size_t i = blocks_.size(); i-- > 0;) {
+    gather(block_units_[i]);
+    if (i == 0) gather(norm_f_unit_);
     // h_next = h + delta_i(hn_i): the identity path plus the block's path back through its norm.
     Tensor dhn = blocks_[i]->backward(dh);
     if (i > 0)
@@ -98,9 +114,18 @@ Tensor AmorModel::body_backward(const Tensor& dy) {
       add_(dh, dhn);  // hn = h
     else
       add_(dh, norm_f_->backward(dhn));
+    grad_ready(block_units_[i]);
+    release(block_units_[i]);
   }
   if (classic_) dh = norm_f_->backward(dh);
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dh = (*it)->backward(dh);
+  grad_ready(norm_f_unit_);
+  release(norm_f_unit_);
+  for (size_t i = layers_.size(); i-- > 0;) {
+    gather(layer_units_[i]);
+    dh = layers_[i]->backward(dh);
+    grad_ready(layer_units_[i]);
+    release(layer_units_[i]);
+  }
   return dh;
 }
 

@@ -60,6 +60,9 @@ class AmorModel final : public LanguageModel {
   std::vector<std::unique_ptr<RMSNorm>> block_norms_;  // [0] is null: block 0 has no norm of its own
   std::vector<std::unique_ptr<AmorBlock>> blocks_;
   std::unique_ptr<RMSNorm> final_norm_;
+  // ParamStore unit of each part, for the parallelism hooks.
+  std::vector<int> layer_units_, block_units_;
+  int norm_f_unit_ = 0, final_norm_unit_ = 0;
 };
 
 // The backbone's mixer letter for model.amor.backbone (gdn G, mamba2 M, transformer A).

@@ -24,6 +24,7 @@ StepOutput LanguageModel::forward(const Batch& batch, bool training) {
   tokens_ = batch.tokens;
   targets_ = batch.targets;
   StepOutput out;
+  gather(embed_->unit);  // held to the end of backward: the LM head and AMOR's gates use it
   Tensor h = embedding_forward(batch.tokens, embed_->value);  // [B,T,d]
   h_final_ = body_forward(h, batch, training, out);
   LmHeadLossOut head = lm_head_loss_forward(h_final_.view({B * T, d}), embed_->value,
@@ -49,6 +50,8 @@ void LanguageModel::backward(const Tensor& dloss) {
   accumulate(embed_, g.dW);
   Tensor dh = body_backward(g.dh.view({B, T, d}));
   accumulate(embed_, embedding_backward(tokens_, dh, cfg_.vocab));
+  grad_ready(embed_->unit);
+  release(embed_->unit);
   h_final_ = lse_ = Tensor();
 }
 
@@ -77,11 +80,11 @@ StackModel::StackModel(const ModelConfig& cfg, DType dtype) : LanguageModel(cfg,
   std::string pattern = layer_pattern(cfg);
   for (size_t i = 0; i < pattern.size(); ++i) {
     std::string prefix = "layers." + std::to_string(i);
-    params_.begin_unit(prefix);
+    layer_units_.push_back(params_.begin_unit(prefix));
     layers_.push_back(std::make_unique<Layer>(params_, prefix, cfg,
                                               make_mixer(pattern[i], params_, prefix + ".mixer", cfg)));
   }
-  params_.begin_unit("norm_f");
+  norm_f_unit_ = params_.begin_unit("norm_f");
   norm_f_ = std::make_unique<RMSNorm>(params_, "norm_f", cfg.d_model, cfg.norm_eps);
 }
 
@@ -96,13 +99,28 @@ Tensor StackModel::body_forward(const Tensor& h0, const Batch&, bool training, S
     out.modes = ctx.modes;
   }
   Tensor h = h0;
-  for (auto& layer : layers_) h = layer->forward(h, ctx);
-  return norm_f_->forward(h);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    gather(layer_units_[i]);
+    h = layers_[i]->forward(h, ctx);
+    release(layer_units_[i]);
+  }
+  gather(norm_f_unit_);
+  h = norm_f_->forward(h);
+  release(norm_f_unit_);
+  return h;
 }
 
 Tensor StackModel::body_backward(const Tensor& dy) {
+  gather(norm_f_unit_);
   Tensor dh = norm_f_->backward(dy);
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dh = (*it)->backward(dh);
+  grad_ready(norm_f_unit_);
+  release(norm_f_unit_);
+  for (size_t i = layers_.size(); i-- > 0;) {
+    gather(layer_units_[i]);
+    dh = layers_[i]->backward(dh);
+    grad_ready(layer_units_[i]);
+    release(layer_units_[i]);
+  }
   return dh;
 }
 

@@ -11,6 +11,7 @@
 #include "models/core/config.h"
 #include "models/core/layer.h"
 #include "models/core/param_store.h"
+#include "models/core/unit_hooks.h"
 
 namespace amor::model {
 
@@ -41,15 +42,27 @@ class LanguageModel {
 
   ParamStore& params() { return params_; }
   const ModelConfig& config() const { return cfg_; }
+  // Parallelism wraps the model through these (nullptr: none); see models/core/unit_hooks.h.
+  void set_unit_hooks(UnitHooks* hooks) { hooks_ = hooks; }
 
  protected:
   // The part between the embedding and the LM head; h is [B,T,d].
   virtual Tensor body_forward(const Tensor& h, const Batch& batch, bool training, StepOutput& out) = 0;
   virtual Tensor body_backward(const Tensor& dh) = 0;
   Param* embedding() const { return embed_; }
+  void gather(int unit) {
+    if (hooks_) hooks_->gather(unit);
+  }
+  void release(int unit) {
+    if (hooks_) hooks_->release(unit);
+  }
+  void grad_ready(int unit) {
+    if (hooks_) hooks_->grad_ready(unit);
+  }
 
   ModelConfig cfg_;
   ParamStore params_;
+  UnitHooks* hooks_ = nullptr;
 
  private:
   Param* embed_;
@@ -70,7 +83,9 @@ class StackModel final : public LanguageModel {
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<int> layer_units_;
   std::unique_ptr<RMSNorm> norm_f_;
+  int norm_f_unit_ = 0;
   std::mt19937_64 mode_rng_{0x6f727978};  // "oryx"
 };
 

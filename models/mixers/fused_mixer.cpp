@@ -1,0 +1,33 @@
+#include "models/mixers/fused_mixer.h"
+
+#include "kernels/elementwise/elementwise.h"
+#include "models/core/layer.h"
+
+namespace amor::model {
+
+char fused_linear_letter(const ModelConfig& cfg) {
+  if (cfg.fused_linear == "mamba2") return 'M';
+  if (cfg.fused_linear == "gdn") return 'G';
+  throw Error(fmt::format("model.fused_linear: '{}' is not one of mamba2, gdn", cfg.fused_linear));
+}
+
+FusedMixer::FusedMixer(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg)
+    : attn_(ps, prefix + ".attn", cfg),
+      linear_(make_mixer(fused_linear_letter(cfg), ps, prefix + ".linear", cfg)),
+      attn_norm_(ps, prefix + ".attn_norm", cfg.d_model, cfg.norm_eps),
+      linear_norm_(ps, prefix + ".linear_norm", cfg.d_model, cfg.norm_eps) {}
+
+Tensor FusedMixer::forward(const Tensor& x, const MixerContext& ctx) {
+  Tensor y = scale(attn_norm_.forward(attn_.forward(x, ctx)), 0.5);
+  add_(y, linear_norm_.forward(linear_->forward(x, ctx)), 0.5);
+  return y;
+}
+
+Tensor FusedMixer::backward(const Tensor& dy) {
+  const Tensor half = scale(dy, 0.5);  // both paths enter the average with weight 1/2
+  Tensor dx = attn_.backward(attn_norm_.backward(half));
+  add_(dx, linear_->backward(linear_norm_.backward(half)));
+  return dx;
+}
+
+}  // namespace amor::model
