@@ -6,6 +6,8 @@
 #include "models/amor/amor_model.h"
 #include "models/oryx/oryx_modes.h"
 
+#include <random>
+
 namespace amor::model {
 
 LanguageModel::LanguageModel(const ModelConfig& cfg, DType dtype) : cfg_(cfg), params_(dtype) {
@@ -20,6 +22,10 @@ StepOutput LanguageModel::forward(const Batch& batch, bool training) {
   check_dim(op, "tokens", batch.tokens, 2);
   check_shape(op, "targets", batch.targets, batch.tokens.shape());
   check_dtype(op, "targets", batch.targets, DType::I32);
+  if (batch.sample_ids.defined()) {
+    check_dtype(op, "sample_ids", batch.sample_ids, DType::I64);
+    check_shape(op, "sample_ids", batch.sample_ids, {batch.tokens.size(0)});
+  }
   int64_t B = batch.tokens.size(0), T = batch.tokens.size(1), d = cfg_.d_model;
   tokens_ = batch.tokens;
   targets_ = batch.targets;
@@ -88,14 +94,28 @@ StackModel::StackModel(const ModelConfig& cfg, DType dtype) : LanguageModel(cfg,
   norm_f_ = std::make_unique<RMSNorm>(params_, "norm_f", cfg.d_model, cfg.norm_eps);
 }
 
-Tensor StackModel::body_forward(const Tensor& h0, const Batch&, bool training, StepOutput& out) {
+Tensor StackModel::body_forward(const Tensor& h0, const Batch& batch, bool training, StepOutput& out) {
   MixerContext ctx;
   ctx.training = training;
   if (cfg_.kind == "oryx") {
     int64_t B = h0.size(0), T = h0.size(1);
-    // A scoring forward is all context: "prefill" covers the whole sequence.
-    ctx.modes = training ? oryx_training_modes(cfg_.oryx, B, T, mode_rng_)
-                         : oryx_inference_modes(cfg_.oryx, B, T, /*prefill_len=*/T);
+    if (training) {
+      // One RNG per sequence, seeded by (mode seed, sample id): see Batch::sample_ids.
+      ctx.modes = Tensor::empty({B, T}, DType::U8);
+      for (int64_t b = 0; b < B; ++b) {
+        int64_t id = batch.sample_ids.defined() ? static_cast<int64_t>(batch.sample_ids.item(b))
+                                                : next_sample_id_ + b;
+        std::seed_seq seq{static_cast<uint32_t>(mode_seed_), static_cast<uint32_t>(mode_seed_ >> 32),
+                          static_cast<uint32_t>(id), static_cast<uint32_t>(static_cast<uint64_t>(id) >> 32)};
+        std::mt19937_64 rng(seq);
+        Tensor row = oryx_training_modes(cfg_.oryx, 1, T, rng);
+        std::copy(row.data<uint8_t>(), row.data<uint8_t>() + T, ctx.modes.data<uint8_t>() + b * T);
+      }
+      if (!batch.sample_ids.defined()) next_sample_id_ += B;
+    } else {
+      // A scoring forward is all context: "prefill" covers the whole sequence.
+      ctx.modes = oryx_inference_modes(cfg_.oryx, B, T, /*prefill_len=*/T);
+    }
     out.modes = ctx.modes;
   }
   Tensor h = h0;

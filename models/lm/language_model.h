@@ -5,7 +5,6 @@
 // any weights for a gradient check) and accumulates every parameter's gradient.
 #pragma once
 #include <memory>
-#include <random>
 #include <vector>
 
 #include "models/core/config.h"
@@ -16,8 +15,13 @@
 namespace amor::model {
 
 struct Batch {
-  Tensor tokens;   // i32 [B,T]
-  Tensor targets;  // i32 [B,T]; -100 = no loss at this position
+  Tensor tokens;      // i32 [B,T]
+  Tensor targets;     // i32 [B,T]; -100 = no loss at this position
+  // i64 [B]: each sequence's global index in the data order (the loader's), so that whatever is
+  // random per sequence (Oryx's training modes) depends on the sequence, not on which rank or
+  // micro-batch it landed in: W ranks then compute exactly what one rank does, before and after
+  // a resume. Undefined: sequences are numbered by a counter that forward() advances.
+  Tensor sample_ids;
 };
 
 struct StepOutput {
@@ -75,7 +79,8 @@ class LanguageModel {
 class StackModel final : public LanguageModel {
  public:
   StackModel(const ModelConfig& cfg, DType dtype);
-  std::mt19937_64& mode_rng() { return mode_rng_; }
+  // Oryx: the seed that, with a sequence's sample id, draws its training modes.
+  void set_mode_seed(uint64_t seed) { mode_seed_ = seed; }
 
  protected:
   Tensor body_forward(const Tensor& h, const Batch& batch, bool training, StepOutput& out) override;
@@ -86,7 +91,8 @@ class StackModel final : public LanguageModel {
   std::vector<int> layer_units_;
   std::unique_ptr<RMSNorm> norm_f_;
   int norm_f_unit_ = 0;
-  std::mt19937_64 mode_rng_{0x6f727978};  // "oryx"
+  uint64_t mode_seed_ = 0x6f727978;  // "oryx"
+  int64_t next_sample_id_ = 0;        // for batches without sample ids
 };
 
 // The layer letters of a stack model: transformer "AAA..", mamba2 "MMM..", gdn "GGG..", serial
