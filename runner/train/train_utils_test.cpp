@@ -1,0 +1,61 @@
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdio>
+
+#include "kernels/core/error.h"
+#include "runner/train/lr_schedule.h"
+#include "runner/train/progress.h"
+#include "runner/train/stop_signal.h"
+
+namespace amor {
+namespace {
+
+TEST(LrSchedule, WarmupThenCosineToTheFloor) {
+  EXPECT_DOUBLE_EQ(lr_at(0, 100, 10, 1.0, 0.1), 0.1);
+  EXPECT_DOUBLE_EQ(lr_at(9, 100, 10, 1.0, 0.1), 1.0);
+  EXPECT_DOUBLE_EQ(lr_at(10, 100, 10, 1.0, 0.1), 1.0);   // first step after warmup: the peak
+  EXPECT_NEAR(lr_at(99, 100, 10, 1.0, 0.1), 0.1, 1e-15);  // last step: the floor
+  // Half way through the decay: the mean of peak and floor.
+  EXPECT_NEAR(lr_at(10 + 89 / 2.0, 100, 10, 1.0, 0.1), 0.55, 0.02);
+  for (int64_t s = 10; s < 99; ++s) EXPECT_GE(lr_at(s, 100, 10, 1.0, 0.1), lr_at(s + 1, 100, 10, 1.0, 0.1));
+  EXPECT_DOUBLE_EQ(lr_at(0, 1, 0, 2.0, 0.1), 2.0);  // a one-step run trains at the peak
+}
+
+TEST(StopSignal, SigtermAndTheUserSignalSetTheFlag) {
+  clear_stop_request();
+  install_stop_handlers("SIGUSR1");
+  EXPECT_FALSE(stop_requested());
+  std::raise(SIGUSR1);
+  EXPECT_TRUE(stop_requested());
+  EXPECT_EQ(stop_signal_name(), "SIGUSR1");
+  clear_stop_request();
+  std::raise(SIGTERM);
+  EXPECT_EQ(stop_signal_name(), "SIGTERM");
+  clear_stop_request();
+  EXPECT_THROW(install_stop_handlers("SIGHUP"), Error);
+}
+
+TEST(Progress, PlainLinesInALogAtEachInterval) {
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* f = open_memstream(&buf, &len);
+  {
+    Progress p("run-a", 20, 10, f, /*force_tty=*/false);
+    for (int64_t s = 1; s <= 20; ++s) p.update({s, 2.5, 1e-3, 1500.0, 0.25});
+    p.finish("done");
+  }
+  std::fclose(f);
+  std::string out(buf, len);
+  std::free(buf);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3) << out;  // steps 10, 20, and "done"
+  EXPECT_NE(out.find("run-a step 10/20  loss 2.5000  lr 1.0e-03  1.5k tok/s  fire 0.250  ETA"),
+            std::string::npos) << out;
+  EXPECT_EQ(out.find('\r'), std::string::npos);
+  EXPECT_EQ(Progress::format_duration(3725), "1h02m");
+  EXPECT_EQ(Progress::format_duration(200), "3m20s");
+  EXPECT_EQ(Progress::format_duration(42), "42s");
+}
+
+}  // namespace
+}  // namespace amor
