@@ -2,6 +2,7 @@
 
 #include "kernels/core/check.h"
 #include "kernels/embedding/embedding.h"
+#include "kernels/lm_head_loss/lm_head_argmax.h"
 #include "kernels/lm_head_loss/lm_head_loss.h"
 #include "models/amor/amor_model.h"
 #include "models/oryx/oryx_modes.h"
@@ -38,6 +39,8 @@ StepOutput LanguageModel::forward(const Batch& batch, bool training) {
   lse_ = head.lse;
   out.token_loss = head.loss.view({B, T});
   out.entropy = head.entropy.view({B, T});
+  if (!training)  // evaluation scores recall and decodes greedily
+    out.predictions = lm_head_argmax(h_final_.view({B * T, d}), embed_->value, cfg_.vocab_chunk).view({B, T});
   const int32_t* tg = batch.targets.data<int32_t>();
   for (int64_t i = 0; i < B * T; ++i) {
     if (tg[i] == -100) continue;

@@ -33,6 +33,7 @@ struct StepOutput {
   std::vector<Tensor> gate_entropy;   // AMOR: one [B,T] per block (the gate's H)
   std::vector<double> tau;            // AMOR: the threshold each block used
   Tensor modes;                       // Oryx: u8 [B,T], 1 = attention
+  Tensor predictions;                 // outside training: i32 [B,T], the greedy next token
   double mean_loss() const { return n_valid ? loss_sum / static_cast<double>(n_valid) : 0.0; }
 };
 
