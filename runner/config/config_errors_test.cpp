@@ -1,0 +1,184 @@
+// Every bad sweep file and bad override, with the exact message: file, line and key.
+#include <gtest/gtest.h>
+
+#include "runner/config/config_test_util.h"
+#include "runner/config/sweep.h"
+
+namespace amor::config {
+namespace {
+
+using testing::config_error;
+using testing::TempDir;
+
+class ConfigErrors : public ::testing::Test {
+ protected:
+  // The message expanding a sweep file with this text gives; "F" in `expected` stands for the
+  // file's path.
+  void expect(const std::string& text, const std::string& expected,
+              const std::vector<std::string>& overrides = {}) {
+    std::string f = dir_.write("s.yaml", text);
+    std::string want = expected;
+    for (size_t at; (at = want.find("F:")) != std::string::npos;) want.replace(at, 1, f);
+    EXPECT_EQ(config_error([&] { expand_sweep({f}, overrides); }), want) << text;
+  }
+  TempDir dir_;
+};
+
+TEST_F(ConfigErrors, Files) {
+  std::string missing = dir_.path("missing.yaml");
+  EXPECT_EQ(config_error([&] { expand_sweep({missing}, {}); }),
+            missing + ": cannot read the file: No such file or directory");
+  EXPECT_EQ(config_error([&] { expand_sweep({dir_.path()}, {}); }),
+            dir_.path() + ": cannot read the file: it is a directory");
+  expect("name: s\n\ninclude: [nope.yaml]\n",
+         "F:3: include 'nope.yaml': cannot read " + dir_.path("nope.yaml") +
+             ": No such file or directory");
+  expect("", "F: empty file (expected a mapping with name, include, base, sweep)");
+  expect("- 1\n- 2\n", "F:1: expected a mapping with name, include, base, sweep, got a list");
+  // yaml-cpp's own wording differs between versions: check ours around it.
+  std::string f = dir_.write("bad.yaml", "name: s\nbase: {a: [1}\n");
+  std::string msg = config_error([&] { expand_sweep({f}, {}); });
+  EXPECT_EQ(msg.substr(0, f.size() + 32), f + ":2: YAML syntax error at column ");
+}
+
+TEST_F(ConfigErrors, TopLevel) {
+  expect("name: s\nbse: {}\n",
+         "F:2: unknown key 'bse' (did you mean 'base'?); allowed here: name, description, "
+         "include, base, sweep");
+  expect("base: {}\n", "F: key 'name' is missing (every sweep file needs a name)");
+  expect("name: my sweep\n",
+         "F:1: key 'name': expected a sweep name of letters, digits, '_', '.', '-', got 'my sweep'");
+  expect("name: ..\n",
+         "F:1: key 'name': expected a sweep name of letters, digits, '_', '.', '-', got '..'");
+  expect("name: [a]\n",
+         "F:1: key 'name': expected a sweep name of letters, digits, '_', '.', '-', got a list");
+  expect("name: s\nname: t\n", "F:2: key 'name' is set twice (first at F:1)");
+  expect("name: s\nbase: [1]\n", "F:2: key 'base': expected a mapping of run config keys, got a list");
+  expect("name: s\ninclude: {a: 1}\n",
+         "F:2: key 'include': expected a list of file paths, got a mapping");
+  expect("name: s\ninclude:\n  - [x]\n", "F:3: key 'include': item 1: expected a file path, got a list");
+  expect("name: s\ndescription: [x]\n", "F:2: key 'description': expected a string, got a list");
+}
+
+TEST_F(ConfigErrors, IncludedFiles) {
+  std::string inc = dir_.write("inc.yaml", "base: {}\nsweep: {seeds: [1]}\n");
+  expect("name: s\ninclude: [inc.yaml]\n",
+         inc + ":2: key 'sweep' is not allowed in an included file (only include, base, "
+               "description)");
+  dir_.write("inc.yaml", "base:\n  train:\n    lr: fast\n");
+  expect("name: s\ninclude: [inc.yaml]\n",
+         inc + ":3: key 'train.lr': expected a number, got 'fast'");
+  dir_.write("inc.yaml", "");
+  expect("name: s\ninclude: [inc.yaml]\n",
+         inc + ": empty file (expected a mapping with include and base)");
+}
+
+TEST_F(ConfigErrors, Base) {
+  expect("name: s\nbase:\n  train:\n    lr: fast\n",
+         "F:4: key 'train.lr': expected a number, got 'fast'");
+  expect("name: s\nbase:\n  model:\n    d_modle: 64\n",
+         "F:4: unknown key 'model.d_modle' (did you mean 'model.d_model'?)");
+  expect("name: s\nbase:\n  model: {kind: amr}\n",
+         "F:3: key 'model.kind': expected one of transformer, mamba2, gdn, serial, fused, amor, "
+         "oryx, got 'amr'");
+  expect("name: s\nbase:\n  model.d_model: 8\n  model: {d_model: 8}\n",
+         "F:4: key 'model.d_model' is set twice (first at F:3)");
+}
+
+TEST_F(ConfigErrors, Sweep) {
+  expect("name: s\nsweep:\n",
+         "F:2: key 'sweep': empty sweep (give grid, zip or seeds, or leave out `sweep` for a "
+         "single run)");
+  expect("name: s\nsweep: {}\n",
+         "F:2: key 'sweep': empty sweep (give grid, zip or seeds, or leave out `sweep` for a "
+         "single run)");
+  expect("name: s\nsweep: [1]\n", "F:2: key 'sweep': expected a mapping with grid, zip, seeds; got a list");
+  expect("name: s\nsweep:\n  grd: {}\n",
+         "F:3: unknown key 'sweep.grd' (did you mean 'sweep.grid'?); allowed here: sweep.grid, "
+         "sweep.zip, sweep.seeds");
+  expect("name: s\nsweep:\n  grid: {}\n",
+         "F:3: key 'sweep.grid': empty sweep (give at least one key with a list of values)");
+  expect("name: s\nsweep:\n  grid:\n    model.d_model: []\n",
+         "F:4: sweep.grid: key 'model.d_model': empty list (a swept key needs at least one value)");
+  expect("name: s\nsweep:\n  grid:\n    model.d_model: 64\n",
+         "F:4: sweep.grid: key 'model.d_model': expected a list of values to sweep, got '64'");
+  expect("name: s\nsweep:\n  grid:\n    model.d_model:\n      - 64\n      - big\n",
+         "F:6: sweep.grid: key 'model.d_model': expected an integer, got 'big'");
+  expect("name: s\nsweep:\n  grid:\n    model.d_model: [64, 64]\n",
+         "F:4: sweep.grid: key 'model.d_model': value 64 appears twice (first at F:4)");
+  expect("name: s\nsweep:\n  grid:\n    model.d_modl: [64]\n",
+         "F:4: sweep.grid: unknown key 'model.d_modl' (did you mean 'model.d_model'?)");
+  expect("name: s\nsweep:\n  grid:\n    model: [64]\n",
+         "F:4: sweep.grid: key 'model': expected a mapping of model.* keys, got a list");
+  expect("name: s\nsweep:\n  grid:\n    model.d_model: [64]\n    model: {d_model: [32]}\n",
+         "F:5: sweep.grid: key 'model.d_model' is set twice (first at F:4)");
+  expect("name: s\nsweep:\n  grid:\n    eval.tasks: [a, b]\n",
+         "F:4: sweep.grid: key 'eval.tasks': expected a list of strings, got 'a'");
+}
+
+TEST_F(ConfigErrors, ZipAndSeeds) {
+  expect("name: s\nsweep:\n  zip:\n    model.d_model: [64, 128, 256]\n    train.lr: [0.1, 0.2]\n",
+         "F:5: sweep.zip: key 'train.lr' has 2 values but 'model.d_model' (F:4) has 3; zipped "
+         "lists need equal lengths");
+  expect("name: s\nsweep:\n  zip: {}\n",
+         "F:3: key 'sweep.zip': empty sweep (give at least one key with a list of values)");
+  expect("name: s\nsweep:\n  grid: {train.lr: [0.1]}\n  zip: {train.lr: [0.2]}\n",
+         "F:4: sweep.zip: key 'train.lr' is already swept in sweep.grid (F:3)");
+  expect("name: s\nsweep:\n  seeds: []\n",
+         "F:3: sweep.seeds: key 'train.seed': empty list (a swept key needs at least one value)");
+  expect("name: s\nsweep:\n  seeds: [1, x]\n",
+         "F:3: sweep.seeds: key 'train.seed': expected an integer, got 'x'");
+  expect("name: s\nsweep:\n  seeds: [1, -2]\n",
+         "F:3: sweep.seeds: key 'train.seed': must be at least 0, got -2");
+  expect("name: s\nsweep:\n  seeds: [3, 3]\n",
+         "F:3: sweep.seeds: key 'train.seed': value 3 appears twice (first at F:3)");
+  expect("name: s\nsweep:\n  zip: {train.seed: [1, 2]}\n  seeds: [5]\n",
+         "F:4: sweep.seeds: key 'train.seed' is already swept in sweep.zip (F:3)");
+}
+
+TEST_F(ConfigErrors, RunsThatCannotBe) {
+  // A rule between keys fails for one combination: placed at the swept value.
+  expect("name: s\nbase: {train.dtype: f64}\nsweep:\n  grid:\n    device: [cpu, cuda]\n",
+         "F:2: key 'train.dtype': f64 is not available with device cuda (cuda runs bf16)");
+  expect("name: s\nsweep:\n  grid:\n    model.kind:\n      - gdn\n      - serial\n",
+         "F:6: key 'model.kind': model.kind serial needs model.pattern (e.g. MMMA)");
+  expect("name: s\nsweep:\n  grid:\n    train.dtype: [auto, f32]\n",
+         "F: sweep 's': runs 'auto' and 'f32' resolve to the same config");
+  expect("name: s\nsweep:\n  grid:\n    data.path: [a/b, a_b]\n",
+         "F: sweep 's': two different runs are named 'path_a_b' (their values differ only in "
+         "characters a file name cannot hold, or past 200 bytes); change the values");
+  std::string f = dir_.write("big.yaml",
+                             "name: big\nsweep:\n  grid:\n    train.seed: [0, 1, 2, 3]\n"
+                             "    train.steps: [1, 2, 3]\n");
+  ExpandOptions small;
+  small.max_runs = 10;
+  EXPECT_EQ(config_error([&] { expand_sweep({f}, {}, small); }),
+            f + ":1: sweep 'big' expands to more than 10 runs");
+}
+
+TEST_F(ConfigErrors, Overrides) {
+  const std::string ok = "name: s\n";
+  expect(ok, "override 'train.lr': expected key=value", {"train.lr"});
+  expect(ok, "override '=3': expected key=value", {"=3"});
+  expect(ok, "override 'train.lr=fast': key 'train.lr': expected a number, got 'fast'",
+         {"train.lr=fast"});
+  expect(ok, "override 'model.d_modle=3': unknown key 'model.d_modle' (did you mean "
+             "'model.d_model'?)",
+         {"model.d_modle=3"});
+  expect(ok, "override 'model.kind=amr': key 'model.kind': expected one of transformer, mamba2, "
+             "gdn, serial, fused, amor, oryx, got 'amr'",
+         {"model.kind=amr"});
+  expect(ok, "override 'model.d_model=': key 'model.d_model': expected an integer, got the "
+             "quoted string \"\"",
+         {"model.d_model="});
+  expect(ok, "override 'model=3': key 'model': expected a mapping of model.* keys, got '3'",
+         {"model=3"});
+  std::string msg = config_error([&] { expand_sweep({dir_.write("o.yaml", ok)}, {"eval.tasks=[a"}); });
+  EXPECT_EQ(msg.substr(0, 42), "override 'eval.tasks=[a': not valid YAML: ");
+  // A bad override fails before any file is read.
+  EXPECT_EQ(config_error([&] { expand_sweep({dir_.path("missing.yaml")}, {"x=1"}); }),
+            "override 'x=1': unknown key 'x'");
+}
+
+}  // namespace
+}  // namespace amor::config

@@ -1,0 +1,263 @@
+// Shared by runner/dist's tests (header only: every .cpp under runner/ that is not a test goes
+// into the amor_runner library). The *_mpi_test binaries run under mpirun at 1, 2 and 4 ranks.
+//
+//  - mpi_gtest_main: MPI_Init, GoogleTest with only rank 0 printing the usual report (other ranks
+//    print their failures prefixed "[rank r]"), the result agreed over all ranks, MPI_Finalize.
+//  - tiny model configs of every kind, deterministic global batches with sample ids.
+//  - ReferenceTrainer: the one-rank run FSDP must reproduce: the full model, the whole global
+//    batch per micro-batch, torch-exact AdamW over full parameters, global-norm clipping.
+//  - ShardedTrainer: the same steps through Fsdp on this rank's slice of each micro-batch.
+#pragma once
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/adamw/adamw.h"
+#include "kernels/grad_norm/grad_norm.h"
+#include "models/amor/amor_model.h"
+#include "models/lm/language_model.h"
+#include "runner/dist/fsdp.h"
+#include "runner/dist/mpi_communicator.h"
+#include "runner/dist/rank_batch.h"
+#include "tests/common/random.h"
+
+namespace amor::dist::testing {
+
+inline int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+inline int world_size() {
+  int w = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &w);
+  return w;
+}
+
+// Non-zero ranks: only failures, each line prefixed with the rank.
+class RankFailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit RankFailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (!r.failed()) return;
+    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
+                 r.line_number(), r.summary());
+  }
+
+ private:
+  int rank_;
+};
+
+inline int mpi_gtest_main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  // A test that desynchronises the ranks fails in a minute instead of the default five.
+  setenv("AMOR_COMM_TIMEOUT_S", "60", /*overwrite=*/0);
+  ::testing::InitGoogleTest(&argc, argv);
+  const int rank = world_rank();
+  if (rank != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new RankFailurePrinter(rank));
+  }
+  int rc = RUN_ALL_TESTS();
+  MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return rc;
+}
+
+// Tiny configs of every kind (as models/lm/model_gradcheck_test.cpp), with init large enough that
+// every path carries signal and Oryx chunks short enough that a sequence has several.
+inline model::ModelConfig tiny(const std::string& kind) {
+  model::ModelConfig c;
+  c.kind = kind;
+  c.vocab = 13;
+  c.d_model = 8;
+  c.head_dim = 4;
+  c.n_layers = 2;
+  c.d_ff = 12;
+  c.vocab_chunk = 5;
+  c.init_std = 0.5;
+  c.mamba2.head_dim = 4;
+  c.mamba2.d_state = 4;
+  c.mamba2.chunk = 4;
+  c.gdn.head_dim = 4;
+  c.gdn.qk_ratio = 0.5;
+  c.gdn.chunk = 4;
+  c.amor.backbone = "gdn";
+  c.amor.momentum = 0.5;  // the thresholds move visibly within a few steps
+  c.oryx.chunk = 3;
+  c.oryx.p_attention = 0.5;
+  return c;
+}
+
+inline std::unique_ptr<model::LanguageModel> build(const model::ModelConfig& cfg, DType dtype, uint64_t seed) {
+  auto m = model::build_model(cfg, dtype);
+  m->params().initialize(seed);
+  return m;
+}
+
+// Global micro-batch k of a run: G sequences of length T, a few ignored targets, sample ids
+// numbering the sequences in data order.
+inline model::Batch global_batch(const model::ModelConfig& cfg, int64_t G, int64_t T, uint64_t seed, int64_t k) {
+  model::Batch b;
+  b.tokens = amor::testing::randint({G, T}, seed * 1000 + 2 * k + 1, cfg.vocab);
+  b.targets = amor::testing::randint({G, T}, seed * 1000 + 2 * k + 2, cfg.vocab);
+  int32_t* tg = b.targets.data<int32_t>();
+  for (int64_t i = 0; i < G * T; i += 5) tg[i] = -100;
+  b.sample_ids = Tensor::empty({G}, DType::I64);
+  for (int64_t i = 0; i < G; ++i) b.sample_ids.data<int64_t>()[i] = k * G + i;
+  return b;
+}
+
+inline int64_t valid_count(const model::Batch& b) {
+  int64_t n = 0;
+  const int32_t* tg = b.targets.data<int32_t>();
+  for (int64_t i = 0; i < b.targets.numel(); ++i) n += tg[i] != -100;
+  return n;
+}
+
+// dloss of the global mean loss: 1/global_valid at this batch's valid targets.
+inline Tensor loss_weights(const model::Batch& b, int64_t global_valid, DType dtype) {
+  Tensor w = Tensor::zeros(b.targets.shape(), dtype);
+  const int32_t* tg = b.targets.data<int32_t>();
+  for (int64_t i = 0; i < w.numel(); ++i)
+    if (tg[i] != -100) w.set_item(i, 1.0 / static_cast<double>(global_valid));
+  return w;
+}
+
+struct StepResult {
+  double loss = 0;       // mean over the global batch's valid tokens
+  double grad_norm = 0;  // before clipping
+  double switched = -1;  // sharded runs: share of tokens with an AMOR gate open / in Oryx attention
+};
+
+// Over one forward's output: (tokens switched on, tokens) of AMOR's gates or Oryx's modes.
+inline std::pair<double, double> switched_tokens(const model::StepOutput& out) {
+  double on = 0, n = 0;
+  auto count = [&](const Tensor& t) {
+    for (int64_t i = 0; i < t.numel(); ++i) on += t.item(i);
+    n += static_cast<double>(t.numel());
+  };
+  for (const Tensor& g : out.gates) count(g);
+  if (out.modes.defined()) count(out.modes);
+  return {on, n};
+}
+
+// The one-rank run with full parameters and plain AdamW.
+class ReferenceTrainer {
+ public:
+  ReferenceTrainer(const model::ModelConfig& cfg, DType dtype, uint64_t seed, FsdpOptions opt = {})
+      : model_(build(cfg, dtype, seed)), opt_(opt) {
+    for (auto& p : model_->params().params()) {
+      m_.push_back(Tensor::zeros(p->value.shape(), dtype));
+      v_.push_back(Tensor::zeros(p->value.shape(), dtype));
+    }
+  }
+  StepResult step(const std::vector<model::Batch>& micro, double lr) {
+    int64_t valid = 0;
+    for (const auto& b : micro) valid += valid_count(b);
+    model_->params().zero_grad();
+    double loss_sum = 0;
+    for (const auto& b : micro) {
+      model::StepOutput out = model_->forward(b, /*training=*/true);
+      loss_sum += out.loss_sum;
+      model_->backward(loss_weights(b, valid, model_->params().dtype()));
+    }
+    std::vector<Tensor> grads;
+    for (auto& p : model_->params().params()) grads.push_back(p->grad);
+    StepResult r{loss_sum / static_cast<double>(valid), clip_grad_norm(grads, opt_.max_grad_norm)};
+    ++t_;
+    const auto& ps = model_->params().params();
+    for (size_t i = 0; i < ps.size(); ++i)
+      adamw_step(ps[i]->value, ps[i]->grad, m_[i], v_[i], t_, lr, opt_.beta1, opt_.beta2, opt_.eps,
+                 ps[i]->weight_decay ? opt_.weight_decay : 0.0);
+    return r;
+  }
+  model::LanguageModel& model() { return *model_; }
+
+ private:
+  std::unique_ptr<model::LanguageModel> model_;
+  FsdpOptions opt_;
+  std::vector<Tensor> m_, v_;
+  int64_t t_ = 0;
+};
+
+// The same steps through Fsdp: this rank's slice of every global micro-batch.
+class ShardedTrainer {
+ public:
+  ShardedTrainer(const model::ModelConfig& cfg, DType dtype, uint64_t seed, Communicator& comm,
+                 FsdpOptions opt = {})
+      : model_(build(cfg, dtype, seed)), comm_(comm), fsdp_(std::make_unique<Fsdp>(*model_, comm, opt)) {}
+  StepResult step(const std::vector<model::Batch>& global_micro, double lr) {
+    int64_t valid = 0;
+    for (const auto& b : global_micro) valid += valid_count(b);  // every rank sees the global batch
+    fsdp_->zero_grad();
+    double sums[3] = {0, 0, 0};  // loss, switched tokens, tokens
+    for (const auto& g : global_micro) {
+      model::Batch local = rank_slice(g, comm_.rank(), comm_.size());
+      model::StepOutput out = fsdp_->forward(local, /*training=*/true);
+      sums[0] += out.loss_sum;
+      auto [on, n] = switched_tokens(out);
+      sums[1] += on;
+      sums[2] += n;
+      fsdp_->backward(loss_weights(local, valid, model_->params().dtype()));
+    }
+    comm_.all_reduce(sums, 3, ReduceOp::Sum);
+    StepResult r;
+    r.loss = sums[0] / static_cast<double>(valid);
+    if (sums[2] > 0) r.switched = sums[1] / sums[2];
+    r.grad_norm = fsdp_->step(lr);
+    return r;
+  }
+  Fsdp& fsdp() { return *fsdp_; }
+  model::LanguageModel& model() { return *model_; }
+
+ private:
+  std::unique_ptr<model::LanguageModel> model_;
+  Communicator& comm_;
+  std::unique_ptr<Fsdp> fsdp_;
+};
+
+// Largest |a-b| / (1 + |b|) over two parameter lists (same names, same order).
+inline double max_param_diff(const std::vector<std::pair<std::string, Tensor>>& a, model::ParamStore& ref) {
+  double worst = 0;
+  for (size_t k = 0; k < a.size(); ++k) {
+    const Tensor& r = ref.params()[k]->value;
+    EXPECT_EQ(a[k].first, ref.params()[k]->name);
+    EXPECT_EQ(a[k].second.shape(), r.shape()) << a[k].first;
+    for (int64_t i = 0; i < r.numel(); ++i)
+      worst = std::max(worst, std::abs(a[k].second.item(i) - r.item(i)) / (1 + std::abs(r.item(i))));
+  }
+  return worst;
+}
+
+// True when the two lists hold bitwise the same values.
+inline bool bitwise_equal(const std::vector<std::pair<std::string, Tensor>>& a,
+                          const std::vector<std::pair<std::string, Tensor>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (a[k].first != b[k].first || a[k].second.nbytes() != b[k].second.nbytes()) return false;
+    if (std::memcmp(a[k].second.raw_data(), b[k].second.raw_data(), a[k].second.nbytes()) != 0) return false;
+  }
+  return true;
+}
+
+// The message of the amor::Error f throws ("" if none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace amor::dist::testing

@@ -1,0 +1,123 @@
+// run.h5: the one HDF5 file per run (design §6), written by the run's rank 0 and readable by h5py
+// (`h5py.File(path, "r", swmr=True)`) while the run is going.
+//
+//   /                    attrs: config, config_hash, sweep, run_name, amor_run_version, git_commit,
+//                               created, finished ("" until finish()) as UTF-8 strings;
+//                               world_size, amor_blocks (K), layout_version as int64
+//   /train/{step,tokens}                                   int64   [n]
+//   /train/{loss,lr,grad_norm,tokens_per_s,fire_rate,tau}  float64 [n]
+//   /train/{block_fire_rate,block_tau}                     float64 [n, K]   (per AMOR block)
+//   /eval/<task>/        attrs: one float64 per metric (NaN until measured), step (int64, -1)
+//                        datasets: per-example scores, float64 [examples] (latest evaluation)
+//   /eval/<task>/history/{step, <metric>...}               every evaluation, one row each
+//   /tokens/<set>/       attrs: step (int64, -1 until written)
+//                        token_ids int32, entropy float32, mode uint8, loss float32: flat [total]
+//                        gate uint8 [K, total]; offsets int64 [sequences + 1], offsets[0] = 0
+//                        (chunked, shuffle + gzip)
+//
+// HDF5 1.10's SWMR cannot create objects or attributes once a writer is in SWMR mode, so every
+// group, dataset and attribute is created up front from RunLayout and later only resized and
+// overwritten. A file is built under a temporary name and renamed into place once complete, so
+// `path` never holds a half-made layout. Every dataset grows along one axis; all are chunked.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace amor {
+
+struct RunAttrs {
+  std::string config;       // the resolved run config (YAML text)
+  std::string config_hash;  // full hash of the resolved config
+  std::string sweep;
+  std::string run_name;
+  std::string amor_run_version;
+  std::string git_commit;
+  int64_t world_size = 1;
+  std::string created;  // utc_timestamp()
+};
+
+struct EvalTaskSpec {
+  std::string name;                      // group /eval/<name>
+  std::vector<std::string> metrics;      // attribute names, e.g. {"acc", "acc_norm"}
+  std::vector<std::string> per_example;  // dataset names, e.g. {"acc", "acc_norm"}
+};
+
+// Everything that must exist before SWMR starts.
+struct RunLayout {
+  std::vector<EvalTaskSpec> eval_tasks;
+  std::vector<std::string> token_sets;  // groups /tokens/<name>
+  int amor_blocks = 0;                  // K; 0 for models without entropy gates
+};
+
+// One logged training step. fire_rate: fraction of gate decisions that fired over all AMOR blocks;
+// tau: the first block's threshold; both NaN for models without gates. The per-block vectors
+// have K entries, or are empty (written as NaN).
+struct TrainRow {
+  int64_t step = 0;    // optimizer steps completed
+  int64_t tokens = 0;  // training tokens consumed so far
+  double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, fire_rate = 0, tau = 0;
+  std::vector<double> block_fire_rate, block_tau;
+};
+
+// One or more sequences back to back (total = sum of lengths tokens). Per token: its id, the
+// normalised entropy of the model's next-token distribution, the next-token loss (NaN where there
+// is no target), Oryx's mixer (empty: written as 0) and each AMOR block's gate (row-major [K,
+// total]: gate[k * total + t]).
+struct TokenSequences {
+  std::vector<int64_t> lengths;
+  std::vector<int32_t> token_ids;
+  std::vector<float> entropy;
+  std::vector<float> loss;
+  std::vector<uint8_t> mode;
+  std::vector<uint8_t> gate;
+};
+
+class RunFile {
+ public:
+  static constexpr int64_t kLayoutVersion = 1;
+
+  // Builds a new run file at `path` (replacing any file there) and leaves it open in SWMR mode.
+  static RunFile create(const std::string& path, const RunAttrs& attrs, const RunLayout& layout);
+  // Reopens a run's file to continue after resuming from a checkpoint at `resume_step`: training
+  // rows and evaluations logged after that step are dropped (so the resumed run repeats none),
+  // token sets recorded after it are emptied, `finished` is reset. Works on a file whose writer
+  // was killed (its SWMR status flags are cleared). A non-empty expected_config_hash must equal
+  // the file's config_hash.
+  static RunFile open(const std::string& path, int64_t resume_step,
+                      const std::string& expected_config_hash = "");
+
+  RunFile(RunFile&&) noexcept;
+  RunFile& operator=(RunFile&&) noexcept;
+  ~RunFile();  // closes (without throwing); call close() to see errors
+
+  // Steps must increase.
+  void append_train(const TrainRow& row);
+  // Sets every declared metric attribute of the task (NaN for those not given), its step, a row
+  // of its history, and replaces its per-example datasets (those not given become empty).
+  void write_eval(const std::string& task, int64_t step, const std::map<std::string, double>& metrics,
+                  const std::map<std::string, std::vector<double>>& per_example = {});
+  // Appends sequences to a token set. A set holds one step's recording: writing with a step other
+  // than the set's current one empties it first.
+  void write_tokens(const std::string& set, int64_t step, const TokenSequences& seqs);
+  void flush();                                   // readers see everything written so far
+  void finish(const std::string& finished_time);  // sets `finished` and flushes
+  void close();
+
+  const std::string& path() const;
+  int amor_blocks() const;
+  int64_t train_rows() const;
+  std::vector<int64_t> train_steps() const;
+
+ private:
+  struct Impl;
+  explicit RunFile(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The current time as ISO 8601 UTC ("2025-06-01T12:34:56Z"), for `created` and `finished`.
+std::string utc_timestamp();
+
+}  // namespace amor

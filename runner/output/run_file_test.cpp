@@ -1,0 +1,243 @@
+// run.h5: written here, read back by h5py (tests/h5_reader_check.py) for the layout of design §6;
+// reopened for a resume (truncation); every bad input's message. (Live SWMR reading and a killed
+// writer: run_file_swmr_test.cpp.)
+#include "runner/output/run_file_test_util.h"
+
+namespace amor {
+namespace {
+
+TEST_F(RunFileTest, WritesTheDesignLayoutThatH5pyReads) {
+  const std::string file = path("run.h5");
+  RunLayout L = amor_layout();
+  RunAttrs A = attrs_for("amor-gdn-180m");
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  TrainLog log{L.amor_blocks, {}};
+  for (int64_t s : {1, 2, 5, 10, 20}) {
+    TrainRow r;
+    r.step = s;
+    r.tokens = s * 8192;
+    r.loss = 11.0 * u(rng);
+    r.lr = 3e-4 * u(rng);
+    r.grad_norm = u(rng);
+    r.tokens_per_s = 1e5 * u(rng);
+    r.fire_rate = u(rng);
+    r.tau = s == 2 ? kNaN : u(rng);
+    if (s != 5)  // step 5 leaves the per-block values out: NaN
+      for (int k = 0; k < 3; ++k) {
+        r.block_fire_rate.push_back(u(rng));
+        r.block_tau.push_back(u(rng));
+      }
+    log.rows.push_back(r);
+  }
+  TokenSequences a = random_sequences(rng, {5, 3}, 3, true), b = random_sequences(rng, {4}, 3, true);
+  std::vector<double> correct1 = {1, 0, 1}, correct2 = {1, 1, 0, 1};
+  std::vector<double> lam_correct = {0, 1}, lam_logprob = {-3.5, -0.25};
+  const std::string finished = "2025-06-01T13:00:00Z";
+  {
+    RunFile f = RunFile::create(file, A, L);
+    EXPECT_EQ(f.amor_blocks(), 3);
+    for (const auto& r : log.rows) f.append_train(r);
+    f.write_eval("mqar", 10, {{"accuracy", 0.5}, {"loss", 2.5}}, {{"correct", correct1}});
+    f.write_eval("mqar", 20, {{"accuracy", 0.75}, {"loss", 1.5}}, {{"correct", correct2}});
+    f.write_eval("lambada_openai", 20, {{"acc", 0.5}}, {{"correct", lam_correct}, {"logprob", lam_logprob}});
+    f.write_tokens("validation", 20, a);
+    f.write_tokens("validation", 20, b);
+    f.flush();
+    EXPECT_EQ(f.train_rows(), 5);
+    EXPECT_EQ(f.train_steps(), (std::vector<int64_t>{1, 2, 5, 10, 20}));
+    f.finish(finished);
+    f.close();
+  }
+  EXPECT_FALSE(fs::exists(path(".run.h5.tmp." + std::to_string(::getpid()))));  // renamed into place
+
+  Value want(Object{
+      {"attrs", attrs_json(A, 3, finished)},
+      {"amor_blocks", 3},
+      {"train", log.json()},
+      {"eval",
+       Value(Object{
+           {"mqar", Value(Object{{"step", 20},
+                                 {"metrics", Value(Object{{"accuracy", 0.75}, {"loss", 1.5}})},
+                                 {"per_example", Value(Object{{"correct", nums(correct2)}})},
+                                 {"history", Value(Object{{"step", Array{Value(10), Value(20)}},
+                                                          {"accuracy", Array{Value(0.5), Value(0.75)}},
+                                                          {"loss", Array{Value(2.5), Value(1.5)}}})}})},
+           {"lambada_openai",
+            Value(Object{{"step", 20},
+                         {"metrics", Value(Object{{"acc", 0.5}, {"perplexity", nullptr}})},
+                         {"per_example", Value(Object{{"correct", nums(lam_correct)}, {"logprob", nums(lam_logprob)}})},
+                         {"history", Value(Object{{"step", Array{Value(20)}},
+                                                  {"acc", Array{Value(0.5)}},
+                                                  {"perplexity", Array{Value(nullptr)}}})}})}})},
+      {"tokens", Value(Object{{"validation", token_json(20, concat(a, b, 3), 12)}, {"niah_4k", empty_token_set()}})}});
+  write_text(path("want.json"), want.dump());
+  EXPECT_EQ(python("layout " + file + " " + path("want.json")), 0);
+}
+
+// K = 0 (no AMOR blocks): gate is [0, total], per-block columns [n, 0]; mode defaults to 0; a token
+// set written at a new step holds only that step's sequences.
+TEST_F(RunFileTest, ModelsWithoutGatesAndTokenSetsReplacedByALaterStep) {
+  const std::string file = path("run.h5");
+  RunLayout L;
+  L.token_sets = {"validation"};
+  RunAttrs A = attrs_for("mamba2-130m");
+  std::mt19937 rng(11);
+  TokenSequences early = random_sequences(rng, {6}, 0, false), late = random_sequences(rng, {2, 0, 3}, 0, false);
+  TrainLog log{0, {formula_row(1, 0), formula_row(2, 0)}};
+  {
+    RunFile f = RunFile::create(file, A, L);
+    for (const auto& r : log.rows) f.append_train(r);
+    f.write_tokens("validation", 1, early);
+    f.write_tokens("validation", 2, late);
+    f.close();
+  }
+  Value want(Object{{"attrs", attrs_json(A, 0, "")},
+                    {"amor_blocks", 0},
+                    {"train", log.json()},
+                    {"eval", Value(Object{})},
+                    {"tokens", Value(Object{{"validation", token_json(2, late, 5)}})}});
+  write_text(path("want.json"), want.dump());
+  EXPECT_EQ(python("layout " + file + " " + path("want.json")), 0);
+}
+
+// A clean close, then resuming from step 3: later training rows, evaluations and token sets go;
+// the run appends again from step 4 with no duplicated rows.
+TEST_F(RunFileTest, ReopenForResumeTruncatesToTheCheckpointStep) {
+  const std::string file = path("run.h5");
+  RunLayout L = amor_layout();
+  RunAttrs A = attrs_for("amor-gdn-180m");
+  std::mt19937 rng(3);
+  TokenSequences toks = random_sequences(rng, {4}, 3, false);
+  {
+    RunFile f = RunFile::create(file, A, L);
+    for (int64_t s = 1; s <= 6; ++s) f.append_train(formula_row(s, 3));
+    f.write_eval("mqar", 2, {{"accuracy", 0.25}, {"loss", 3.0}}, {{"correct", {0, 1}}});
+    f.write_eval("mqar", 4, {{"accuracy", 0.5}, {"loss", 2.0}}, {{"correct", {1, 1}}});
+    f.write_eval("lambada_openai", 2, {{"acc", 0.125}, {"perplexity", 90.0}}, {{"correct", {1}}});
+    f.write_tokens("validation", 2, toks);
+    f.write_tokens("niah_4k", 5, toks);
+    f.finish("2025-06-01T13:00:00Z");
+  }
+  TrainLog log{3, {}};
+  {
+    RunFile f = RunFile::open(file, 3, A.config_hash);
+    EXPECT_EQ(f.train_steps(), (std::vector<int64_t>{1, 2, 3}));
+    for (int64_t s = 4; s <= 5; ++s) f.append_train(formula_row(s, 3));
+    EXPECT_EQ(f.train_rows(), 5);
+    f.close();
+  }
+  for (int64_t s = 1; s <= 5; ++s) log.rows.push_back(formula_row(s, 3));
+  Value want(Object{
+      {"attrs", attrs_json(A, 3, "")},
+      {"amor_blocks", 3},
+      {"train", log.json()},
+      {"eval",
+       Value(Object{
+           // Step 4's evaluation is undone: its metrics are step 2's again, its per-example scores gone.
+           {"mqar", Value(Object{{"step", 2},
+                                 {"metrics", Value(Object{{"accuracy", 0.25}, {"loss", 3.0}})},
+                                 {"per_example", Value(Object{{"correct", Array{}}})},
+                                 {"history", Value(Object{{"step", Array{Value(2)}},
+                                                          {"accuracy", Array{Value(0.25)}},
+                                                          {"loss", Array{Value(3.0)}}})}})},
+           {"lambada_openai", Value(Object{{"step", 2},
+                                           {"metrics", Value(Object{{"acc", 0.125}, {"perplexity", 90.0}})},
+                                           {"per_example", Value(Object{{"correct", Array{Value(1.0)}}, {"logprob", Array{}}})},
+                                           {"history", Value(Object{{"step", Array{Value(2)}},
+                                                                    {"acc", Array{Value(0.125)}},
+                                                                    {"perplexity", Array{Value(90.0)}}})}})}})},
+      {"tokens", Value(Object{{"validation", token_json(2, toks, 4)}, {"niah_4k", empty_token_set()}})}});
+  write_text(path("want.json"), want.dump());
+  EXPECT_EQ(python("layout " + file + " " + path("want.json")), 0);
+}
+
+TEST_F(RunFileTest, CreateErrorsNameThePath) {
+  RunAttrs A = attrs_for("x");
+  std::string missing = path("no/such/dir/run.h5");
+  EXPECT_ERROR(RunFile::create(missing, A, {}), missing.c_str(), "cannot create the run file",
+               "No such file or directory");
+  write_text(path("plain"), "not a folder");
+  std::string under_file = path("plain/run.h5");
+  EXPECT_ERROR(RunFile::create(under_file, A, {}), under_file.c_str(), "Not a directory");
+
+  const std::string f = path("run.h5");
+  RunLayout bad;
+  bad.amor_blocks = -1;
+  EXPECT_ERROR(RunFile::create(f, A, bad), f.c_str(), "amor_blocks must be in [0, 4096], got -1");
+  bad = {};
+  bad.eval_tasks = {{"mqar", {"acc"}, {}}, {"mqar", {"acc"}, {}}};
+  EXPECT_ERROR(RunFile::create(f, A, bad), "eval task 'mqar' is listed twice");
+  bad.eval_tasks = {{"mqar", {"acc", "step"}, {}}};
+  EXPECT_ERROR(RunFile::create(f, A, bad), "eval task 'mqar' metric name 'step' is reserved");
+  bad.eval_tasks = {{"mqar", {"acc"}, {"history"}}};
+  EXPECT_ERROR(RunFile::create(f, A, bad), "per-example dataset name 'history' is reserved");
+  bad.eval_tasks = {{"arc/easy", {"acc"}, {}}};
+  EXPECT_ERROR(RunFile::create(f, A, bad), "eval task name 'arc/easy' cannot be an HDF5 name");
+  bad.eval_tasks = {};
+  bad.token_sets = {""};
+  EXPECT_ERROR(RunFile::create(f, A, bad), "token set name '' cannot be an HDF5 name");
+  EXPECT_FALSE(fs::exists(f));  // nothing was created by a bad layout
+}
+
+TEST_F(RunFileTest, OpenErrorsNameThePath) {
+  const std::string f = path("run.h5");
+  EXPECT_ERROR(RunFile::open(f, 0), f.c_str(), "no run file to resume");
+  write_text(f, "this is not HDF5");
+  EXPECT_ERROR(RunFile::open(f, 0), f.c_str(), "cannot open the run file for writing");
+  fs::remove(f);
+  RunAttrs A = attrs_for("x");
+  RunFile::create(f, A, {}).close();
+  EXPECT_ERROR(RunFile::open(f, 0, "feedbeef"), f.c_str(), "belongs to config 3f2a9c0d", "not feedbeef",
+               "config changed");
+  // A plain HDF5 file that amor-run did not write.
+  const std::string other = path("other.h5");
+  h5::silence_errors();
+  H5Fclose(H5Fcreate(other.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  EXPECT_ERROR(RunFile::open(other, 0), other.c_str(), "not an amor-run run file");
+}
+
+TEST_F(RunFileTest, WriteErrorsNameTheFileAndField) {
+  const std::string p = path("run.h5");
+  RunFile f = RunFile::create(p, attrs_for("x"), amor_layout());
+  f.append_train(formula_row(5, 3));
+  EXPECT_ERROR(f.append_train(formula_row(5, 3)), p.c_str(), "training step 5 logged after step 5");
+  TrainRow r = formula_row(6, 3);
+  r.block_tau = {1.0};
+  EXPECT_ERROR(f.append_train(r), "step 6: 1 per-block values for 3 AMOR blocks");
+
+  EXPECT_ERROR(f.write_eval("hellaswag", 1, {}), p.c_str(),
+               "eval task 'hellaswag' was not declared when the file was created (declared: lambada_openai, mqar)");
+  EXPECT_ERROR(f.write_eval("mqar", 1, {{"acc_norm", 1.0}}), "eval task 'mqar' has no metric 'acc_norm' (declared: accuracy, loss)");
+  EXPECT_ERROR(f.write_eval("mqar", 1, {}, {{"scores", {1.0}}}), "eval task 'mqar' has no per-example dataset 'scores'");
+  f.write_eval("mqar", 10, {});
+  EXPECT_ERROR(f.write_eval("mqar", 9, {}), "eval task 'mqar': step 9 written after step 10");
+
+  std::mt19937 rng(1);
+  TokenSequences s = random_sequences(rng, {3, 2}, 3, true);
+  EXPECT_ERROR(f.write_tokens("train", 1, s), "token set 'train' was not declared");
+  TokenSequences bad = s;
+  bad.entropy.pop_back();
+  EXPECT_ERROR(f.write_tokens("validation", 1, bad), p.c_str(),
+               "token set 'validation': entropy has 4 values, expected 5 (sequence lengths sum to 5, K = 3)");
+  bad = s;
+  bad.gate.resize(10);
+  EXPECT_ERROR(f.write_tokens("validation", 1, bad), "gate has 10 values, expected 15");
+  bad = s;
+  bad.lengths = {6, -1};
+  EXPECT_ERROR(f.write_tokens("validation", 1, bad), "negative sequence length -1");
+
+  f.close();
+  EXPECT_ERROR(f.flush(), p.c_str(), "the run file is closed");
+}
+
+TEST(UtcTimestamp, IsIso8601Utc) {
+  std::string t = utc_timestamp();
+  ASSERT_EQ(t.size(), 20u);
+  EXPECT_EQ(t[4], '-');
+  EXPECT_EQ(t[10], 'T');
+  EXPECT_EQ(t.back(), 'Z');
+}
+
+}  // namespace
+}  // namespace amor

@@ -1,0 +1,77 @@
+#include "runner/train/checkpoints.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "data/json/json.h"
+#include "kernels/core/error.h"
+
+namespace amor {
+
+namespace fs = std::filesystem;
+
+fs::path Checkpoints::folder(int64_t step) const {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
+  return dir_ / name;
+}
+
+std::vector<int64_t> Checkpoints::steps() const {
+  std::vector<int64_t> out;
+  if (!fs::is_directory(dir_)) return out;
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() != 13 || name.rfind("step-", 0) != 0 || !e.is_directory()) continue;
+    if (!fs::exists(e.path() / "fsdp.json")) continue;  // not a finished checkpoint
+    out.push_back(std::stoll(name.substr(5)));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::optional<fs::path> Checkpoints::latest() const {
+  auto s = steps();
+  if (s.empty()) return std::nullopt;
+  return folder(s.back());
+}
+
+void Checkpoints::save(int64_t step, dist::Communicator& comm,
+                       const std::function<void(const std::string&)>& write) {
+  const fs::path final_dir = folder(step);
+  const fs::path partial = final_dir.string() + ".partial";
+  if (comm.rank() == 0) {
+    fs::create_directories(dir_);
+    fs::remove_all(partial);
+    fs::create_directories(partial);
+  }
+  comm.barrier();
+  write(partial.string());
+  comm.barrier();
+  if (comm.rank() == 0) {
+    fs::remove_all(final_dir);  // a step saved twice (stop request on a checkpoint step)
+    fs::rename(partial, final_dir);
+    auto s = steps();
+    for (size_t i = 0; i + static_cast<size_t>(std::max<int64_t>(1, keep_)) < s.size(); ++i)
+      fs::remove_all(folder(s[i]));
+  }
+  comm.barrier();
+}
+
+std::string gate_state_to_json(const std::vector<model::AmorGateState>& s) {
+  json::Array a;
+  for (const auto& g : s) a.emplace_back(json::Object{{"m", json::Value(g.m)}, {"s", json::Value(g.s)}});
+  return json::Value(std::move(a)).dump();
+}
+
+std::vector<model::AmorGateState> gate_state_from_json(const std::string& text) {
+  std::vector<model::AmorGateState> out;
+  for (const auto& v : json::parse(text, "checkpoint amor_gates").as_array("amor_gates")) {
+    model::AmorGateState g;
+    g.m = v.at("m").as_double("amor_gates m");
+    g.s = v.at("s").as_double("amor_gates s");
+    out.push_back(g);
+  }
+  return out;
+}
+
+}  // namespace amor

@@ -1,0 +1,37 @@
+// A run's checkpoint folders: <run>/checkpoints/step-00000100/, each complete or absent.
+//
+// Every rank writes into step-N.partial (its shard file; rank 0 also the metadata), then after a
+// barrier rank 0 renames it to step-N — a rename is atomic, so a crash or kill at any moment
+// leaves the previous checkpoints intact and at most a .partial folder that the next save
+// replaces. Only the newest `keep` checkpoints are kept.
+#pragma once
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/amor/amor_gate.h"
+#include "runner/dist/communicator.h"
+
+namespace amor {
+
+class Checkpoints {
+ public:
+  Checkpoints(std::filesystem::path dir, int64_t keep) : dir_(std::move(dir)), keep_(keep) {}
+  // The newest complete checkpoint folder, if any.
+  std::optional<std::filesystem::path> latest() const;
+  std::vector<int64_t> steps() const;  // complete checkpoints, oldest first
+  // Collective over the run's ranks; write(dir) writes this rank's part into dir.
+  void save(int64_t step, dist::Communicator& comm, const std::function<void(const std::string&)>& write);
+
+ private:
+  std::filesystem::path folder(int64_t step) const;
+  std::filesystem::path dir_;
+  int64_t keep_;
+};
+
+std::string gate_state_to_json(const std::vector<model::AmorGateState>& s);
+std::vector<model::AmorGateState> gate_state_from_json(const std::string& text);
+
+}  // namespace amor

@@ -1,0 +1,325 @@
+#include "runner/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+#include "data/json/json.h"
+#include "data/synthetic/token_task.h"
+#include "kernels/core/error.h"
+#include "models/amor/amor_model.h"
+#include "models/io/safetensors.h"
+#include "models/lm/language_model.h"
+#include "runner/app/version.h"
+#include "runner/config/canonical.h"
+#include "runner/dist/entropy_gather.h"
+#include "runner/dist/fsdp.h"
+#include "runner/output/run_file.h"
+#include "runner/train/checkpoints.h"
+#include "runner/train/data_setup.h"
+#include "runner/train/lr_schedule.h"
+#include "runner/train/progress.h"
+#include "runner/train/stop_signal.h"
+
+namespace amor {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+DType run_dtype(const config::RunConfig& cfg) {
+  const std::string& t = cfg.train.dtype;
+  if (t == "f64") return DType::F64;
+  if (t == "f32" || t == "auto") return DType::F32;
+  if (t == "bf16") return DType::BF16;
+  throw Error(fmt::format("train.dtype: '{}' is not one of f32, f64, bf16", t));
+}
+
+// Per-token loss weights for a micro-batch: 1/global_valid at every position with a target.
+Tensor loss_weights(const Tensor& targets, double global_valid, DType dtype) {
+  Tensor w = Tensor::zeros(targets.shape(), dtype);
+  const int32_t* t = targets.data<int32_t>();
+  for (int64_t i = 0; i < targets.numel(); ++i)
+    if (t[i] != synthetic::kIgnore) w.set_item(i, 1.0 / global_valid);
+  return w;
+}
+
+int64_t count_valid(const Tensor& targets) {
+  int64_t n = 0;
+  const int32_t* t = targets.data<int32_t>();
+  for (int64_t i = 0; i < targets.numel(); ++i) n += t[i] != synthetic::kIgnore;
+  return n;
+}
+
+// Fraction of tokens where AMOR's blocks fired, summed (fired, total) per block.
+void count_fires(const model::StepOutput& out, std::vector<double>& fired, double& tokens) {
+  if (fired.size() < out.gates.size()) fired.resize(out.gates.size(), 0.0);
+  for (size_t k = 0; k < out.gates.size(); ++k) {
+    const uint8_t* g = out.gates[k].data<uint8_t>();
+    for (int64_t i = 0; i < out.gates[k].numel(); ++i) fired[k] += g[i];
+  }
+  if (!out.gates.empty()) tokens += static_cast<double>(out.gates[0].numel());
+}
+
+struct EvalResult {
+  double loss = 0, tokens = 0, fire_rate = NAN;
+  double recall_correct = 0, recall_labelled = 0;
+  std::vector<double> per_example_acc;
+  TokenSequences sequences;  // rank 0's first sequences, for /tokens/valid
+};
+
+constexpr int64_t kTokenSequencesSaved = 16;  // per evaluation, so run.h5 stays small
+
+EvalResult evaluate(dist::Fsdp& fsdp, BatchSource& valid, bool recall, int64_t micro_batch,
+                    int64_t max_examples, int amor_blocks, dist::Communicator& comm) {
+  EvalResult r;
+  valid.set_position("0:0");
+  const int64_t global_batch = micro_batch * comm.size();  // sequences are dealt over the ranks
+  int64_t batches = valid.sequences() / global_batch;
+  if (max_examples > 0) batches = std::min(batches, (max_examples + global_batch - 1) / global_batch);
+  AMOR_CHECK(batches > 0, "data: the validation set ({} sequences) is smaller than one global "
+             "micro-batch of {} sequences", valid.sequences(), global_batch);
+  double loss_sum = 0, valid_tokens = 0, gate_tokens = 0;
+  std::vector<double> fired;
+  std::vector<std::vector<uint8_t>> gates(static_cast<size_t>(amor_blocks));
+  for (int64_t b = 0; b < batches; ++b) {
+    model::Batch batch = valid.next();
+    const int64_t B = batch.tokens.size(0), T = batch.tokens.size(1);
+    model::StepOutput out = fsdp.forward(batch, /*training=*/false);
+    loss_sum += out.loss_sum;
+    valid_tokens += static_cast<double>(out.n_valid);
+    count_fires(out, fired, gate_tokens);
+    if (recall) {
+      auto score = synthetic::score_tokens(out.predictions, batch.targets);
+      r.recall_correct += static_cast<double>(score.correct);
+      r.recall_labelled += static_cast<double>(score.labelled);
+      r.per_example_acc.insert(r.per_example_acc.end(), score.per_example.begin(), score.per_example.end());
+    }
+    // The first sequences' per-token arrays go to run.h5 /tokens/valid (rank 0's, a sample).
+    for (int64_t i = 0; i < B && static_cast<int64_t>(r.sequences.lengths.size()) < kTokenSequencesSaved; ++i) {
+      r.sequences.lengths.push_back(T);
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t j = i * T + t;
+        r.sequences.token_ids.push_back(batch.tokens.data<int32_t>()[j]);
+        r.sequences.entropy.push_back(static_cast<float>(out.entropy.item(j)));
+        r.sequences.loss.push_back(static_cast<float>(out.token_loss.item(j)));
+        r.sequences.mode.push_back(out.modes.defined() ? out.modes.data<uint8_t>()[j] : 0);
+        for (int k = 0; k < amor_blocks; ++k) gates[static_cast<size_t>(k)].push_back(out.gates[static_cast<size_t>(k)].data<uint8_t>()[j]);
+      }
+    }
+  }
+  for (auto& g : gates) r.sequences.gate.insert(r.sequences.gate.end(), g.begin(), g.end());  // [K, total]
+  double sums[4] = {loss_sum, valid_tokens, r.recall_correct, r.recall_labelled};
+  comm.all_reduce(sums, 4, dist::ReduceOp::Sum);
+  r.loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
+  r.tokens = sums[1];
+  r.recall_correct = sums[2];
+  r.recall_labelled = sums[3];
+  if (!fired.empty()) {
+    double f = 0;
+    for (double x : fired) f += x;
+    double tot[2] = {f, gate_tokens * static_cast<double>(fired.size())};
+    comm.all_reduce(tot, 2, dist::ReduceOp::Sum);
+    r.fire_rate = tot[1] > 0 ? tot[0] / tot[1] : NAN;
+  }
+  return r;
+}
+
+}  // namespace
+
+RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const TrainerOptions& opt) {
+  const config::RunConfig& cfg = spec.config;
+  const bool root = comm.rank() == 0;
+  RunResult result;
+  AMOR_CHECK(cfg.device == "cpu", "device: 'cuda' training arrives with the CUDA backend (issue #7); "
+                                  "use device: cpu");
+  install_stop_handlers(cfg.checkpoint.signal);
+  const DType dtype = run_dtype(cfg);
+
+  // Model, sharding, data.
+  auto model = model::build_model(cfg.model, dtype);
+  model->params().initialize(static_cast<uint64_t>(cfg.train.seed));
+  if (auto* stack = dynamic_cast<model::StackModel*>(model.get()))
+    stack->set_mode_seed(static_cast<uint64_t>(cfg.train.seed) ^ 0x6f727978ull);
+  auto* amor_model = dynamic_cast<model::AmorModel*>(model.get());
+  if (amor_model) amor_model->set_entropy_gather(dist::make_entropy_gather(comm));
+  dist::FsdpOptions fo;
+  fo.beta1 = cfg.train.beta1;
+  fo.beta2 = cfg.train.beta2;
+  fo.eps = cfg.train.eps;
+  fo.weight_decay = cfg.train.weight_decay;
+  fo.max_grad_norm = cfg.train.clip;
+  dist::Fsdp fsdp(*model, comm, fo);
+  RunData data = make_run_data(cfg, comm.rank(), comm.size());
+  const int amor_blocks = amor_model ? amor_model->num_blocks() : 0;
+
+  // Resume from the newest complete checkpoint.
+  Checkpoints ckpts(opt.run_dir / "checkpoints", cfg.checkpoint.keep);
+  int64_t start_step = 0, tokens_seen = 0;
+  if (auto latest = ckpts.latest()) {
+    dist::FsdpCheckpoint c = fsdp.load(latest->string());
+    start_step = c.step;
+    data.train->set_position(c.extra.at("data_position"));
+    tokens_seen = std::stoll(c.extra.at("tokens_seen"));
+    if (amor_model) amor_model->set_gate_state(gate_state_from_json(c.extra.at("amor_gates")));
+  }
+
+  // run.h5 (rank 0).
+  std::optional<RunFile> h5;
+  const fs::path h5_path = opt.run_dir / "run.h5";
+  if (root) {
+    if (start_step > 0 && fs::exists(h5_path)) {
+      h5.emplace(RunFile::open(h5_path.string(), start_step, spec.hash8));
+    } else {
+      RunAttrs attrs;
+      attrs.config = config::canonical_yaml(cfg);
+      attrs.config_hash = spec.hash8;
+      attrs.sweep = spec.sweep;
+      attrs.run_name = spec.name;
+      attrs.amor_run_version = version();
+      attrs.git_commit = git_commit();
+      attrs.world_size = comm.size();
+      attrs.created = utc_timestamp();
+      RunLayout layout;
+      layout.eval_tasks.push_back({"valid", {"loss", "ppl", "fire_rate"}, {}});
+      if (data.recall_task) layout.eval_tasks.push_back({"mqar", {"acc"}, {"acc"}});
+      layout.token_sets = {"valid"};
+      layout.amor_blocks = amor_blocks;
+      h5.emplace(RunFile::create(h5_path.string(), attrs, layout));
+    }
+  }
+
+  auto save_checkpoint = [&](int64_t step) {
+    std::map<std::string, std::string> extra{{"data_position", data.train->position()},
+                                             {"tokens_seen", std::to_string(tokens_seen)},
+                                             {"config_hash", spec.hash8}};
+    if (amor_model) extra["amor_gates"] = gate_state_to_json(amor_model->gate_state());
+    ckpts.save(step, comm, [&](const std::string& dir) { fsdp.save(dir, step, extra); });
+    if (h5) h5->flush();
+  };
+
+  auto run_eval = [&](int64_t step) {
+    EvalResult e = evaluate(fsdp, *data.valid, data.recall_task, cfg.train.micro_batch,
+                            cfg.eval.max_examples, amor_blocks, comm);
+    result.metrics["valid_loss"] = e.loss;
+    if (!std::isnan(e.fire_rate)) result.metrics["valid_fire_rate"] = e.fire_rate;
+    if (data.recall_task) result.metrics["mqar_acc"] = e.recall_labelled > 0 ? e.recall_correct / e.recall_labelled : NAN;
+    if (h5) {
+      h5->write_eval("valid", step, {{"loss", e.loss}, {"ppl", std::exp(e.loss)}, {"fire_rate", e.fire_rate}});
+      if (data.recall_task)
+        h5->write_eval("mqar", step, {{"acc", result.metrics["mqar_acc"]}},
+                       {{"acc", e.per_example_acc}});
+      h5->write_tokens("valid", step, e.sequences);
+      h5->flush();
+    }
+    return e;
+  };
+
+  Progress progress(spec.id(), cfg.train.steps, cfg.train.log_every, stdout, opt.live);
+  const bool quiet = opt.quiet || !root;
+  auto t_last = std::chrono::steady_clock::now();
+  double last_loss = NAN;
+
+  for (int64_t step = start_step; step < cfg.train.steps; ++step) {
+    const double lr = lr_at(step, cfg.train.steps, cfg.train.warmup_steps, cfg.train.lr, cfg.train.min_lr_ratio);
+    // All micro-batches first: the loss is a mean over the global batch's valid tokens, which
+    // every rank must know before its first backward.
+    std::vector<model::Batch> micro;
+    int64_t local_valid = 0;
+    for (int64_t a = 0; a < cfg.train.grad_accum; ++a) {
+      micro.push_back(data.train->next());
+      local_valid += count_valid(micro.back().targets);
+    }
+    const double global_valid = static_cast<double>(std::max<int64_t>(1, comm.all_reduce_sum(local_valid)));
+    fsdp.zero_grad();
+    double loss_sum = 0, gate_tokens = 0;
+    std::vector<double> fired;
+    std::vector<double> taus;
+    for (auto& b : micro) {
+      model::StepOutput out = fsdp.forward(b, /*training=*/true);
+      loss_sum += out.loss_sum;
+      count_fires(out, fired, gate_tokens);
+      taus = out.tau;
+      fsdp.backward(loss_weights(b.targets, global_valid, dtype));
+    }
+    const double loss = comm.all_reduce_sum(loss_sum) / global_valid;
+    if (!std::isfinite(loss)) {
+      result.status = TrainStatus::Failed;
+      result.message = fmt::format("loss is {} at step {}; stopped (the last good checkpoint is kept)", loss, step + 1);
+      if (!quiet) progress.finish("FAILED: " + result.message);
+      return result;
+    }
+    const double grad_norm = fsdp.step(lr);
+    const int64_t step_tokens = comm.all_reduce_sum(static_cast<int64_t>(micro.size()) * micro[0].tokens.numel());
+    tokens_seen += step_tokens;
+    last_loss = loss;
+
+    double fire_rate = NAN;
+    std::vector<double> block_fire;
+    if (!fired.empty()) {
+      std::vector<double> counts = fired;
+      counts.push_back(gate_tokens);
+      comm.all_reduce(counts.data(), static_cast<int64_t>(counts.size()), dist::ReduceOp::Sum);
+      double total = 0;
+      for (size_t k = 0; k + 1 < counts.size(); ++k) {
+        block_fire.push_back(counts[k] / counts.back());
+        total += counts[k];
+      }
+      fire_rate = total / (counts.back() * static_cast<double>(block_fire.size()));
+    }
+    auto now = std::chrono::steady_clock::now();
+    double dt = std::chrono::duration<double>(now - t_last).count();
+    t_last = now;
+    const int64_t done = step + 1;
+    if (h5) {
+      TrainRow row;
+      row.step = done;
+      row.tokens = tokens_seen;
+      row.loss = loss;
+      row.lr = lr;
+      row.grad_norm = grad_norm;
+      row.tokens_per_s = dt > 0 ? static_cast<double>(step_tokens) / dt : 0;
+      row.fire_rate = fire_rate;
+      row.tau = taus.empty() ? NAN : taus.back();
+      row.block_fire_rate = block_fire;
+      row.block_tau = taus;
+      h5->append_train(row);
+    }
+    if (!quiet) {
+      ProgressRow pr{done, loss, lr, dt > 0 ? static_cast<double>(step_tokens) / dt : 0, std::nullopt};
+      if (!std::isnan(fire_rate)) pr.fire_rate = fire_rate;
+      progress.update(pr);
+    }
+
+    // A stop request from any rank stops every rank at this step boundary, with a checkpoint.
+    const bool stop = comm.all_reduce_max(stop_requested() ? 1 : 0) != 0;
+    const bool last = done == cfg.train.steps;
+    if (cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0 && !last) run_eval(done);
+    if (stop || (cfg.checkpoint.every > 0 && done % cfg.checkpoint.every == 0) || last) save_checkpoint(done);
+    if (stop && !last) {
+      result.status = TrainStatus::Stopped;
+      result.message = fmt::format("stopped by {} at step {}: checkpointed, run again to resume",
+                                   stop_signal_name().empty() ? "a peer rank" : stop_signal_name(), done);
+      if (!quiet) progress.finish(result.message);
+      return result;
+    }
+  }
+
+  EvalResult final_eval = run_eval(cfg.train.steps);
+  result.metrics["final_loss"] = last_loss;
+  if (!std::isnan(final_eval.fire_rate)) result.metrics["fire_rate"] = final_eval.fire_rate;
+  if (h5) {
+    h5->finish(utc_timestamp());
+    h5->close();
+  }
+  result.status = TrainStatus::Done;
+  if (!quiet) {
+    std::string summary = fmt::format("done: final loss {:.4f}, valid loss {:.4f}", last_loss, final_eval.loss);
+    if (result.metrics.count("mqar_acc")) summary += fmt::format(", recall acc {:.3f}", result.metrics["mqar_acc"]);
+    if (!std::isnan(final_eval.fire_rate)) summary += fmt::format(", fire rate {:.3f}", final_eval.fire_rate);
+    progress.finish(summary);
+  }
+  return result;
+}
+
+}  // namespace amor
