@@ -34,6 +34,7 @@ packages=(
   libgtest-dev libopenblas-dev libfmt-dev libyaml-cpp-dev libhdf5-dev
   libboost-program-options-dev libopenmpi-dev openmpi-bin libpcre2-dev
   python3-torch python3-numpy python3-h5py python3-pandas python3-matplotlib
+  bible-kjv bible-kjv-text
 )
 
 if [ "$install" = 1 ]; then

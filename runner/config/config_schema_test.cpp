@@ -221,6 +221,23 @@ TEST(ConfigSchema, FormatValue) {
   EXPECT_EQ(json_value(FieldValue(std::vector<std::string>{"a", "b\""})), "[\"a\", \"b\\\"\"]");
 }
 
+// The key reference in runner/config/README.md lists every key with its default.
+TEST(ConfigSchema, ReadmeListsEveryKey) {
+  std::ifstream f(std::string(AMOR_SOURCE_DIR) + "/runner/config/README.md");
+  ASSERT_TRUE(f) << "runner/config/README.md";
+  std::string readme((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  RunConfig d;
+  for (const Field& field : fields()) {
+    std::string def = format_value(field.get(d));
+    if (def.empty()) def = "\"\"";
+    std::string row = "| `" + field.key + "` | ";
+    size_t at = readme.find(row);
+    ASSERT_NE(at, std::string::npos) << field.key << " is missing from the README";
+    std::string line = readme.substr(at, readme.find('\n', at) - at);
+    EXPECT_NE(line.find("| `" + def + "` |"), std::string::npos) << line << " (default " << def << ")";
+  }
+}
+
 // format_double writes what Python's repr writes, checked against the interpreter itself on
 // random bit patterns and on values researchers type.
 TEST(ConfigSchema, FormatDoubleMatchesPythonRepr) {

@@ -152,7 +152,7 @@ FsdpCheckpoint Fsdp::load(const std::string& dir) {
       const std::string name = su.at("name").as_string(where + ".name");
       AMOR_CHECK(name == fu.name, "{}: unit '{}' where the model has unit '{}'", where, name, fu.name);
       const json::Array& ps = su.at("params").as_array(where + ".params");
-      AMOR_CHECK(ps.size() == fu.params.size(), "{}: unit '{}' has {} parameters saved, the model {}", where,
+      AMOR_CHECK(ps.size() == fu.params.size(), "{}: unit '{}' has {} parameters saved, the model has {}", where,
                  fu.name, ps.size(), fu.params.size());
       for (size_t k = 0; k < ps.size(); ++k) {
         const FlatParam& fp = fu.params[k];

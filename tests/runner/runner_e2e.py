@@ -1,0 +1,247 @@
+#!/usr/bin/python3
+"""End-to-end tests of amor-run (issue #5), driving the real binary under mpirun.
+
+Usage: /usr/bin/python3 tests/runner/runner_e2e.py BUILD_BIN_DIR
+Each scenario prints 'ok NAME' or 'FAIL NAME: why'; the last line is 'N passed, N failed'.
+Scenarios: an uninterrupted run; kill -9 mid-run then the same command resumes to bitwise-equal
+losses; SIGTERM (as Slurm sends it, to the ranks) and the user signal (through mpirun) checkpoint
+and exit 75, and the next invocation resumes; DONE runs are skipped; a changed config is refused;
+4 ranks in groups of 2 do every run exactly once; run.h5 has design §6's layout and opens in h5py
+while the run is going; bad YAML exits 2 and creates nothing.
+"""
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+
+BIN = os.path.abspath(sys.argv[1])
+AMOR = os.path.join(BIN, "amor-run")
+MPI = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", AMOR_PROGRESS="plain")
+
+SWEEP = """name: e2e
+base:
+  model: {kind: KIND, vocab: 260, d_model: 32, n_layers: 1, d_ff: 64, head_dim: 16,
+          gdn: {head_dim: 16, chunk: 16}, mamba2: {head_dim: 16, d_state: 8, chunk: 16}}
+  data: {source: corpus, seq_len: 32}
+  train: {steps: STEPS, micro_batch: 4, lr: 3.0e-3, warmup_steps: 2, log_every: 1, seed: 3}
+  checkpoint: {every: 3, keep: 2}
+  parallel: {ranks_per_run: RPR}
+"""
+
+results = []
+
+
+def write_sweep(d, kind="transformer", steps=12, rpr=1, extra=""):
+    path = os.path.join(d, "sweep.yaml")
+    with open(path, "w") as f:
+        f.write(SWEEP.replace("KIND", kind).replace("STEPS", str(steps)).replace("RPR", str(rpr)) + extra)
+    return path
+
+
+def amor_run(args, np_=1, **kw):
+    return subprocess.run(MPI + ["-np", str(np_), AMOR] + args, env=ENV, capture_output=True,
+                          text=True, timeout=600, **kw)
+
+
+def run_dir(out):
+    dirs = [d for d in glob.glob(os.path.join(out, "e2e", "*")) if os.path.isdir(d)]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def losses(out):
+    with h5py.File(os.path.join(run_dir(out), "run.h5"), "r") as f:
+        return f["train/step"][:], f["train/loss"][:]
+
+
+def scenario(fn):
+    name = fn.__name__
+    try:
+        fn()
+        results.append(True)
+        print(f"ok   {name}", flush=True)
+    except Exception as e:  # report and go on to the next scenario
+        results.append(False)
+        print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
+
+
+TMP = tempfile.mkdtemp(prefix="amor_e2e_")
+REF = os.path.join(TMP, "ref")
+
+
+def wait_for(cond, timeout=120):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise TimeoutError("condition not reached")
+
+
+@scenario
+def uninterrupted_run_and_layout():
+    sweep = write_sweep(TMP)
+    r = amor_run([sweep, "--output", REF])
+    assert r.returncode == 0, r.stdout + r.stderr
+    d = run_dir(REF)
+    assert os.path.exists(os.path.join(d, "DONE"))
+    with h5py.File(os.path.join(d, "run.h5"), "r") as f:
+        for k in ["config", "config_hash", "sweep", "run_name", "amor_run_version", "git_commit",
+                  "world_size", "created", "finished"]:
+            assert k in f.attrs, f"attribute {k} missing"
+        for k in ["step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "fire_rate", "tau"]:
+            assert f["train/" + k].shape == (12,), k
+        assert list(f["train/step"][:]) == list(range(1, 13))
+        assert f["train/loss"][-1] < f["train/loss"][0], "loss did not fall"
+        t = f["tokens/valid"]
+        for k in ["token_ids", "entropy", "loss", "mode", "offsets"]:
+            assert k in t, k
+        assert t["offsets"][-1] == t["token_ids"].shape[0]
+        assert "loss" in f["eval/valid"].attrs
+    index = open(os.path.join(REF, "e2e", "index.csv")).read()
+    assert index.startswith("run,hash,status") and ",done," in index, index
+
+
+@scenario
+def kill_9_then_resume_is_bitwise_equal():
+    out = os.path.join(TMP, "kill")
+    sweep = write_sweep(TMP)
+    p = subprocess.Popen(MPI + ["-np", "1", AMOR, sweep, "--output", out], env=ENV,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for(lambda: glob.glob(os.path.join(out, "e2e", "*", "checkpoints", "step-00000006")))
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    assert not glob.glob(os.path.join(out, "e2e", "*", "DONE")), "killed too late to test resume"
+    r = amor_run([sweep, "--output", out])
+    assert r.returncode == 0, r.stdout + r.stderr
+    s0, l0 = losses(REF)
+    s1, l1 = losses(out)
+    assert list(s1) == list(s0), f"steps {list(s1)}"
+    assert np.array_equal(l0, l1), f"losses differ: {l0} vs {l1}"
+
+
+def stop_and_resume(out, send):
+    sweep = write_sweep(TMP, steps=40, extra="")
+    p = subprocess.Popen(MPI + ["-np", "2", AMOR, sweep, "--output", out, "parallel.ranks_per_run=2"],
+                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    wait_for(lambda: glob.glob(os.path.join(out, "e2e", "*", "checkpoints", "step-00000003")))
+    send(p)
+    text, _ = p.communicate(timeout=120)
+    assert p.returncode == 75, f"exit {p.returncode}: {text[-2000:]}"
+    assert "stopped by" in text, text[-2000:]
+    d = run_dir(out)
+    assert not os.path.exists(os.path.join(d, "DONE"))
+    r = amor_run([sweep, "--output", out, "parallel.ranks_per_run=2"], np_=2)
+    assert r.returncode == 0, r.stdout + r.stderr
+    steps, _ = losses(out)
+    assert list(steps) == list(range(1, 41)), f"steps after resume {list(steps)}"
+
+
+@scenario
+def sigterm_to_the_ranks_checkpoints_and_exits_75():
+    def send(p):
+        ranks = subprocess.run(["pgrep", "-f", "-s", str(p.pid), "bin/amor-run"], capture_output=True,
+                               text=True).stdout.split()
+        ranks = [int(x) for x in ranks if int(x) != p.pid]
+        assert ranks, "no rank processes found"
+        for pid in ranks:
+            os.kill(pid, signal.SIGTERM)
+    stop_and_resume(os.path.join(TMP, "term"), send)
+
+
+@scenario
+def user_signal_through_mpirun_checkpoints_and_exits_75():
+    stop_and_resume(os.path.join(TMP, "usr1"), lambda p: os.kill(p.pid, signal.SIGUSR1))
+
+
+@scenario
+def done_runs_are_skipped():
+    r = amor_run([write_sweep(TMP), "--output", REF])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "already DONE, skipped" in r.stdout, r.stdout
+
+
+@scenario
+def changed_config_is_refused():
+    out = os.path.join(TMP, "changed")
+    sweep = write_sweep(TMP)
+    assert amor_run([sweep, "--output", out]).returncode == 0
+    with open(sweep) as f:
+        text = f.read().replace("lr: 3.0e-3", "lr: 1.0e-3")
+    with open(sweep, "w") as f:
+        f.write(text)
+    r = amor_run([sweep, "--output", out])
+    assert r.returncode == 1, r.returncode
+    assert "another config" in r.stderr, r.stderr
+
+
+@scenario
+def four_ranks_in_groups_of_two_do_each_run_once():
+    out = os.path.join(TMP, "groups")
+    d = os.path.join(TMP, "g")
+    os.makedirs(d, exist_ok=True)
+    sweep = write_sweep(d, steps=4, rpr=2, extra="sweep:\n  grid:\n    train.seed: [1, 2, 3]\n")
+    r = amor_run([sweep, "--output", out], np_=4)
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = sorted(glob.glob(os.path.join(out, "e2e", "*", "run.h5")))
+    assert len(runs) == 3, runs
+    for h in runs:
+        with h5py.File(h, "r") as f:
+            assert f.attrs["world_size"] == 2
+            assert list(f["train/step"][:]) == [1, 2, 3, 4], h
+    index = open(os.path.join(out, "e2e", "index.csv")).read()
+    assert index.count(",done,") == 3, index
+
+
+@scenario
+def run_h5_is_readable_while_training():
+    out = os.path.join(TMP, "swmr")
+    sweep = write_sweep(TMP, steps=60)
+    p = subprocess.Popen(MPI + ["-np", "1", AMOR, sweep, "--output", out], env=ENV,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        seen = []
+
+        def rows_growing():
+            h = glob.glob(os.path.join(out, "e2e", "*", "run.h5"))
+            if not h:
+                return False
+            try:
+                with h5py.File(h[0], "r", swmr=True) as f:
+                    n = f["train/loss"].shape[0]
+            except OSError:
+                return False
+            if n and (not seen or n > seen[-1]):
+                seen.append(n)
+            return len(seen) >= 2
+        wait_for(rows_growing)
+    finally:
+        p.wait(timeout=300)
+    assert p.returncode == 0
+
+
+@scenario
+def bad_yaml_exits_2_and_creates_nothing():
+    out = os.path.join(TMP, "bad")
+    bad = os.path.join(TMP, "bad.yaml")
+    with open(bad, "w") as f:
+        f.write("name: bad\nbase:\n  train:\n    stpes: 3\n")
+    r = amor_run([bad, "--output", out])
+    assert r.returncode == 2, r.returncode
+    assert "bad.yaml:4" in r.stderr and "stpes" in r.stderr, r.stderr
+    assert not os.path.exists(out)
+
+
+shutil.rmtree(TMP, ignore_errors=True)
+passed = sum(results)
+print(f"{passed} passed, {len(results) - passed} failed")
+sys.exit(0 if passed == len(results) and results else 1)
