@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "kernels/core/error.h"
 
 namespace amor::h5 {

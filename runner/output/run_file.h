@@ -53,8 +53,8 @@ struct RunLayout {
 };
 
 // One logged training step. fire_rate: fraction of gate decisions that fired over all AMOR blocks;
-// tau: the first block's threshold; both NaN for models without gates. The per-block vectors
-// have K entries, or are empty (written as NaN).
+// tau: one representative threshold (the trainer logs the last block's); both NaN for models
+// without gates. The per-block vectors have K entries, or are empty (written as NaN).
 struct TrainRow {
   int64_t step = 0;    // optimizer steps completed
   int64_t tokens = 0;  // training tokens consumed so far

@@ -1,6 +1,6 @@
 // Helpers shared by the run.h5 tests (run_file_test.cpp, run_file_swmr_test.cpp): a scratch
 // folder per test, the h5py checker (tests/h5_reader_check.py), sample attributes, layouts and
-// rows, and the JSON the checker compares the file against. Test-only; included by one test each.
+// rows, and the JSON the checker compares the file against. Test-only.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -23,7 +23,6 @@
 #include "runner/output/run_file.h"
 
 namespace amor {
-namespace {
 
 namespace fs = std::filesystem;
 using json::Array;
@@ -43,15 +42,15 @@ class RunFileTest : public ::testing::Test {
   std::string dir_;
 };
 
-int python(const std::string& args) {
+inline int python(const std::string& args) {
   std::string cmd = fmt::format("{} {}/tests/h5_reader_check.py {}", AMOR_PYTHON, AMOR_SOURCE_DIR, args);
   int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+inline void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
-Value num(double v) { return std::isnan(v) ? Value(nullptr) : Value(v); }
+inline Value num(double v) { return std::isnan(v) ? Value(nullptr) : Value(v); }
 template <class T> Value nums(const std::vector<T>& v) {
   Array a;
   for (T x : v) {
@@ -63,7 +62,7 @@ template <class T> Value nums(const std::vector<T>& v) {
   return Value(std::move(a));
 }
 
-RunAttrs attrs_for(const std::string& run) {
+inline RunAttrs attrs_for(const std::string& run) {
   RunAttrs a;
   a.config = "model:\n  kind: amor\n  amor:\n    kappa: 0.2  # τ = m + κ·s\ntrain:\n  lr: 0.001\n";
   a.config_hash = "3f2a9c0d1e2b4c5d6e7f8091a2b3c4d5e6f70812";
@@ -76,7 +75,7 @@ RunAttrs attrs_for(const std::string& run) {
   return a;
 }
 
-Value attrs_json(const RunAttrs& a, int K, const std::string& finished) {
+inline Value attrs_json(const RunAttrs& a, int K, const std::string& finished) {
   return Value(Object{{"config", a.config},
                       {"config_hash", a.config_hash},
                       {"sweep", a.sweep},
@@ -122,7 +121,7 @@ struct TrainLog {
 };
 
 // The rows the writer child processes log: loss = 10 / step (h5_reader_check.py swmr knows it).
-TrainRow formula_row(int64_t s, int K) {
+inline TrainRow formula_row(int64_t s, int K) {
   TrainRow r;
   r.step = s;
   r.tokens = s * 4096;
@@ -139,7 +138,7 @@ TrainRow formula_row(int64_t s, int K) {
   return r;
 }
 
-Value empty_token_set() {
+inline Value empty_token_set() {
   return Value(Object{{"step", -1},
                       {"lengths", Array{}},
                       {"token_ids", Array{}},
@@ -149,7 +148,7 @@ Value empty_token_set() {
                       {"gate", Array{}}});
 }
 
-Value token_json(int64_t step, const TokenSequences& s, size_t total) {
+inline Value token_json(int64_t step, const TokenSequences& s, size_t total) {
   std::vector<uint8_t> mode = s.mode.empty() ? std::vector<uint8_t>(total, 0) : s.mode;
   return Value(Object{{"step", step},
                       {"lengths", nums(s.lengths)},
@@ -161,7 +160,7 @@ Value token_json(int64_t step, const TokenSequences& s, size_t total) {
 }
 
 // Concatenates two batches of sequences (gate rows interleave per block).
-TokenSequences concat(const TokenSequences& a, const TokenSequences& b, int K) {
+inline TokenSequences concat(const TokenSequences& a, const TokenSequences& b, int K) {
   TokenSequences c;
   auto cat = [](auto x, const auto& y) {
     x.insert(x.end(), y.begin(), y.end());
@@ -180,7 +179,7 @@ TokenSequences concat(const TokenSequences& a, const TokenSequences& b, int K) {
   return c;
 }
 
-TokenSequences random_sequences(std::mt19937& rng, std::vector<int64_t> lengths, int K, bool with_mode) {
+inline TokenSequences random_sequences(std::mt19937& rng, std::vector<int64_t> lengths, int K, bool with_mode) {
   TokenSequences s;
   s.lengths = lengths;
   int64_t total = 0;
@@ -197,7 +196,7 @@ TokenSequences random_sequences(std::mt19937& rng, std::vector<int64_t> lengths,
   return s;
 }
 
-RunLayout amor_layout() {
+inline RunLayout amor_layout() {
   RunLayout L;
   L.amor_blocks = 3;
   L.eval_tasks = {{"mqar", {"accuracy", "loss"}, {"correct"}},
@@ -207,7 +206,7 @@ RunLayout amor_layout() {
 }
 
 // Waits for a child to exit (bounded), killing it if it does not; returns its exit status.
-int reap(pid_t pid, double seconds) {
+inline int reap(pid_t pid, double seconds) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   int status = 0;
   while (::waitpid(pid, &status, WNOHANG) == 0) {
@@ -221,7 +220,7 @@ int reap(pid_t pid, double seconds) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
 }
 
-bool wait_for_file(const std::string& p, double seconds) {
+inline bool wait_for_file(const std::string& p, double seconds) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (!fs::exists(p)) {
     if (std::chrono::steady_clock::now() > deadline) return false;
@@ -248,5 +247,4 @@ template <class F> std::string error_of(F&& f) {
       EXPECT_NE(msg.find(part), std::string::npos) << msg;       \
   } while (0)
 
-}  // namespace
 }  // namespace amor
