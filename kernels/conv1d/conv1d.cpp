@@ -1,7 +1,12 @@
 #include "kernels/conv1d/conv1d.h"
 
+#include "kernels/cast/cuda_args.h"
 #include "kernels/conv1d/conv1d_ref.h"
 #include "kernels/core/check.h"
+
+#ifdef AMOR_HAVE_CUDA
+#include "kernels/conv1d/conv1d_cuda.h"
+#endif
 
 namespace amor {
 
@@ -32,16 +37,37 @@ const T* ptr_or_null(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
+#ifdef AMOR_HAVE_CUDA
+const void* raw_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+
+// What the cuda kernels handle: f32/bf16 storage, K up to kConv1dMaxK (the window is held in
+// registers), and grid dimensions within CUDA's limits.
+void check_cuda_conv(const char* op, const Tensor& x, int64_t B, int64_t T, int64_t K) {
+  check_cuda_storage(op, "x", x);
+  AMOR_CHECK(K <= cuda::kConv1dMaxK, "{}: kernel size K={} is not supported on cuda (K <= {})", op,
+             K, cuda::kConv1dMaxK);
+  AMOR_CHECK(B <= 65535 && T <= 65535 * int64_t(64),
+             "{}: x {} is too large for the cuda kernels (B <= 65535, T <= {})", op, x.str(),
+             65535 * int64_t(64));
+}
+#endif
+
 }  // namespace
 
 Conv1dOutput conv1d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, bool silu,
                             const Tensor& initial_state) {
   const char* op = "conv1d_forward";
   check_conv_args(op, x, weight, bias, initial_state);
-  if (!x.is_cpu()) fail_no_cuda(op, x);
   int64_t B = x.size(0), T_ = x.size(1), C = x.size(2), K = weight.size(1);
   Conv1dOutput out{Tensor::empty(x.shape(), x.dtype(), x.device()),
                    Tensor::empty({B, C, K - 1}, x.dtype(), x.device())};
+  if (!x.is_cpu()) {
+    AMOR_ON_CUDA(op, x, check_cuda_conv(op, x, B, T_, K);
+                 cuda::conv1d_forward(x.dtype(), x.raw_data(), weight.raw_data(),
+                                      raw_or_null(bias), raw_or_null(initial_state), silu,
+                                      out.y.raw_data(), out.final_state.raw_data(), B, T_, C, K);
+                 return out);
+  }
   dispatch_float(op, x, [&](auto tag) {
     using T = decltype(tag);
     ref::conv1d_forward(x.data<T>(), weight.data<T>(), ptr_or_null<T>(bias),
@@ -63,13 +89,27 @@ Conv1dGrads conv1d_backward(const Tensor& x, const Tensor& weight, const Tensor&
     check_float_args(op, {{"x", &x}, {"dfinal_state", &dfinal_state}});
     check_shape(op, "dfinal_state", dfinal_state, {B, C, K - 1});
   }
-  if (!x.is_cpu()) fail_no_cuda(op, x);
+  // Parameter gradients are f32 on cuda (reduced in f32), in x's dtype on the cpu.
+  const DType param_grad = x.is_cpu() ? x.dtype() : DType::F32;
   Conv1dGrads g;
   g.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  g.dweight = Tensor::empty(weight.shape(), x.dtype(), x.device());
-  if (bias.defined()) g.dbias = Tensor::empty(bias.shape(), x.dtype(), x.device());
+  g.dweight = Tensor::empty(weight.shape(), param_grad, x.device());
+  if (bias.defined()) g.dbias = Tensor::empty(bias.shape(), param_grad, x.device());
   if (initial_state.defined())
     g.dinitial_state = Tensor::empty(initial_state.shape(), x.dtype(), x.device());
+  if (!x.is_cpu()) {
+    AMOR_ON_CUDA(op, x, check_cuda_conv(op, x, B, T_, K);
+                 Tensor scratch = Tensor::empty(
+                     {cuda::conv1d_backward_scratch_floats(B, T_, C, K)}, DType::F32, x.device());
+                 cuda::conv1d_backward(
+                     x.dtype(), x.raw_data(), weight.raw_data(), raw_or_null(bias),
+                     raw_or_null(initial_state), silu, dy.raw_data(), raw_or_null(dfinal_state),
+                     g.dx.raw_data(), g.dweight.data<float>(),
+                     g.dbias.defined() ? g.dbias.data<float>() : nullptr,
+                     g.dinitial_state.defined() ? g.dinitial_state.raw_data() : nullptr,
+                     scratch.data<float>(), B, T_, C, K);
+                 return g);
+  }
   dispatch_float(op, x, [&](auto tag) {
     using T = decltype(tag);
     T* dbias = g.dbias.defined() ? g.dbias.data<T>() : nullptr;
@@ -97,8 +137,14 @@ Tensor conv1d_step(const Tensor& x_t, Tensor& state, const Tensor& weight, const
     check_float_args(op, {{"x_t", &x_t}, {"bias", &bias}});
     check_shape(op, "bias", bias, {C});
   }
-  if (!x_t.is_cpu()) fail_no_cuda(op, x_t);
   Tensor y = Tensor::empty({B, C}, x_t.dtype(), x_t.device());
+  if (!x_t.is_cpu()) {
+    AMOR_ON_CUDA(op, x_t, check_cuda_storage(op, "x_t", x_t);
+                 cuda::conv1d_step(x_t.dtype(), x_t.raw_data(), state.raw_data(),
+                                   weight.raw_data(), raw_or_null(bias), silu, y.raw_data(), B, C,
+                                   K);
+                 return y);
+  }
   dispatch_float(op, x_t, [&](auto tag) {
     using T = decltype(tag);
     ref::conv1d_step(x_t.data<T>(), state.data<T>(), weight.data<T>(), ptr_or_null<T>(bias), silu,

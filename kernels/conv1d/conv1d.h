@@ -4,6 +4,10 @@
 // Shapes: x [B,T,C], weight [C,K] (nn.Conv1d's [C,1,K] without the 1), bias [C], states [B,C,K-1]
 // holding the K-1 inputs before the first (state[..., 0] is the oldest). An undefined bias means
 // no bias; an undefined initial state means zeros.
+//
+// Dtypes: on the cpu every tensor has x's dtype (f32 or f64). On cuda x, weight, bias, the states
+// and dy share one dtype (f32 or bf16), so do y, dx and dinitial_state; dweight and dbias are f32
+// (parameter gradients, reduced in f32: design §2); K is at most 8.
 #pragma once
 #include "kernels/core/tensor.h"
 

@@ -1,18 +1,24 @@
 #include "kernels/elementwise/elementwise.h"
 
+#include "kernels/cast/cuda_args.h"
 #include "kernels/core/check.h"
 #include "kernels/elementwise/elementwise_ref.h"
+
+#ifdef AMOR_HAVE_CUDA
+#include "kernels/elementwise/elementwise_cuda.h"
+#endif
 
 namespace amor {
 
 namespace {
 
-// Checks that all tensors are float, on one device and of a's shape; CPU only for now.
+// Checks that all tensors are float, on one device, of one dtype and of the first one's shape; on
+// cuda also that the dtype is one the kernels store (f32 or bf16).
 void check_same(const char* op, std::initializer_list<std::pair<const char*, const Tensor*>> args) {
   check_float_args(op, args);
   const Tensor& first = *args.begin()->second;
   for (auto& [name, t] : args) check_shape(op, name, *t, first.shape());
-  if (!first.is_cpu()) fail_no_cuda(op, first);
+  if (!first.is_cpu()) check_cuda_storage(op, args.begin()->first, first);
 }
 
 // a [..., c] and a vector v [c].
@@ -20,13 +26,12 @@ int64_t check_channel(const char* op, const Tensor& x, const char* vname, const 
   check_float_args(op, {{"x", &x}, {vname, &v}});
   AMOR_CHECK(x.dim() >= 1, "{}: argument 'x' is {}, expected at least 1 dimension", op, x.str());
   check_shape(op, vname, v, {x.size(-1)});
-  if (!x.is_cpu()) fail_no_cuda(op, x);
+  if (!x.is_cpu()) check_cuda_storage(op, "x", x);
   return x.size(-1);
 }
 
 template <class F>
 Tensor map1(const char* op, const Tensor& a, F f) {
-  check_same(op, {{"a", &a}});
   Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
   dispatch_float(op, a, [&](auto tag) {
     using T = decltype(tag);
@@ -39,7 +44,6 @@ Tensor map1(const char* op, const Tensor& a, F f) {
 
 template <class F>
 Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f) {
-  check_same(op, {{"a", &a}, {"b", &b}});
   Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
   dispatch_float(op, a, [&](auto tag) {
     using T = decltype(tag);
@@ -51,15 +55,80 @@ Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f) {
   return y;
 }
 
+#ifdef AMOR_HAVE_CUDA
+// ---- cuda paths (arguments already checked)
+using Launch1 = void (*)(DType, const void*, void*, int64_t, cudaStream_t);
+using Launch2 = void (*)(DType, const void*, const void*, void*, int64_t, cudaStream_t);
+
+Tensor map1_cuda(const Tensor& a, Launch1 launch) {
+  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
+  launch(a.dtype(), a.raw_data(), y.raw_data(), a.numel(), 0);
+  return y;
+}
+
+Tensor map2_cuda(const Tensor& a, const Tensor& b, Launch2 launch) {
+  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
+  launch(a.dtype(), a.raw_data(), b.raw_data(), y.raw_data(), a.numel(), 0);
+  return y;
+}
+
+Tensor scale_cuda(const Tensor& a, double s) {
+  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
+  cuda::scale(a.dtype(), a.raw_data(), s, y.raw_data(), a.numel());
+  return y;
+}
+
+Tensor channel_forward_cuda(const Tensor& x, const Tensor& v, bool softplus) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const int64_t c = x.size(-1), rows = x.numel() / c;
+  if (softplus) {
+    cuda::bias_softplus_forward(x.dtype(), x.raw_data(), v.raw_data(), y.raw_data(), rows, c);
+  } else {
+    cuda::channel_scale_forward(x.dtype(), x.raw_data(), v.raw_data(), y.raw_data(), rows, c);
+  }
+  return y;
+}
+
+// dx in x's dtype; the per-channel gradient dv in f32.
+std::pair<Tensor, Tensor> channel_backward_cuda(const Tensor& x, const Tensor& v, const Tensor& dy,
+                                                bool softplus) {
+  const int64_t c = x.size(-1), rows = x.numel() / c;
+  Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor dv = Tensor::empty(v.shape(), DType::F32, x.device());
+  Tensor scratch =
+      Tensor::empty({cuda::channel_grad_scratch_floats(rows, c)}, DType::F32, x.device());
+  auto launch = softplus ? cuda::bias_softplus_backward : cuda::channel_scale_backward;
+  launch(x.dtype(), x.raw_data(), v.raw_data(), dy.raw_data(), dx.raw_data(), dv.data<float>(),
+         scratch.data<float>(), rows, c, 0);
+  return {dx, dv};
+}
+#endif
+
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  return map2("add", a, b, [](auto x, auto y) { return x + y; });
+  const char* op = "add";
+  check_same(op, {{"a", &a}, {"b", &b}});
+  if (!a.is_cpu()) AMOR_ON_CUDA(op, a, return map2_cuda(a, b, cuda::add));
+  return map2(op, a, b, [](auto x, auto y) { return x + y; });
 }
 
+// On cuda, a may also be f32 with b bf16 (bf16 gradients accumulated into f32).
 void add_(Tensor& a, const Tensor& b, double alpha) {
-  check_same("add_", {{"a", &a}, {"b", &b}});
-  dispatch_float("add_", a, [&](auto tag) {
+  const char* op = "add_";
+  check_defined(op, "a", a);
+  check_defined(op, "b", b);
+  if (!a.is_cpu() && !b.is_cpu() && a.dtype() == DType::F32 && b.dtype() == DType::BF16) {
+    check_shape(op, "b", b, a.shape());
+  } else {
+    check_same(op, {{"a", &a}, {"b", &b}});
+  }
+  if (!a.is_cpu()) {
+    AMOR_ON_CUDA(op, a, cuda::add_inplace(a.dtype(), a.raw_data(), b.dtype(), b.raw_data(), alpha,
+                                          a.numel());
+                 return);
+  }
+  dispatch_float(op, a, [&](auto tag) {
     using T = decltype(tag);
     T* p = a.data<T>();
     const T* q = b.data<T>();
@@ -69,27 +138,45 @@ void add_(Tensor& a, const Tensor& b, double alpha) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  return map2("mul", a, b, [](auto x, auto y) { return x * y; });
+  const char* op = "mul";
+  check_same(op, {{"a", &a}, {"b", &b}});
+  if (!a.is_cpu()) AMOR_ON_CUDA(op, a, return map2_cuda(a, b, cuda::mul));
+  return map2(op, a, b, [](auto x, auto y) { return x * y; });
 }
 
 Tensor scale(const Tensor& a, double s) {
-  return map1("scale", a, [s](auto x) { return x * static_cast<decltype(x)>(s); });
+  const char* op = "scale";
+  check_same(op, {{"a", &a}});
+  if (!a.is_cpu()) AMOR_ON_CUDA(op, a, return scale_cuda(a, s));
+  return map1(op, a, [s](auto x) { return x * static_cast<decltype(x)>(s); });
 }
 
 Tensor sigmoid_forward(const Tensor& x) {
-  return map1("sigmoid_forward", x, [](auto v) { return ref::sigmoid_of(v); });
+  const char* op = "sigmoid_forward";
+  check_same(op, {{"a", &x}});
+  if (!x.is_cpu()) AMOR_ON_CUDA(op, x, return map1_cuda(x, cuda::sigmoid_forward));
+  return map1(op, x, [](auto v) { return ref::sigmoid_of(v); });
 }
 
 Tensor sigmoid_backward(const Tensor& y, const Tensor& dy) {
-  return map2("sigmoid_backward", y, dy, [](auto s, auto g) { return g * s * (1 - s); });
+  const char* op = "sigmoid_backward";
+  check_same(op, {{"a", &y}, {"b", &dy}});
+  if (!y.is_cpu()) AMOR_ON_CUDA(op, y, return map2_cuda(y, dy, cuda::sigmoid_backward));
+  return map2(op, y, dy, [](auto s, auto g) { return g * s * (1 - s); });
 }
 
 Tensor silu_forward(const Tensor& x) {
-  return map1("silu_forward", x, [](auto v) { return v * ref::sigmoid_of(v); });
+  const char* op = "silu_forward";
+  check_same(op, {{"a", &x}});
+  if (!x.is_cpu()) AMOR_ON_CUDA(op, x, return map1_cuda(x, cuda::silu_forward));
+  return map1(op, x, [](auto v) { return v * ref::sigmoid_of(v); });
 }
 
 Tensor silu_backward(const Tensor& x, const Tensor& dy) {
-  return map2("silu_backward", x, dy, [](auto v, auto g) {
+  const char* op = "silu_backward";
+  check_same(op, {{"a", &x}, {"b", &dy}});
+  if (!x.is_cpu()) AMOR_ON_CUDA(op, x, return map2_cuda(x, dy, cuda::silu_backward));
+  return map2(op, x, dy, [](auto v, auto g) {
     auto s = ref::sigmoid_of(v);
     return g * s * (1 + v * (1 - s));
   });
@@ -98,6 +185,7 @@ Tensor silu_backward(const Tensor& x, const Tensor& dy) {
 Tensor bias_softplus_forward(const Tensor& x, const Tensor& bias) {
   const char* op = "bias_softplus_forward";
   int64_t c = check_channel(op, x, "bias", bias);
+  if (!x.is_cpu()) AMOR_ON_CUDA(op, x, return channel_forward_cuda(x, bias, true));
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   dispatch_float(op, x, [&](auto tag) {
     using T = decltype(tag);
@@ -109,7 +197,12 @@ Tensor bias_softplus_forward(const Tensor& x, const Tensor& bias) {
 BiasSoftplusGrads bias_softplus_backward(const Tensor& x, const Tensor& bias, const Tensor& dy) {
   const char* op = "bias_softplus_backward";
   int64_t c = check_channel(op, x, "bias", bias);
+  check_float_args(op, {{"x", &x}, {"dy", &dy}});
   check_shape(op, "dy", dy, x.shape());
+  if (!x.is_cpu()) {
+    AMOR_ON_CUDA(op, x, auto [dx, db] = channel_backward_cuda(x, bias, dy, true);
+                 return BiasSoftplusGrads{dx, db});
+  }
   BiasSoftplusGrads g{Tensor::empty(x.shape(), x.dtype()), Tensor::empty(bias.shape(), x.dtype())};
   dispatch_float(op, x, [&](auto tag) {
     using T = decltype(tag);
@@ -122,6 +215,7 @@ BiasSoftplusGrads bias_softplus_backward(const Tensor& x, const Tensor& bias, co
 Tensor channel_scale_forward(const Tensor& x, const Tensor& s) {
   const char* op = "channel_scale_forward";
   int64_t c = check_channel(op, x, "s", s);
+  if (!x.is_cpu()) AMOR_ON_CUDA(op, x, return channel_forward_cuda(x, s, false));
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   dispatch_float(op, x, [&](auto tag) {
     using T = decltype(tag);
@@ -133,7 +227,12 @@ Tensor channel_scale_forward(const Tensor& x, const Tensor& s) {
 ChannelScaleGrads channel_scale_backward(const Tensor& x, const Tensor& s, const Tensor& dy) {
   const char* op = "channel_scale_backward";
   int64_t c = check_channel(op, x, "s", s);
+  check_float_args(op, {{"x", &x}, {"dy", &dy}});
   check_shape(op, "dy", dy, x.shape());
+  if (!x.is_cpu()) {
+    AMOR_ON_CUDA(op, x, auto [dx, ds] = channel_backward_cuda(x, s, dy, false);
+                 return ChannelScaleGrads{dx, ds});
+  }
   ChannelScaleGrads g{Tensor::empty(x.shape(), x.dtype()), Tensor::empty(s.shape(), x.dtype())};
   dispatch_float(op, x, [&](auto tag) {
     using T = decltype(tag);

@@ -1,4 +1,7 @@
 // Token embedding: y = W[ids], and its backward, the scatter-add of dy into dW.
+// ids live on the weight's device. Dtypes: on the cpu the weight, y, dy and dW share one dtype
+// (f32 or f64); on cuda the weight, y and dy are f32 or bf16 and dW is f32 (accumulated with
+// atomics, so equal to the cpu reference to f32 rounding, not bit for bit).
 #pragma once
 #include <cstdint>
 

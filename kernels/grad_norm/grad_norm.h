@@ -1,5 +1,7 @@
 // Global gradient norm and clipping over a list of gradients (see grad_norm_ref.h), split into
 // pieces so FSDP can sum the squares of its shards across ranks before taking the norm.
+// Gradients are f32/f64 on the cpu and f32/bf16 on cuda (summed on the device in f64, one
+// transfer back per call); a list may mix devices.
 #pragma once
 #include <vector>
 

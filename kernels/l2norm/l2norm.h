@@ -1,5 +1,7 @@
 // L2 normalisation over the last dimension, y = x / sqrt(sum(x^2) + eps) (fla's l2norm, used on
 // Gated DeltaNet's q and k per head). The forward saves the per-row rstd for the backward.
+// Dtypes: on the cpu everything has x's dtype (f32 or f64); on cuda x, dy, y, dx share one dtype
+// (f32 or bf16) and rstd is f32 (design §2: f32 statistics).
 #pragma once
 #include "kernels/core/tensor.h"
 
@@ -7,7 +9,7 @@ namespace amor {
 
 struct L2NormOut {
   Tensor y;     // the shape of x
-  Tensor rstd;  // [rows] = 1/sqrt(sum(x^2) + eps), rows = x.numel() / D, in x's dtype
+  Tensor rstd;  // [rows] = 1/sqrt(sum(x^2) + eps), rows = x.numel() / D
 };
 
 // x [..., D]

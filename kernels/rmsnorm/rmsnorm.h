@@ -1,5 +1,9 @@
 // RMSNorm over the last dimension: y = w * x / sqrt(mean(x^2) + eps). The forward saves the
 // per-row reciprocal rms (rstd) for the backward. The gated, grouped variant is rmsnorm_gated.h.
+//
+// Dtypes: on the cpu every tensor has x's dtype (f32 or f64). On cuda x, w (and z, dy) share one
+// dtype, f32 or bf16, and so do y, dx (and dz); rstd and dw are always f32 (f32 statistics and
+// f32 parameter gradients, design §2).
 #pragma once
 #include "kernels/core/tensor.h"
 
@@ -10,7 +14,7 @@ struct RMSNormOut {
   Tensor rstd;  // 1/sqrt(mean(x^2) + eps) per row (per row and group for the gated variant)
 };
 
-// x [..., D], w [D] -> y [..., D], rstd [rows] (rows = x.numel() / D), both in x's dtype.
+// x [..., D], w [D] -> y [..., D], rstd [rows] (rows = x.numel() / D).
 RMSNormOut rmsnorm_forward(const Tensor& x, const Tensor& w, double eps);
 
 struct RMSNormGrads {

@@ -1,8 +1,13 @@
 #include "kernels/rmsnorm/rmsnorm_gated.h"
 
+#include "kernels/cast/cuda_args.h"
 #include "kernels/core/check.h"
 #include "kernels/rmsnorm/rmsnorm_check.h"
 #include "kernels/rmsnorm/rmsnorm_gated_ref.h"
+
+#ifdef AMOR_HAVE_CUDA
+#include "kernels/rmsnorm/rmsnorm_cuda.h"
+#endif
 
 namespace amor {
 namespace {
@@ -19,8 +24,18 @@ int64_t check_gated(const char* op, const Tensor& x, const Tensor& z, const Tens
   AMOR_CHECK(group_size > 0 && x.size(-1) % group_size == 0,
              "{}: group_size {} does not divide the last dimension of x {}", op, group_size,
              x.str());
+  if (!x.is_cpu()) {
+    check_cuda_storage(op, "x", x);
+    check_cuda_int_range(op, "the last dimension of x", x.size(-1));
+  }
   return rows;
 }
+
+#ifdef AMOR_HAVE_CUDA
+cuda::NormGate gate_of(bool norm_before_gate) {
+  return norm_before_gate ? cuda::NormGate::NormBeforeGate : cuda::NormGate::GateBeforeNorm;
+}
+#endif
 
 }  // namespace
 
@@ -29,8 +44,16 @@ RMSNormOut rmsnorm_gated_forward(const Tensor& x, const Tensor& z, const Tensor&
   const char* op = "rmsnorm_gated_forward";
   check_float_args(op, {{"x", &x}, {"z", &z}, {"w", &w}});
   const int64_t rows = check_gated(op, x, z, w, group_size, eps);
-  if (!x.is_cpu()) fail_no_cuda(op, x);
   const int64_t d = x.size(-1);
+  if (!x.is_cpu()) {
+    AMOR_ON_CUDA(op, x, RMSNormOut out{Tensor::empty(x.shape(), x.dtype(), x.device()),
+                                       Tensor::empty({rows, d / group_size}, DType::F32,
+                                                     x.device())};
+                 cuda::rmsnorm_forward(x.dtype(), gate_of(norm_before_gate), x.raw_data(),
+                                       z.raw_data(), w.raw_data(), out.y.raw_data(),
+                                       out.rstd.data<float>(), rows, d, group_size, eps);
+                 return out);
+  }
   RMSNormOut out{Tensor::empty(x.shape(), x.dtype(), x.device()),
                  Tensor::empty({rows, d / group_size}, x.dtype(), x.device())};
   dispatch_float(op, x, [&](auto tag) {
@@ -50,13 +73,30 @@ RMSNormGatedGrads rmsnorm_gated_backward(const Tensor& x, const Tensor& z, const
   check_shape(op, "dy", dy, x.shape());
   const int64_t d = x.size(-1);
   if (rstd.defined()) {
-    check_float_args(op, {{"x", &x}, {"rstd", &rstd}});
+    if (x.is_cpu()) {
+      check_float_args(op, {{"x", &x}, {"rstd", &rstd}});
+    } else {
+      check_on_cuda(op, "rstd", rstd);
+      check_cuda_dtype(op, "rstd", rstd, DType::F32, "the forward's f32 statistics");
+    }
     check_shape(op, "rstd", rstd, {rows, d / group_size});
   }
-  if (!x.is_cpu()) fail_no_cuda(op, x);
   Tensor r = rstd.defined()
                  ? rstd
                  : rmsnorm_gated_forward(x, z, w, group_size, eps, norm_before_gate).rstd;
+  if (!x.is_cpu()) {
+    AMOR_ON_CUDA(op, x, RMSNormGatedGrads g{Tensor::empty(x.shape(), x.dtype(), x.device()),
+                                            Tensor::empty(x.shape(), x.dtype(), x.device()),
+                                            Tensor::empty(w.shape(), DType::F32, x.device())};
+                 Tensor scratch = Tensor::empty({cuda::rmsnorm_backward_scratch_floats(rows, d)},
+                                                DType::F32, x.device());
+                 cuda::rmsnorm_backward(x.dtype(), gate_of(norm_before_gate), x.raw_data(),
+                                        z.raw_data(), w.raw_data(), r.data<float>(),
+                                        dy.raw_data(), g.dx.raw_data(), g.dz.raw_data(),
+                                        g.dw.data<float>(), scratch.data<float>(), rows, d,
+                                        group_size);
+                 return g);
+  }
   RMSNormGatedGrads g{Tensor::empty(x.shape(), x.dtype(), x.device()),
                       Tensor::empty(x.shape(), x.dtype(), x.device()),
                       Tensor::empty(w.shape(), w.dtype(), w.device())};

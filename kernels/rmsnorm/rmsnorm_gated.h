@@ -3,6 +3,8 @@
 //   norm_before_gate = true  (GDN):     y = rmsnorm_group(x) * w * silu(z)
 // where rmsnorm_group normalises each contiguous group of group_size channels of the last
 // dimension by its own rms (group_size == D is one group per row). Math: rmsnorm_gated_ref.h.
+// Dtypes as rmsnorm.h: on cuda x, z, w, dy and the outputs y, dx, dz share one dtype (f32 or
+// bf16); rstd and dw are f32.
 #pragma once
 #include <cstdint>
 

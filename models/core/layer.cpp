@@ -2,6 +2,7 @@
 
 #include "kernels/elementwise/elementwise.h"
 #include "models/mixers/attention_mixer.h"
+#include "models/mixers/fused_mixer.h"
 #include "models/mixers/gdn_mixer.h"
 #include "models/mixers/mamba2_mixer.h"
 #include "models/oryx/oryx_mixer.h"
@@ -38,6 +39,7 @@ std::unique_ptr<Mixer> make_mixer(char kind, ParamStore& ps, const std::string& 
     case 'M': return std::make_unique<Mamba2Mixer>(ps, prefix, cfg);
     case 'G': return std::make_unique<GdnMixer>(ps, prefix, cfg);
     case 'O': return std::make_unique<OryxMixer>(ps, prefix, cfg);
+    case 'F': return std::make_unique<FusedMixer>(ps, prefix, cfg);
     default:
       throw Error(fmt::format("model: unknown mixer '{}' in a layer pattern (use A, M or G)", kind));
   }

@@ -82,6 +82,7 @@ std::string layer_pattern(const ModelConfig& cfg) {
   if (cfg.kind == "gdn") return std::string(static_cast<size_t>(cfg.n_layers), 'G');
   if (cfg.kind == "serial") return repeat(cfg.pattern);
   if (cfg.kind == "oryx") return std::string(static_cast<size_t>(cfg.n_layers), 'O');
+  if (cfg.kind == "fused") return std::string(static_cast<size_t>(cfg.n_layers), 'F');
   throw Error(fmt::format("model.kind: '{}' is not a stack model", cfg.kind));
 }
 
@@ -149,7 +150,7 @@ Tensor StackModel::body_backward(const Tensor& dy) {
 
 std::unique_ptr<LanguageModel> build_model(const ModelConfig& cfg, DType dtype) {
   if (cfg.kind == "transformer" || cfg.kind == "mamba2" || cfg.kind == "gdn" || cfg.kind == "serial" ||
-      cfg.kind == "oryx")
+      cfg.kind == "oryx" || cfg.kind == "fused")
     return std::make_unique<StackModel>(cfg, dtype);
   if (cfg.kind == "amor") return std::make_unique<AmorModel>(cfg, dtype);
   throw Error(fmt::format(

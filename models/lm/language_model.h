@@ -74,7 +74,7 @@ class LanguageModel {
   Tensor tokens_, targets_, h_final_, lse_;
 };
 
-// transformer, mamba2, gdn, serial and oryx: N layers from a pattern, then norm_f. Oryx layers
+// transformer, mamba2, gdn, serial, fused and oryx: N layers from a pattern, then norm_f. Oryx layers
 // get one mode per token for the whole stack (design §3): drawn per 128-token chunk in training
 // from the model's own RNG (model state, checkpointed), from the schedule at inference.
 class StackModel final : public LanguageModel {

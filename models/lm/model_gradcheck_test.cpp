@@ -75,6 +75,14 @@ TEST(ModelGradcheck, OryxBothLinearKinds) {
   }
 }
 
+TEST(ModelGradcheck, FusedBothLinearKinds) {
+  for (const char* linear : {"mamba2", "gdn"}) {
+    ModelConfig c = tiny("fused");
+    c.fused_linear = linear;
+    check_model_gradients(c, 70);
+  }
+}
+
 TEST(Models, BadKindsAndPatternsAreClearErrors) {
   ModelConfig c = tiny("nonsense");
   EXPECT_THROW(build_model(c, DType::F64), Error);

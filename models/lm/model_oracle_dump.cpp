@@ -106,6 +106,11 @@ int main(int argc, char** argv) {
     ModelConfig om = tiny("oryx");
     om.oryx.linear = "mamba2";
     dump(root, "oryx_mamba2", om, 800);
+    for (const char* linear : {"mamba2", "gdn"}) {
+      ModelConfig f = tiny("fused");
+      f.fused_linear = linear;
+      dump(root, std::string("fused_") + linear, f, 850);
+    }
     // AMOR from its init EMA state, one training forward. o_proj starts at zero, which would
     // leave q/k/v without gradient: the init_std of every matrix is large, and O is re-drawn.
     for (const char* backbone : {"gdn", "mamba2"}) {

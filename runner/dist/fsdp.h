@@ -69,7 +69,9 @@ struct FsdpMemory {
 struct FsdpStats {
   int64_t gathers = 0;          // all-gathers of full units (prefetches included)
   int64_t prefetch_hits = 0;    // gathers served by a prefetch already in flight
-  int64_t prefetch_wasted = 0;  // prefetches of a unit the pass then did not use
+  int64_t prefetch_wasted = 0;  // prefetches the model did not ask for next (a unit out of order,
+                                // or none before the pass ended): the model's order and the
+                                // prefetch's guess disagree
   int64_t reduce_scatters = 0;
 };
 

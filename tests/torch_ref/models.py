@@ -1,7 +1,7 @@
 """Whole models over a dict of weights w (names as the C++ safetensors files)."""
 import torch
 
-from . import amor, gdn, mamba2, oryx
+from . import amor, fused, gdn, mamba2, oryx
 from .layers import attention_mixer, lm_head, rmsnorm, swiglu_mlp
 
 
@@ -19,12 +19,16 @@ def layer_pattern(cfg):
         return (p * n)[:n]
     if kind == "oryx":
         return "O" * n
+    if kind == "fused":
+        return "F" * n
     raise ValueError(f"not a stack model: {kind}")
 
 
 def mixer(letter, x, w, prefix, cfg, modes=None):
     if letter == "O":
         return oryx.mixer(x, w, prefix, cfg, modes)
+    if letter == "F":
+        return fused.mixer(x, w, prefix, cfg)
     if letter == "A":
         return attention_mixer(x, w, prefix, cfg)
     if letter == "M":
@@ -56,7 +60,7 @@ def stack_model(w, tokens, targets, cfg, modes=None):
 def run(w, tokens, targets, cfg, saved=None):
     """saved: what the C++ model recorded that is random by design (Oryx's modes)."""
     saved = saved or {}
-    if cfg["kind"] in ("transformer", "mamba2", "gdn", "serial", "oryx"):
+    if cfg["kind"] in ("transformer", "mamba2", "gdn", "serial", "oryx", "fused"):
         return stack_model(w, tokens, targets, cfg, saved.get("modes"))
     if cfg["kind"] == "amor":
         return amor.run(w, tokens, targets, cfg)

@@ -1,0 +1,41 @@
+// Multi-query associative recall (MQAR), laid out exactly as Zoology's `multiquery_ar`
+// (HazyResearch/zoology, zoology/data/associative_recall.py, `_mqar`):
+//
+//   keys   are drawn without replacement from [1, V/2)      (token 0 is the filler)
+//   values are drawn without replacement from [V/2, V)      (disjoint from the keys)
+//   positions 0 .. 2k-1 hold k pairs: key_0 value_0 key_1 value_1 ...
+//   the remaining T - 2k positions hold every key once more as a query; key j is queried at
+//     position 2k + 2*gap_j, where the gaps are distinct draws from [0, (T-2k)/2) with
+//     P(gap = g) proportional to (g+1)^(power_a-1) (a power law: recent repeats are likelier)
+//   targets are -100 everywhere except at each query position, where the target is the key's
+//     value (the next token the model should produce)
+//   every other position is 0, or, with random_non_queries, a uniform token of [0, V)
+//
+// Zoology asserts input_seq_len even, vocab_size > input_seq_len and 4k <= input_seq_len; so do we,
+// with errors naming the parameter. Zoology's test split uses seed + 10; callers do the same.
+//
+// Determinism: example i is generated from its own stream derive_seed(seed, {i}), so any range of
+// examples (first_example ..) can be made on any rank without the others, and is the same on every
+// platform (rng.h). The power-law weights use std::pow; a libm that differs from glibc in the last
+// bit could only change a gap when a uniform draw lands within that ulp of a boundary (~1e-16).
+#pragma once
+#include <cstdint>
+
+#include "data/synthetic/token_task.h"
+
+namespace amor::synthetic {
+
+struct MqarConfig {
+  int64_t vocab_size = 8192;
+  int64_t input_seq_len = 64;
+  int64_t num_kv_pairs = 4;
+  int64_t num_examples = 1000;
+  double power_a = 0.01;
+  bool random_non_queries = true;
+  uint64_t seed = 0;
+  int64_t first_example = 0;  // examples [first_example, first_example + num_examples) of the seed
+};
+
+TokenTask mqar(const MqarConfig& config);
+
+}  // namespace amor::synthetic
