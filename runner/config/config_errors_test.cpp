@@ -120,6 +120,8 @@ TEST_F(ConfigErrors, ZipAndSeeds) {
   expect("name: s\nsweep:\n  zip:\n    model.d_model: [64, 128, 256]\n    train.lr: [0.1, 0.2]\n",
          "F:5: sweep.zip: key 'train.lr' has 2 values but 'model.d_model' (F:4) has 3; zipped "
          "lists need equal lengths");
+  expect("name: s\nsweep:\n  zip:\n    model.kind: [amor, amor]\n    train.lr: [0.1, 0.1]\n",
+         "F:4: sweep.zip: entry 2 repeats entry 1 (the same value for every zipped key)");
   expect("name: s\nsweep:\n  zip: {}\n",
          "F:3: key 'sweep.zip': empty sweep (give at least one key with a list of values)");
   expect("name: s\nsweep:\n  grid: {train.lr: [0.1]}\n  zip: {train.lr: [0.2]}\n",

@@ -152,8 +152,10 @@ class BaseLoader {
   std::vector<Assignment> base_;
 };
 
+// unique_values: grid and seeds lists may not repeat a value; a zip list may (zip: {model.kind:
+// [amor, amor], model.amor.backbone: [gdn, mamba2]}), as long as the zipped tuples differ.
 AxisKey read_axis_key(const Field& f, const YAML::Node& v, const Location& key_at,
-                      const std::string& section) {
+                      const std::string& section, bool unique_values = true) {
   std::string context = section + ": ";
   Location at = value_location(v, key_at);
   std::string key = "key '" + f.key + "': ";
@@ -167,7 +169,7 @@ AxisKey read_axis_key(const Field& f, const YAML::Node& v, const Location& key_a
   for (size_t i = 0; i < v.size(); ++i) {
     Location item_at = value_location(v[i], at);
     FieldValue value = parse_value(f, v[i], item_at, context);
-    for (size_t j = 0; j < a.values.size(); ++j)
+    for (size_t j = 0; unique_values && j < a.values.size(); ++j)
       if (a.values[j] == value)
         fail(item_at, context + key + "value " + format_value(value) + " appears twice (first at " +
                           a.value_at[j].str() + ")");
@@ -194,7 +196,7 @@ class AxisReader {
     walk_config(node, "", file_, section + ": ",
                 [&](const Field& f, const YAML::Node& v, const Location& k_at) {
                   claim(f.key, section, k_at);
-                  keys.push_back(read_axis_key(f, v, k_at, section));
+                  keys.push_back(read_axis_key(f, v, k_at, section, /*unique_values=*/!zipped));
                 });
     std::vector<Axis> axes;
     if (!zipped) {
@@ -208,6 +210,15 @@ class AxisReader {
                                    section, k.field->key, k.values.size(),
                                    keys.front().field->key, keys.front().key_at.str(),
                                    keys.front().values.size()));
+    for (size_t i = 0; i < keys.front().values.size(); ++i)
+      for (size_t j = 0; j < i; ++j) {
+        bool same = true;
+        for (const AxisKey& k : keys) same = same && k.values[i] == k.values[j];
+        if (same)
+          fail(keys.front().value_at[i],
+               fmt::format("{}: entry {} repeats entry {} (the same value for every zipped key)",
+                           section, i + 1, j + 1));
+      }
     axes.push_back({section, std::move(keys)});
     return axes;
   }
