@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <limits>
 
 #include "data/json/json.h"
 #include "data/synthetic/token_task.h"
@@ -148,7 +149,8 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
   fo.beta2 = cfg.train.beta2;
   fo.eps = cfg.train.eps;
   fo.weight_decay = cfg.train.weight_decay;
-  fo.max_grad_norm = cfg.train.clip;
+  // train.clip 0 turns clipping off: an infinite limit never scales the gradients.
+  fo.max_grad_norm = cfg.train.clip > 0 ? cfg.train.clip : std::numeric_limits<double>::infinity();
   dist::Fsdp fsdp(*model, comm, fo);
   RunData data = make_run_data(cfg, comm.rank(), comm.size());
   const int amor_blocks = amor_model ? amor_model->num_blocks() : 0;

@@ -241,6 +241,37 @@ def bad_yaml_exits_2_and_creates_nothing():
     assert not os.path.exists(out)
 
 
+@scenario
+def papers_sweeps_expand_with_their_parameter_counts():
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([AMOR, os.path.join(repo, "experiments", "amor-table.yaml"), "--dry-run"],
+                       env=ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("24 runs"), r.stdout[-300:]
+    assert "preset_amor-1.5b-pattern_GGGGGA-gdn-gdn" in r.stdout and "1524.03M" in r.stdout
+    assert "181.97M" in r.stdout  # AMOR-GDN 180M: 181,967,832 parameters
+    r = subprocess.run([AMOR, os.path.join(repo, "experiments", "oryx-table.yaml"), "--dry-run"],
+                       env=ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("20 runs"), r.stdout[-300:]
+
+
+@scenario
+def nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint():
+    out = os.path.join(TMP, "nan")
+    d = os.path.join(TMP, "n")
+    os.makedirs(d, exist_ok=True)
+    sweep = write_sweep(d, steps=30)
+    # A learning rate of 1e30 with clipping off sends the weights to inf within a few steps.
+    r = amor_run([sweep, "--output", out, "train.lr=1.0e30", "train.clip=0", "train.warmup_steps=0"])
+    assert r.returncode == 1, (r.returncode, r.stdout[-500:], r.stderr[-500:])
+    assert "loss is" in r.stderr and "last good checkpoint is kept" in r.stderr, r.stderr
+    run = run_dir(out)
+    assert not os.path.exists(os.path.join(run, "DONE"))
+    ckpts = glob.glob(os.path.join(run, "checkpoints", "step-*"))
+    assert all(not c.endswith(".partial") for c in ckpts), ckpts
+
+
 shutil.rmtree(TMP, ignore_errors=True)
 passed = sum(results)
 print(f"{passed} passed, {len(results) - passed} failed")
