@@ -185,6 +185,10 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
       RunLayout layout;
       layout.eval_tasks.push_back({"valid", {"loss", "ppl", "fire_rate"}, {}});
       if (data.recall_task) layout.eval_tasks.push_back({"mqar", {"acc"}, {"acc"}});
+      // The memory report (per rank, bytes) as an /eval group: its attributes exist from creation,
+      // as SWMR requires, and are filled after the first step.
+      layout.eval_tasks.push_back({"memory", {"param_bytes", "grad_bytes", "optimizer_bytes",
+                                              "peak_gathered_bytes", "model_param_bytes", "world_size"}, {}});
       layout.token_sets = {"valid"};
       layout.amor_blocks = amor_blocks;
       h5.emplace(RunFile::create(h5_path.string(), attrs, layout));
@@ -286,6 +290,18 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
       row.block_fire_rate = block_fire;
       row.block_tau = taus;
       h5->append_train(row);
+    }
+    if (step == start_step) {  // after the first step: every buffer of a step has existed once
+      dist::FsdpMemory mem = fsdp.memory();
+      if (!quiet) std::printf("%s memory per rank: %s\n", spec.id().c_str(), mem.str().c_str());
+      if (h5)
+        h5->write_eval("memory", done,
+                       {{"param_bytes", static_cast<double>(mem.param_bytes)},
+                        {"grad_bytes", static_cast<double>(mem.grad_bytes)},
+                        {"optimizer_bytes", static_cast<double>(mem.optimizer_bytes)},
+                        {"peak_gathered_bytes", static_cast<double>(mem.peak_gathered_bytes)},
+                        {"model_param_bytes", static_cast<double>(mem.model_param_bytes)},
+                        {"world_size", static_cast<double>(mem.world_size)}});
     }
     if (!quiet) {
       ProgressRow pr{done, loss, lr, dt > 0 ? static_cast<double>(step_tokens) / dt : 0, std::nullopt};

@@ -106,6 +106,8 @@ def uninterrupted_run_and_layout():
             assert k in t, k
         assert t["offsets"][-1] == t["token_ids"].shape[0]
         assert "loss" in f["eval/valid"].attrs
+        mem = f["eval/memory"].attrs
+        assert mem["world_size"] == 1 and mem["param_bytes"] > 0 and mem["optimizer_bytes"] == 2 * mem["param_bytes"], dict(mem)
     index = open(os.path.join(REF, "e2e", "index.csv")).read()
     assert index.startswith("run,hash,status") and ",done," in index, index
 
@@ -197,6 +199,8 @@ def four_ranks_in_groups_of_two_do_each_run_once():
     for h in runs:
         with h5py.File(h, "r") as f:
             assert f.attrs["world_size"] == 2
+            mem = f["eval/memory"].attrs
+            assert mem["param_bytes"] * 2 >= mem["model_param_bytes"] > mem["param_bytes"], dict(mem)
             assert list(f["train/step"][:]) == [1, 2, 3, 4], h
     index = open(os.path.join(out, "e2e", "index.csv")).read()
     assert index.count(",done,") == 3, index
