@@ -17,8 +17,9 @@ double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
 
 AmorBlock::AmorBlock(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg)
     : vocab_chunk_(cfg.vocab_chunk),
+      recompute_(cfg.recompute),
       gate_(cfg.amor),
-      attn_(ps, prefix + ".attn", cfg, init_constant(0.0)) {
+      attn_(ps, prefix + ".attn", cfg) {
   raw_alpha = ps.add(prefix + ".alpha", {cfg.d_model}, init_constant(0.0), /*weight_decay=*/false);
 }
 
@@ -30,19 +31,28 @@ Tensor AmorBlock::forward(const Tensor& hn, const Tensor& W, bool training) {
   gate_t_ = g.gate;
   tau_ = g.tau;
 
-  MixerContext ctx;
-  ctx.training = training;
-  ctx.query_gate = gate_t_;
-  y_ = attn_.forward(hn, ctx);
+  sparse_ = !training && sparse_inference_;
+  y_ = attn_.forward(hn, gate_t_, sparse_);
 
   Tensor raw = raw_alpha->value.to(Device::CPU);
   Tensor a = Tensor::empty({d}, raw.dtype());
   for (int64_t c = 0; c < d; ++c) a.set_item(c, sigmoid(std::max(raw.item(c), kAlphaFloor)));
   alpha_ = a.to(hn.device());
-  return channel_scale_forward(y_, alpha_);
+  Tensor delta = channel_scale_forward(y_, alpha_);
+  if (recompute_) {
+    hn_ = hn;
+    attn_.drop_saved();
+    y_ = Tensor();
+  }
+  return delta;
 }
 
 Tensor AmorBlock::backward(const Tensor& ddelta) {
+  if (recompute_) {
+    AMOR_CHECK(hn_.defined(), "AmorBlock::backward: no forward to recompute (backward twice?)");
+    y_ = attn_.forward(hn_, gate_t_, sparse_);  // the same gate: no second EMA update
+    hn_ = Tensor();
+  }
   ChannelScaleGrads g = channel_scale_backward(y_, alpha_, ddelta);
   Tensor raw = raw_alpha->value.to(Device::CPU);
   Tensor a = alpha_.to(Device::CPU), dalpha = g.ds.to(Device::CPU);

@@ -9,10 +9,17 @@
 //
 // The block returns delta = alpha ⊙ y; the model forms out = hn + delta and adds delta to the
 // residual stream (h + (out - hn) in the paper's words, without the cancellation). The gate goes
-// to the attention as its query gate, so gated-off rows cost no Q/attention/O work, get exactly
-// y = 0 (out = hn exactly), send no gradient to Q or O, and only firing rows send gradient to the
-// K,V they attend to: the numerics of the paper's full_with_mask training. O is zero-initialised,
-// so at step 0 every block is the identity and the model equals its backbone.
+// to the attention (amor_attention.h) as its query gate, so gated-off rows get exactly y = 0
+// (out = hn exactly), send no gradient to Q or O, and only firing rows send gradient to the K,V
+// they attend to: the numerics of the paper's full_with_mask training. Outside training the
+// attention runs sparse (Q, attention and O only at firing rows, K and V everywhere), with the
+// same values bitwise on the CPU; set_sparse_inference(false) gives the dense form at inference
+// too (a reference). O is zero-initialised, so at step 0 every block is the identity and the
+// model equals its backbone.
+//
+// Activation recomputation (model.recompute): after forward the block keeps only hn, its gate
+// and alpha; backward re-runs the attention from them (the gate is not decided again, so the
+// EMA thresholds move once per forward as always) and then differentiates.
 //
 // Parameters (prefix "amor.i"): attn.{q,k,v,o}_proj.weight [d,d] (k,v [Hkv*64,d] with GQA),
 // alpha [d] (init 0, no weight decay). The clamp passes gradient where raw_alpha >= -1 (as
@@ -22,7 +29,7 @@
 #include <string>
 
 #include "models/amor/amor_gate.h"
-#include "models/mixers/attention_mixer.h"
+#include "models/amor/amor_attention.h"
 
 namespace amor::model {
 
@@ -41,16 +48,25 @@ class AmorBlock {
   const Tensor& last_gate() const { return gate_t_; }
   const Tensor& last_entropy() const { return entropy_; }
   double last_tau() const { return tau_; }
-  // The last forward's gated attention output y [B,T,d] (kept for alpha's gradient).
+  // The last forward's gated attention output y [B,T,d] (kept for alpha's gradient; undefined
+  // after a forward under recomputation, which keeps only hn).
   const Tensor& last_attention() const { return y_; }
+  // Rows each projection of the last forward computed (sparse inference: Q and O n_fire only).
+  const AmorAttention::Rows& last_projection_rows() const { return attn_.last_rows(); }
+  // Inference form of the attention: sparse (default) or dense masked (a reference).
+  void set_sparse_inference(bool on) { sparse_inference_ = on; }
 
   Param* raw_alpha;
 
  private:
   int64_t vocab_chunk_;
+  bool recompute_;
+  bool sparse_inference_ = true;
+  bool sparse_ = false;  // the form the last forward used
   AmorGate gate_;
-  AttentionMixer attn_;
+  AmorAttention attn_;
   Tensor y_, alpha_, gate_t_, entropy_;
+  Tensor hn_;  // recompute: the last forward's input
   double tau_ = 0;
 };
 

@@ -68,6 +68,10 @@ void AmorModel::set_entropy_gather(const EntropyGather& gather) {
   for (auto& b : blocks_) b->gate().set_gather(gather);
 }
 
+void AmorModel::set_sparse_inference(bool on) {
+  for (auto& b : blocks_) b->set_sparse_inference(on);
+}
+
 Tensor AmorModel::body_forward(const Tensor& h0, const Batch&, bool training, StepOutput& out) {
   MixerContext ctx;
   ctx.training = training;

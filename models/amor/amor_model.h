@@ -26,7 +26,9 @@
 // final_norm.
 //
 // The gates' EMA thresholds are model state (amor_gate.h): gate_state()/set_gate_state() for
-// checkpoints; forward() fills StepOutput.gates, gate_entropy and tau per block.
+// checkpoints; forward() fills StepOutput.gates, gate_entropy and tau per block. Activation
+// recomputation (model.recompute) applies to the backbone layers (layer.h) and to each block
+// (amor_block.h).
 #pragma once
 #include <memory>
 #include <vector>
@@ -48,6 +50,9 @@ class AmorModel final : public LanguageModel {
   void set_gate_state(const std::vector<AmorGateState>& state);
   // Plugs the cross-rank gather of the entropies into every block's gate (amor_gate.h).
   void set_entropy_gather(const EntropyGather& gather);
+  // Outside training the blocks run sparse (Q, attention, O only at firing rows; default) or, as
+  // a reference, in the dense masked form of training (amor_attention.h). Same values on the CPU.
+  void set_sparse_inference(bool on);
 
  protected:
   Tensor body_forward(const Tensor& h, const Batch& batch, bool training, StepOutput& out) override;

@@ -11,20 +11,47 @@ namespace amor::model {
 
 Layer::Layer(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg,
              std::unique_ptr<Mixer> mixer)
-    : norm1_(ps, prefix + ".norm1", cfg.d_model, cfg.norm_eps), mixer_(std::move(mixer)) {
+    : recompute_(cfg.recompute),
+      norm1_(ps, prefix + ".norm1", cfg.d_model, cfg.norm_eps),
+      mixer_(std::move(mixer)) {
   if (cfg.d_ff > 0) {
     norm2_ = std::make_unique<RMSNorm>(ps, prefix + ".norm2", cfg.d_model, cfg.norm_eps);
     mlp_ = std::make_unique<SwiGLUMLP>(ps, prefix + ".mlp", cfg.d_model, cfg.d_ff, cfg.init_std);
   }
 }
 
-Tensor Layer::forward(const Tensor& x, const MixerContext& ctx) {
+Tensor Layer::run(const Tensor& x, const MixerContext& ctx) {
   Tensor h = add(x, mixer_->forward(norm1_.forward(x), ctx));
   if (!mlp_) return h;
   return add(h, mlp_->forward(norm2_->forward(h)));
 }
 
+void Layer::drop_saved() {
+  norm1_.drop_saved();
+  mixer_->drop_saved();
+  if (mlp_) {
+    norm2_->drop_saved();
+    mlp_->drop_saved();
+  }
+}
+
+Tensor Layer::forward(const Tensor& x, const MixerContext& ctx) {
+  Tensor y = run(x, ctx);
+  if (recompute_) {
+    x_ = x;
+    ctx_ = ctx;
+    drop_saved();
+  }
+  return y;
+}
+
 Tensor Layer::backward(const Tensor& dy) {
+  if (recompute_) {
+    AMOR_CHECK(x_.defined(), "Layer::backward: no forward to recompute (backward called twice?)");
+    run(x_, ctx_);  // restores what the submodules save; the output itself is not needed
+    x_ = Tensor();
+    ctx_ = MixerContext();
+  }
   Tensor dh = dy.clone();
   if (mlp_) add_(dh, norm2_->backward(mlp_->backward(dy)));
   Tensor dx = dh.clone();

@@ -20,7 +20,7 @@ Tensor Linear::forward(const Tensor& x) {
 Tensor Linear::backward(const Tensor& dy) {
   LinearGrads g = linear_backward(x_, w->value, dy);
   accumulate(w, g.dw);
-  x_ = Tensor();
+  drop_saved();
   return g.dx;
 }
 
@@ -37,7 +37,7 @@ Tensor RMSNorm::forward(const Tensor& x) {
 Tensor RMSNorm::backward(const Tensor& dy) {
   RMSNormGrads g = rmsnorm_backward(x_, w->value, rstd_, dy);
   accumulate(w, g.dw);
-  x_ = rstd_ = Tensor();
+  drop_saved();
   return g.dx;
 }
 
@@ -60,6 +60,13 @@ Tensor SwiGLUMLP::backward(const Tensor& dy) {
   Tensor dx = gate_.backward(s.dg);
   add_(dx, up_.backward(s.du));
   return dx;
+}
+
+void SwiGLUMLP::drop_saved() {
+  g_ = u_ = Tensor();
+  gate_.drop_saved();
+  up_.drop_saved();
+  down_.drop_saved();
 }
 
 }  // namespace amor::model

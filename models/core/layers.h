@@ -1,6 +1,7 @@
 // The small building blocks every model kind is made of. Each keeps what its backward needs from
 // its last forward (a module instance runs once per forward pass), and its backward accumulates
-// parameter gradients into Param::grad and returns the gradient of its input.
+// parameter gradients into Param::grad and returns the gradient of its input. drop_saved() frees
+// what forward kept (activation recomputation); backward frees it too.
 #pragma once
 #include <string>
 
@@ -14,6 +15,7 @@ class Linear {
   Linear(ParamStore& ps, const std::string& name, int64_t in, int64_t out, InitFn init);
   Tensor forward(const Tensor& x);
   Tensor backward(const Tensor& dy);
+  void drop_saved() { x_ = Tensor(); }
   Param* w;
 
  private:
@@ -26,6 +28,7 @@ class RMSNorm {
   RMSNorm(ParamStore& ps, const std::string& name, int64_t dim, double eps = 1e-5);
   Tensor forward(const Tensor& x);
   Tensor backward(const Tensor& dy);
+  void drop_saved() { x_ = rstd_ = Tensor(); }
   Param* w;
 
  private:
@@ -39,6 +42,7 @@ class SwiGLUMLP {
   SwiGLUMLP(ParamStore& ps, const std::string& prefix, int64_t d, int64_t d_ff, double init_std);
   Tensor forward(const Tensor& x);
   Tensor backward(const Tensor& dy);
+  void drop_saved();
 
  private:
   Linear gate_, up_, down_;

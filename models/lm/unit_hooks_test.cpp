@@ -106,15 +106,24 @@ void check(const ModelConfig& cfg) {
 }
 
 TEST(UnitHooks, EveryModelKindUsesOnlyGatheredUnits) {
-  for (const char* kind : {"transformer", "mamba2", "gdn", "oryx"}) check(tiny(kind));
-  ModelConfig serial = tiny("serial");
-  serial.pattern = "GA";
-  check(serial);
-  for (const char* mode : {"classic", "h"}) {
-    ModelConfig amor = tiny("amor");
-    amor.amor.residual_mode = mode;
-    amor.init_std = 0.5;
-    check(amor);
+  // With activation recomputation the backward re-runs each layer's forward: it too must use
+  // only gathered units.
+  for (bool recompute : {false, true}) {
+    SCOPED_TRACE(recompute ? "recompute" : "no recompute");
+    auto with = [&](ModelConfig c) {
+      c.recompute = recompute;
+      return c;
+    };
+    for (const char* kind : {"transformer", "mamba2", "gdn", "oryx", "fused"}) check(with(tiny(kind)));
+    ModelConfig serial = tiny("serial");
+    serial.pattern = "GA";
+    check(with(serial));
+    for (const char* mode : {"classic", "h"}) {
+      ModelConfig amor = tiny("amor");
+      amor.amor.residual_mode = mode;
+      amor.init_std = 0.5;
+      check(with(amor));
+    }
   }
 }
 

@@ -49,8 +49,16 @@ Tensor AttentionMixer::backward(const Tensor& dy) {
   Tensor dx = q_.backward(rope_backward(g.dq, 0, rope_base_).view({B, T, heads_ * head_dim_}));
   add_(dx, k_.backward(rope_backward(g.dk, 0, rope_base_).view({B, T, kv_heads_ * head_dim_})));
   add_(dx, v_.backward(g.dv.view({B, T, kv_heads_ * head_dim_})));
-  qr_ = kr_ = v4_ = attn_o_ = lse_ = Tensor();
+  drop_saved();
   return dx;
+}
+
+void AttentionMixer::drop_saved() {
+  q_.drop_saved();
+  k_.drop_saved();
+  v_.drop_saved();
+  o_.drop_saved();
+  qr_ = kr_ = v4_ = gate_ = attn_o_ = lse_ = Tensor();
 }
 
 }  // namespace amor::model

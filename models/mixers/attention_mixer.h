@@ -1,6 +1,7 @@
 // Softmax attention mixer: q,k,v,o projections (MHA, or GQA with n_kv_heads), RoPE on q and k,
 // causal softmax attention with scale 1/sqrt(head_dim), output projection. With a query gate
-// (AMOR) only firing rows get attention output; K and V are computed at every token.
+// (MixerContext::query_gate) only firing rows get attention output; K and V are computed at every
+// token. (AMOR's blocks use their own amor/amor_attention.h, which can also skip Q and O.)
 #pragma once
 #include <memory>
 
@@ -17,6 +18,7 @@ class AttentionMixer final : public Mixer {
                  InitFn o_init = nullptr);
   Tensor forward(const Tensor& x, const MixerContext& ctx) override;
   Tensor backward(const Tensor& dy) override;
+  void drop_saved() override;
 
  private:
   int64_t heads_, kv_heads_, head_dim_;

@@ -30,4 +30,11 @@ Tensor FusedMixer::backward(const Tensor& dy) {
   return dx;
 }
 
+void FusedMixer::drop_saved() {
+  attn_.drop_saved();
+  linear_->drop_saved();
+  attn_norm_.drop_saved();
+  linear_norm_.drop_saved();
+}
+
 }  // namespace amor::model

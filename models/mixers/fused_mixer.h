@@ -33,6 +33,7 @@ class FusedMixer final : public Mixer {
   FusedMixer(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg);
   Tensor forward(const Tensor& x, const MixerContext& ctx) override;
   Tensor backward(const Tensor& dy) override;
+  void drop_saved() override;
 
  private:
   AttentionMixer attn_;

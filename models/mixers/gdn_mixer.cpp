@@ -103,6 +103,11 @@ Tensor GdnMixer::ConvBranch::backward(const Tensor& dy) {
   return proj.backward(g.dx);
 }
 
+void GdnMixer::ConvBranch::drop_saved() {
+  proj.drop_saved();
+  pre_conv_ = Tensor();
+}
+
 GdnMixer::GdnMixer(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg)
     : GdnMixer(ps, prefix, cfg, gdn_dims(cfg)) {}
 
@@ -177,9 +182,15 @@ Tensor GdnMixer::backward(const Tensor& dy) {
   add_(dx, k_.backward(l2norm_backward(kc_, k_rstd_, sg.dk).view({B, T, H * K})));
   add_(dx, v_.backward(sg.dv.view({B, T, H * V})));
 
+  drop_saved();
+  return dx;
+}
+
+void GdnMixer::drop_saved() {
+  for (ConvBranch* b : {&q_, &k_, &v_}) b->drop_saved();
+  for (Linear* l : {&a_, &b_, &gate_, &o_}) l->drop_saved();
   qc_ = q_rstd_ = kc_ = k_rstd_ = qn_ = kn_ = v4_ = Tensor();
   a_in_ = dt_ = neg_a_ = g_ = beta_ = scan_o_ = z_ = norm_rstd_ = Tensor();
-  return dx;
 }
 
 }  // namespace amor::model

@@ -34,6 +34,7 @@ class GdnMixer final : public Mixer {
   GdnMixer(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg);
   Tensor forward(const Tensor& x, const MixerContext& ctx) override;
   Tensor backward(const Tensor& dy) override;
+  void drop_saved() override;
 
   int64_t heads() const { return heads_; }
   int64_t head_k_dim() const { return head_k_; }  // K
@@ -48,6 +49,7 @@ class GdnMixer final : public Mixer {
                int64_t channels, int64_t kernel, double init_std);
     Tensor forward(const Tensor& x);    // [B,T,channels]
     Tensor backward(const Tensor& dy);  // -> dx [B,T,d]
+    void drop_saved();
     Linear proj;
     Param* conv_w;
     Tensor pre_conv_;  // the conv's input (its backward recomputes the rest)

@@ -197,9 +197,14 @@ Tensor Mamba2Mixer::backward(const Tensor& dy) {
       dx = lg.dx;
   }
 
+  drop_saved();
+  return dx;
+}
+
+void Mamba2Mixer::drop_saved() {
+  out_proj_.drop_saved();
   x_in_ = a_ = ssd_y_ = rstd_ = Tensor();
   for (int p = kZ; p < kParts; ++p) pre_[p] = post_[p] = Tensor();
-  return dx;
 }
 
 }  // namespace amor::model

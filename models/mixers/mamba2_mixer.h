@@ -39,6 +39,7 @@ class Mamba2Mixer final : public Mixer {
   Mamba2Mixer(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg);
   Tensor forward(const Tensor& x, const MixerContext& ctx) override;
   Tensor backward(const Tensor& dy) override;
+  void drop_saved() override;
 
   int64_t d_inner() const { return d_inner_; }
   int64_t heads() const { return heads_; }

@@ -108,8 +108,14 @@ OryxLinearPath::Grads OryxGdnPath::backward(const Tensor& do_) {
   g.dq = l2norm_backward(q_, q_rstd_, gd.dq);
   g.dk = l2norm_backward(k_, k_rstd_, gd.dk);
   g.dv = gd.dv;
-  q_ = k_ = qn_ = kn_ = q_rstd_ = k_rstd_ = v_ = a_pre_ = sp_ = decay_ = g_ = beta_ = Tensor();
+  drop_saved();
   return g;
+}
+
+void OryxGdnPath::drop_saved() {
+  a_.drop_saved();
+  b_.drop_saved();
+  q_ = k_ = qn_ = kn_ = q_rstd_ = k_rstd_ = v_ = a_pre_ = sp_ = decay_ = g_ = beta_ = Tensor();
 }
 
 // ---- Mamba2 ----
@@ -147,8 +153,13 @@ OryxLinearPath::Grads OryxMamba2Path::backward(const Tensor& do_) {
   BiasSoftplusGrads bs = bias_softplus_backward(dt_pre_, dt_bias_->value, s.ddt);
   accumulate(dt_bias_, bs.dbias);
   Grads g{dt_proj_.backward(bs.dx), s.dC, s.dB, s.dx};
-  q_ = k_ = v_ = dt_pre_ = dt_ = A_ = Tensor();
+  drop_saved();
   return g;
+}
+
+void OryxMamba2Path::drop_saved() {
+  dt_proj_.drop_saved();
+  q_ = k_ = v_ = dt_pre_ = dt_ = A_ = Tensor();
 }
 
 }  // namespace amor::model

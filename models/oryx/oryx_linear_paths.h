@@ -36,6 +36,8 @@ class OryxLinearPath {
   };
   // do_ [B,T,H,hd]; accumulates the path's parameter gradients.
   virtual Grads backward(const Tensor& do_) = 0;
+  // Frees what forward saved (activation recomputation); backward does it too.
+  virtual void drop_saved() = 0;
 };
 
 // cfg.oryx.linear picks the path ("gdn" or "mamba2").
@@ -47,6 +49,7 @@ class OryxGdnPath final : public OryxLinearPath {
   OryxGdnPath(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg);
   Tensor forward(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v) override;
   Grads backward(const Tensor& do_) override;
+  void drop_saved() override;
 
  private:
   int64_t heads_, chunk_;
@@ -61,6 +64,7 @@ class OryxMamba2Path final : public OryxLinearPath {
   OryxMamba2Path(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg);
   Tensor forward(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v) override;
   Grads backward(const Tensor& do_) override;
+  void drop_saved() override;
 
  private:
   int64_t heads_, chunk_;

@@ -156,9 +156,15 @@ Tensor OryxMixer::backward(const Tensor& dy) {
                                    dvc.view({B, T, H * hd}));
   accumulate(v_conv_, cv.dweight);
   add_(dx, v_.backward(cv.dx));
+  drop_saved();
+  return dx;
+}
+
+void OryxMixer::drop_saved() {
+  for (Linear* l : {&q_attn_, &q_lin_, &k_, &v_, &g_, &o_}) l->drop_saved();
+  lin_->drop_saved();
   modes_ = lin_mask_ = ql_pre_ = k_pre_ = v_pre_ = qa_rot_ = k_rot_ = kc_ = vc_ = attn_o_ = lse_ =
       o_mix_ = z_ = rstd_ = Tensor();
-  return dx;
 }
 
 bool oryx_param_is_mixer_specific(const std::string& name) {

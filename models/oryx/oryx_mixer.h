@@ -54,6 +54,7 @@ class OryxMixer final : public Mixer {
   // ctx.modes is required: u8 [B,T] (any device).
   Tensor forward(const Tensor& x, const MixerContext& ctx) override;
   Tensor backward(const Tensor& dy) override;
+  void drop_saved() override;
 
  private:
   int64_t heads_, head_dim_, kernel_;

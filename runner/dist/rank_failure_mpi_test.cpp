@@ -76,6 +76,8 @@ TEST(RankFailure, TheOthersEndWithAClearErrorInBoundedTime) {
     // A clean environment: the child mpirun must not take this process's MPI variables as its own.
     const std::string cmd = fmt::format(
         "env -i PATH='{}' LD_LIBRARY_PATH='{}' HOME=/tmp OPENBLAS_NUM_THREADS=1 AMOR_COMM_TIMEOUT_S=2 "
+        // One node, no ssh/rsh: machines without an rsh agent (the GPU machine) need the isolated launcher.
+        "OMPI_MCA_plm=isolated "
         "AMOR_DIST_SCENARIO={} OMPI_MCA_orte_abort_on_non_zero_status=0 OMPI_MCA_rmaps_base_oversubscribe=1 "
         "timeout -s KILL 90 mpirun --allow-run-as-root --oversubscribe -np 2 '{}' > '{}' 2>&1",
         path ? path : "/usr/bin:/bin", ld ? ld : "", scenario, exe, log);

@@ -75,15 +75,19 @@ class Inputs {
     }
     pool_ = host.to(Device::CUDA);
   }
-  // A fresh cuda tensor of `shape` and dtype d filled from the pool at a varying offset.
+  // A fresh cuda tensor of `shape` and dtype d filled from the pool, piece by piece from varying
+  // offsets (so two inputs differ, and tensors larger than the pool are filled too).
   Tensor get(const Shape& shape, DType d) {
     const int64_t n = shape_numel(shape);
-    AMOR_CHECK(n <= kPoolFloats, "bench-ops: {} elements exceed the input pool", n);
-    const int64_t span = kPoolFloats - n + 1;
-    next_ = (next_ + 7919 * 4) % span;  // a multiple of 4: keeps slices 16-byte aligned
-    Tensor src = pool_.slice_flat(next_ - next_ % 4, shape);
     Tensor out = Tensor::empty(shape, d, Device::CUDA);
-    cast_into(src, out);
+    constexpr int64_t kPiece = kPoolFloats / 2;
+    for (int64_t off = 0; off < n; off += kPiece) {
+      const int64_t len = std::min(kPiece, n - off);
+      next_ = (next_ + 7919 * 4) % (kPoolFloats - len + 1);
+      const int64_t start = next_ - next_ % 4;  // slices stay 16-byte aligned
+      Tensor dst = out.slice_flat(off, {len});
+      cast_into(pool_.slice_flat(start, {len}), dst);
+    }
     return out;
   }
 

@@ -2,7 +2,7 @@
 // (indexing, tails, reductions, barriers, warp shuffles) can be checked on a machine without a GPU.
 // A development tool, not a backend: run_parity_emulated.sh force-includes this header into the
 // .cu sources (rewritten by to_cpp.py: kernel launches become emu::launch calls) compiled as C++,
-// and links them with the real parity test.
+// and links them with the real parity test (and, with --bench, the bench-ops command).
 //
 // How it emulates: the blocks of a launch run one after another; the threads of a block are real
 // threads, so __syncthreads is a barrier of the block's threads and a warp shuffle is an exchange
@@ -150,6 +150,12 @@ inline cudaError_t attribute_(int* v, cudaDeviceAttr, int) {
   return cudaSuccess;
 }
 inline const char* error_string_(cudaError_t) { return "emulated CUDA error"; }
+// Events read the host clock (all emulated work is synchronous).
+cudaError_t event_create_(cudaEvent_t* e);
+cudaError_t event_destroy_(cudaEvent_t e);
+cudaError_t event_record_(cudaEvent_t e, cudaStream_t = nullptr);
+cudaError_t event_elapsed_(float* ms, cudaEvent_t a, cudaEvent_t b);
+cudaError_t device_properties_(cudaDeviceProp* p, int device);
 
 }  // namespace emu
 
@@ -173,6 +179,12 @@ inline const char* error_string_(cudaError_t) { return "emulated CUDA error"; }
 #define cudaGetDevice ::emu::get_device_
 #define cudaDeviceGetAttribute ::emu::attribute_
 #define cudaGetErrorString ::emu::error_string_
+#define cudaEventCreate ::emu::event_create_
+#define cudaEventDestroy ::emu::event_destroy_
+#define cudaEventRecord ::emu::event_record_
+#define cudaEventSynchronize ::emu::ok_
+#define cudaEventElapsedTime ::emu::event_elapsed_
+#define cudaGetDeviceProperties ::emu::device_properties_
 
 // Correctly rounded f32 intrinsics: the host's IEEE operations (x86-64 without -mfma never fuses).
 inline float __fmul_rn(float a, float b) { return a * b; }

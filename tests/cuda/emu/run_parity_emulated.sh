@@ -5,43 +5,56 @@
 # whose compiled .cpp objects (with AMOR_HAVE_CUDA) and test library it links against.
 #
 #   tests/cuda/emu/run_parity_emulated.sh BUILD_DIR [gtest arguments, e.g. --gtest_filter=...]
+#   tests/cuda/emu/run_parity_emulated.sh BUILD_DIR --bench OUT.csv [bench-ops arguments]
 #
-# Slow (every CUDA thread is a host thread): the whole parity test takes tens of minutes on two
-# cores; filter it to the ops you changed.
+# The second form runs the bench-ops command instead (its harness, not its timings, is what the
+# emulation checks). Slow (every CUDA thread is a host thread): the whole parity test takes tens of
+# minutes on two cores; filter it to the ops you changed.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 build=$(realpath "$1"); shift
 cuda_include=${CUDA_INCLUDE:-/usr/local/cuda/include}
 work="$build/cuda_emu"
 mkdir -p "$work/src" "$work/inc/kernels/cast"
-if [ ! -d "$build/kernels/CMakeFiles/amor_kernels.dir" ] || [ ! -f "$build/tests/libamor_testing.a" ]; then
+objects="$build/kernels/CMakeFiles/amor_kernels.dir"
+if [ ! -d "$objects" ] || [ ! -f "$build/tests/libamor_testing.a" ]; then
   echo "build the targets amor_kernels and amor_testing in $build (with CUDA) first" >&2
   exit 1
 fi
 
 cxx=(g++ -std=c++20 -O2 -DAMOR_HAVE_CUDA=1 -DGTEST_HAS_PTHREAD=1 -I"$work/inc" -I"$root"
      -isystem "$cuda_include" -I/usr/include/x86_64-linux-gnu/openblas-pthread)
+emu=(-include "$root/tests/cuda/emu/emu.h")
 # Kernel sources, rewritten: launches become emu::launch calls (the shared header too).
 python3 "$root/tests/cuda/emu/to_cpp.py" "$root/kernels/cast/cuda_device.cuh" \
   "$work/inc/kernels/cast/cuda_device.cuh"
 objs=()
 pids=()
+compile() {  # compile SRC OBJ [flags...]
+  local src=$1 obj=$2
+  shift 2
+  "${cxx[@]}" "$@" -c "$src" -o "$obj" &
+  pids+=($!)
+  objs+=("$obj")
+}
 for cu in "$root"/kernels/core/cuda_backend.cu "$root"/kernels/*/*_cuda.cu; do
   name=$(basename "$cu" .cu)
   python3 "$root/tests/cuda/emu/to_cpp.py" "$cu" "$work/src/$name.cpp"
-  "${cxx[@]}" -include "$root/tests/cuda/emu/emu.h" -c "$work/src/$name.cpp" \
-    -o "$work/src/$name.o" &
-  pids+=($!)
-  objs+=("$work/src/$name.o")
+  compile "$work/src/$name.cpp" "$work/src/$name.o" "${emu[@]}"
 done
-for src in emu/emu parity cuda_parity_test parity_norm_test parity_sequence_test \
-           parity_errors_test; do
-  "${cxx[@]}" -c "$root/tests/cuda/$src.cpp" -o "$work/src/$(basename $src).o" &
-  pids+=($!)
-  objs+=("$work/src/$(basename $src).o")
-done
+compile "$root/tests/cuda/emu/emu.cpp" "$work/src/emu.o"
+if [ "${1:-}" = "--bench" ]; then
+  shift
+  compile "$root/tests/cuda/bench_ops_main.cpp" "$work/src/bench_ops_main.o" "${emu[@]}"
+  exe="$work/bench_ops_emulated"
+else
+  for src in parity cuda_parity_test parity_norm_test parity_sequence_test parity_errors_test; do
+    compile "$root/tests/cuda/$src.cpp" "$work/src/$src.o"
+  done
+  exe="$work/cuda_parity_emulated"
+fi
 for p in "${pids[@]}"; do wait "$p"; done
-mapfile -t cpp_objs < <(find "$build/kernels/CMakeFiles/amor_kernels.dir" -name '*.cpp.o')
-g++ -o "$work/cuda_parity_emulated" "${objs[@]}" "${cpp_objs[@]}" "$build/tests/libamor_testing.a" \
+mapfile -t cpp_objs < <(find "$objects" -name '*.cpp.o')
+g++ -o "$exe" "${objs[@]}" "${cpp_objs[@]}" "$build/tests/libamor_testing.a" \
   -lgtest_main -lgtest -lfmt -lopenblas -lpthread
-"$work/cuda_parity_emulated" "$@"
+"$exe" "$@"

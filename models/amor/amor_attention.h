@@ -1,0 +1,63 @@
+// The gated attention of one AMOR block: y = gate ⊙ O(attn(RoPE(Q hn), RoPE(K hn), V hn)),
+// causal, MHA or GQA (model.n_kv_heads), head_dim model.head_dim, O zero-initialised.
+//
+// K and V are computed at every token (they are the memory every firing query reads, and what a
+// KV cache holds). Q, attention and O run in one of two forms with exactly the same values:
+//
+//   dense (training; design §3 "full_with_mask"): Q and O over all rows; the attention op skips
+//          the gated-off rows (output exactly 0 there), so O sees zero rows and outputs 0 there;
+//   sparse (inference): the firing rows of hn are gathered into [n_fire, d]; Q is projected and
+//          rotated (at their own positions) on those rows only and scattered into a zero [B,T,H,hd]
+//          query buffer that the gated attention reads only at firing rows; the firing rows of
+//          its output are gathered, projected by O ([n_fire, d]) and scattered back into y.
+//
+// On the CPU Q and O use row_stable_linear (row_ops.h), so the two forms agree bitwise; the
+// backward of either form gives the same gradients up to summation order (the sparse one sums
+// over the firing rows only). Gated-off rows give Q and O no gradient, and K, V get gradient only
+// through the firing rows that attend to them.
+//
+// Parameters (prefix e.g. "amor.0.attn"), in this order (the init order):
+//   q_proj.weight [H hd, d] N(0, init_std), k_proj.weight / v_proj.weight [Hkv hd, d] N(0, init_std),
+//   o_proj.weight [d, H hd] zero.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "models/core/config.h"
+#include "models/core/layers.h"
+
+namespace amor::model {
+
+class AmorAttention {
+ public:
+  AmorAttention(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg);
+
+  // hn [B,T,d]; gate u8 [B,T] on hn's device. Returns y [B,T,d], exactly 0 at gated-off rows.
+  Tensor forward(const Tensor& hn, const Tensor& gate, bool sparse);
+  // dy [B,T,d] -> d hn; accumulates the four projections' gradients.
+  Tensor backward(const Tensor& dy);
+  void drop_saved();
+
+  // How many rows each projection computed in the last forward (what sparse execution saves).
+  struct Rows {
+    int64_t q = 0, k = 0, v = 0, o = 0;
+  };
+  const Rows& last_rows() const { return rows_seen_; }
+
+ private:
+  int64_t heads_, kv_heads_, head_dim_;
+  double rope_base_;
+  Param* q_w_;
+  Linear k_, v_;
+  Param* o_w_;
+
+  // Saved by forward for backward.
+  bool sparse_ = false;
+  std::vector<int64_t> rows_;  // sparse: the firing rows (flat b*T + t)
+  Tensor positions_;           // sparse: i64 [1, n_fire], their positions t
+  Tensor gate_, q_in_, o_in_;  // the inputs of Q and O (all rows, or the firing rows)
+  Tensor qr_, kr_, v4_, attn_o_, lse_;
+  Rows rows_seen_;
+};
+
+}  // namespace amor::model

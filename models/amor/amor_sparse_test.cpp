@@ -1,0 +1,285 @@
+// AMOR's sparse inference (design §3: K,V at every token; Q, attention and O only at firing
+// tokens) against the dense masked form:
+//  - the row helpers: gather/scatter (runs, empty and full sets, errors naming the bad index) and
+//    row_stable_linear (a row's value does not depend on which other rows are computed with it);
+//  - whole models at inference, sparse vs dense: losses, entropies, gates, predictions and each
+//    block's attention output bitwise equal (f64 and f32, both residual modes, GDN/Mamba2
+//    backbones, K = 1 and 3, GQA, sizes with BLAS remainder tiles), while the Q and O projections
+//    computed n_fire rows and K, V all B*T (counted at the projections);
+//  - a training forward (dense) with frozen thresholds computes bitwise what sparse inference does;
+//  - gradients after a sparse forward equal the dense ones (to summation order);
+//  - no firing row and every row firing.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "kernels/linear/linear.h"
+#include "models/amor/amor_test_support.h"
+#include "models/amor/row_ops.h"
+#include "tests/common/gradcheck.h"
+
+namespace amor::model {
+namespace {
+
+using namespace testing_amor;
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+// Equal as numbers (a zero row may be +0 in one form and -0 in the other).
+bool values_equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    if (a.item(i) != b.item(i)) return false;
+  return true;
+}
+
+template <class F>
+void expect_error_containing(F f, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing '" << text << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+TEST(AmorRows, GatherScatterRoundTrip) {
+  Tensor x = testing::randn({9, 5}, 1);
+  std::vector<int64_t> rows = {0, 1, 2, 5, 7, 8};  // three runs
+  Tensor g = gather_rows(x, rows);
+  ASSERT_EQ(g.shape(), (Shape{6, 5}));
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (int64_t c = 0; c < 5; ++c) EXPECT_EQ(g.item(i * 5 + c), x.item(rows[i] * 5 + c));
+  Tensor s = scatter_rows(g, rows, 9);
+  for (int64_t r = 0; r < 9; ++r) {
+    bool in = std::find(rows.begin(), rows.end(), r) != rows.end();
+    for (int64_t c = 0; c < 5; ++c) EXPECT_EQ(s.item(r * 5 + c), in ? x.item(r * 5 + c) : 0.0);
+  }
+  std::vector<int64_t> all = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_TRUE(bitwise_equal(scatter_rows(gather_rows(x, all), all, 9), x));
+
+  Tensor gate = Tensor::from_vector<uint8_t>({3, 3}, {1, 1, 1, 0, 0, 1, 0, 1, 1});
+  EXPECT_EQ(firing_rows(gate), rows);
+  EXPECT_TRUE(firing_rows(Tensor::zeros({2, 4}, DType::U8)).empty());
+}
+
+TEST(AmorRows, BadRowsAreErrors) {
+  Tensor x = testing::randn({4, 3}, 2);
+  expect_error_containing([&] { gather_rows(x, {1, 4}); }, "row index 4 at position 1");
+  expect_error_containing([&] { gather_rows(x, {2, 2}); }, "not increasing");
+  expect_error_containing([&] { gather_rows(x, {}); }, "no rows");
+  expect_error_containing([&] { scatter_rows(testing::randn({2, 3}, 3), {0, 1, 2}, 4); },
+                          "argument 'src'");
+  expect_error_containing([&] { scatter_rows(testing::randn({2, 3}, 3), {3, 1}, 4); },
+                          "not increasing");
+  expect_error_containing([&] { firing_rows(x); }, "gate");
+}
+
+// A row's projection is the same number whatever rows come with it (OpenBLAS's x W^T is not:
+// remainder tiles use other kernels), and it is x W^T.
+TEST(AmorRows, RowStableLinearDependsOnTheRowOnly) {
+  for (DType dt : {DType::F64, DType::F32}) {
+    Tensor x = testing::randn({37, 48}, 4, dt), w = testing::randn({40, 48}, 5, dt);
+    Tensor y = row_stable_linear(x, w);
+    EXPECT_LT(testing::rel_rms(y.to(DType::F64), linear_forward(x, w).to(DType::F64)),
+              dt == DType::F64 ? 1e-14 : 1e-6);
+    for (std::vector<int64_t> rows : {std::vector<int64_t>{36}, {0, 3, 5, 6, 7, 20, 35},
+                                      {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 30}}) {
+      Tensor ys = row_stable_linear(gather_rows(x, rows), w);
+      EXPECT_TRUE(bitwise_equal(ys, gather_rows(y, rows)));
+    }
+    Tensor y3 = row_stable_linear(x.view({1, 37, 48}), w);  // leading dims are rows
+    EXPECT_EQ(y3.shape(), (Shape{1, 37, 40}));
+    EXPECT_TRUE(bitwise_equal(y3.view({37, 40}), y));
+  }
+}
+
+// A model config with sizes whose row counts hit BLAS remainder tiles.
+ModelConfig sparse_config(const std::string& mode, int64_t blocks, const std::string& backbone) {
+  ModelConfig c = tiny_amor(mode, blocks, "adaptive", backbone);
+  c.d_model = 24;
+  c.head_dim = 8;
+  c.init_std = 0.3;
+  c.mamba2.head_dim = 8;
+  c.gdn.head_dim = 8;
+  return c;
+}
+
+struct Pass {
+  StepOutput out;
+  std::vector<Tensor> y;                       // each block's attention output
+  std::vector<AmorAttention::Rows> rows;       // each block's projection row counts
+};
+
+Pass run(AmorModel& m, const Batch& batch, bool training, const std::vector<AmorGateState>& state,
+        const Tensor& w = Tensor()) {
+  m.set_gate_state(state);
+  m.params().zero_grad();
+  Pass r;
+  r.out = m.forward(batch, training);
+  for (int64_t i = 0; i < m.num_blocks(); ++i) {
+    r.y.push_back(m.block(i).last_attention().clone());
+    r.rows.push_back(m.block(i).last_projection_rows());
+  }
+  if (w.defined()) m.backward(w);
+  return r;
+}
+
+int64_t count_fired(const Tensor& gate) {
+  int64_t n = 0;
+  for (uint8_t g : gate.to_vector<uint8_t>()) n += g;
+  return n;
+}
+
+void expect_same_outputs(const Pass& a, const Pass& b) {
+  EXPECT_TRUE(bitwise_equal(a.out.token_loss, b.out.token_loss));
+  EXPECT_TRUE(bitwise_equal(a.out.entropy, b.out.entropy));
+  EXPECT_EQ(a.out.loss_sum, b.out.loss_sum);
+  if (a.out.predictions.defined() || b.out.predictions.defined())
+    EXPECT_TRUE(bitwise_equal(a.out.predictions, b.out.predictions));
+  ASSERT_EQ(a.out.gates.size(), b.out.gates.size());
+  for (size_t i = 0; i < a.out.gates.size(); ++i) {
+    EXPECT_TRUE(bitwise_equal(a.out.gates[i], b.out.gates[i])) << "block " << i;
+    EXPECT_TRUE(bitwise_equal(a.out.gate_entropy[i], b.out.gate_entropy[i])) << "block " << i;
+    EXPECT_EQ(a.out.tau[i], b.out.tau[i]) << "block " << i;
+    EXPECT_TRUE(values_equal(a.y[i], b.y[i])) << "block " << i;
+  }
+}
+
+// Sparse vs dense inference on one model, with calibrated (mixed) gates.
+void check_sparse_equals_dense(const ModelConfig& cfg, DType dtype, int64_t B, int64_t T,
+                               uint64_t seed) {
+  SCOPED_TRACE(cfg.amor.residual_mode + " K=" + std::to_string(cfg.amor.blocks) + " " +
+               cfg.amor.backbone + (dtype == DType::F64 ? " f64" : " f32") +
+               " T=" + std::to_string(T));
+  AmorModel probe(cfg, DType::F64), m(cfg, dtype);
+  probe.params().initialize(seed);
+  perturb_amor_weights(probe.params(), seed + 1);
+  for (auto& p : m.params().params()) p->value.copy_from(probe.params().find(p->name)->value.to(dtype));
+  Batch batch = tiny_batch(cfg, B, T, seed + 2);
+  Calibrated cal = calibrate_gates(probe, batch, /*training=*/false);
+  Tensor w = testing::randn({B, T}, seed + 3, dtype);
+
+  m.set_sparse_inference(false);
+  Pass dense = run(m, batch, false, cal.state, w);
+  std::vector<Tensor> dense_grads;
+  for (auto& p : m.params().params()) dense_grads.push_back(p->grad.clone());
+  m.set_sparse_inference(true);
+  Pass sparse = run(m, batch, false, cal.state, w);
+
+  expect_same_outputs(sparse, dense);
+  for (int64_t i = 0; i < m.num_blocks(); ++i) {
+    const int64_t fired = count_fired(sparse.out.gates[i]);
+    EXPECT_GT(fired, 0) << "block " << i;
+    EXPECT_LT(fired, B * T) << "block " << i;
+    const AmorAttention::Rows& s = sparse.rows[i];
+    EXPECT_EQ(s.q, fired) << "block " << i;  // Q and O on the firing rows only
+    EXPECT_EQ(s.o, fired) << "block " << i;
+    EXPECT_EQ(s.k, B * T) << "block " << i;  // K and V at every token
+    EXPECT_EQ(s.v, B * T) << "block " << i;
+    const AmorAttention::Rows& d = dense.rows[i];
+    EXPECT_EQ(d.q, B * T);
+    EXPECT_EQ(d.o, B * T);
+  }
+  // The backward of the sparse form sums over the firing rows only: equal to rounding.
+  const double tol = dtype == DType::F64 ? 1e-13 : 1e-5;
+  const auto& ps = m.params().params();
+  for (size_t k = 0; k < ps.size(); ++k)
+    EXPECT_LT(testing::rel_rms(ps[k]->grad.to(DType::F64), dense_grads[k].to(DType::F64)), tol)
+        << ps[k]->name;
+}
+
+TEST(AmorSparse, InferenceEqualsDenseMaskedBitwise) {
+  uint64_t seed = 100;
+  for (DType dt : {DType::F64, DType::F32}) {
+    for (const char* mode : {"classic", "h"}) {
+      check_sparse_equals_dense(sparse_config(mode, 3, "gdn"), dt, 2, 23, seed += 10);
+      check_sparse_equals_dense(sparse_config(mode, 3, "mamba2"), dt, 3, 13, seed += 10);
+    }
+    ModelConfig gqa = sparse_config("classic", 1, "gdn");
+    gqa.n_kv_heads = 1;
+    check_sparse_equals_dense(gqa, dt, 2, 37, seed += 10);
+  }
+}
+
+// With frozen thresholds (momentum 1) a training forward gates exactly as inference does; the
+// dense masked training form then computes bitwise what sparse inference computes.
+TEST(AmorSparse, TrainingDenseFormEqualsSparseInference) {
+  for (DType dt : {DType::F64, DType::F32}) {
+    ModelConfig cfg = sparse_config("h", 3, "gdn");
+    cfg.amor.momentum = 1.0;
+    AmorModel probe(cfg, DType::F64), m(cfg, dt);
+    probe.params().initialize(7);
+    perturb_amor_weights(probe.params(), 8);
+    for (auto& p : m.params().params())
+      p->value.copy_from(probe.params().find(p->name)->value.to(dt));
+    Batch batch = tiny_batch(cfg, 2, 19, 9);
+    Calibrated cal = calibrate_gates(probe, batch, /*training=*/false);
+    Pass train = run(m, batch, true, cal.state);
+    Pass infer = run(m, batch, false, cal.state);
+    train.out.predictions = infer.out.predictions = Tensor();  // only inference predicts
+    expect_same_outputs(infer, train);
+    for (int64_t i = 0; i < m.num_blocks(); ++i) {
+      EXPECT_EQ(train.rows[i].q, 2 * 19);
+      EXPECT_EQ(infer.rows[i].q, count_fired(infer.out.gates[i]));
+      EXPECT_LT(infer.rows[i].q, 2 * 19);
+    }
+  }
+}
+
+// No row firing (the blocks are the identity; Q and O never run) and every row firing.
+TEST(AmorSparse, NoneAndAllFiring) {
+  ModelConfig cfg = sparse_config("classic", 3, "mamba2");
+  AmorModel m(cfg, DType::F64);
+  m.params().initialize(3);
+  perturb_amor_weights(m.params(), 4);
+  Batch batch = tiny_batch(cfg, 2, 11, 5);
+  Tensor w = testing::randn({2, 11}, 6);
+  for (double threshold : {2.0, -1.0}) {  // entropies lie in [0, 1]
+    std::vector<AmorGateState> state(3, AmorGateState{threshold, 0.0});
+    m.set_sparse_inference(false);
+    Pass dense = run(m, batch, false, state, w);
+    std::vector<Tensor> dense_grads;
+    for (auto& p : m.params().params()) dense_grads.push_back(p->grad.clone());
+    m.set_sparse_inference(true);
+    Pass sparse = run(m, batch, false, state, w);
+    expect_same_outputs(sparse, dense);
+    const int64_t want = threshold > 1 ? 0 : 22;
+    for (int64_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(count_fired(sparse.out.gates[i]), want);
+      EXPECT_EQ(sparse.rows[i].q, want);
+      EXPECT_EQ(sparse.rows[i].o, want);
+      EXPECT_EQ(sparse.rows[i].k, 22);
+    }
+    const auto& ps = m.params().params();
+    for (size_t k = 0; k < ps.size(); ++k)
+      EXPECT_LT(testing::rel_rms(ps[k]->grad, dense_grads[k]), 1e-13) << ps[k]->name;
+    if (want == 0) {
+      for (const char* n : {"amor.1.attn.q_proj.weight", "amor.1.attn.k_proj.weight",
+                            "amor.1.attn.o_proj.weight"})
+        EXPECT_EQ(testing::max_abs_diff(m.params().find(n)->grad,
+                                        Tensor::zeros(m.params().find(n)->grad.shape(), DType::F64)),
+                  0.0)
+            << n;
+    }
+  }
+}
+
+TEST(AmorSparse, AttentionChecksItsGate) {
+  ModelConfig cfg = sparse_config("classic", 1, "gdn");
+  ParamStore ps(DType::F64);
+  AmorAttention attn(ps, "amor.0.attn", cfg);
+  ps.initialize(1);
+  Tensor hn = testing::randn({2, 5, cfg.d_model}, 2);
+  expect_error_containing([&] { attn.forward(hn, Tensor::zeros({2, 4}, DType::U8), true); },
+                          "argument 'gate'");
+  expect_error_containing([&] { attn.forward(hn, Tensor::zeros({2, 5}, DType::F64), true); },
+                          "argument 'gate'");
+  expect_error_containing([&] { attn.backward(hn); }, "no saved forward");
+}
+
+}  // namespace
+}  // namespace amor::model
