@@ -21,7 +21,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from torch_model_oracle import rel_rms  # noqa: E402
+from torch_ref.compare import rel_rms  # noqa: E402
 from torch_ref import amor, safetensors_io  # noqa: E402
 
 TOL = 1e-10

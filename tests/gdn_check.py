@@ -11,7 +11,6 @@ The reference output and, by autograd of sum(y * dy), the gradients of x and of 
 must agree with ours to relative RMS 1e-10. Exit status 0 when they do.
 """
 import json
-import math
 import os
 import sys
 
@@ -20,17 +19,12 @@ sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
 
+from torch_ref.compare import rel_rms  # noqa: E402
 from torch_ref import gdn, safetensors_io  # noqa: E402
 
 TOL = 1e-10
 
 
-def rel_rms(a, b):
-    a, b = a.detach().double().reshape(-1), b.detach().double().reshape(-1)
-    den = (b * b).sum().item()
-    num = ((a - b) ** 2).sum().item()
-    r = math.sqrt(num / den) if den > 0 else math.sqrt(num / max(1, b.numel()))
-    return math.inf if math.isnan(r) else r
 
 
 def main():

@@ -11,7 +11,6 @@ The reference recomputes y and, by autograd of sum(dy * y), dx and every paramet
 each must agree to relative RMS 1e-10. Exit status 0 when every case passes.
 """
 import json
-import math
 import os
 import sys
 
@@ -20,18 +19,12 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from torch_ref.compare import rel_rms  # noqa: E402
 from torch_ref import mamba2, safetensors_io  # noqa: E402
 
 TOL = 1e-10
 
 
-def rel_rms(a, b):
-    a = a.detach().double().reshape(-1)
-    b = b.detach().double().reshape(-1)
-    den = (b * b).sum().item()
-    num = ((a - b) ** 2).sum().item()
-    r = math.sqrt(num / den) if den > 0 else math.sqrt(num / max(1, b.numel()))
-    return math.inf if math.isnan(r) else r
 
 
 def check(path):

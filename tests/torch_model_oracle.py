@@ -8,7 +8,6 @@ and, by autograd of sum_t dloss_t * loss_t, every parameter's gradient. In doubl
 must agree to relative RMS 1e-10; gates and modes must be identical.
 """
 import json
-import math
 import os
 import sys
 
@@ -17,18 +16,12 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from torch_ref.compare import rel_rms  # noqa: E402
 from torch_ref import models, safetensors_io  # noqa: E402
 
 TOL = 1e-10
 
 
-def rel_rms(a, b):
-    a = a.detach().double().reshape(-1)
-    b = b.detach().double().reshape(-1)
-    den = (b * b).sum().item()
-    num = ((a - b) ** 2).sum().item()
-    r = math.sqrt(num / den) if den > 0 else math.sqrt(num / max(1, b.numel()))
-    return math.inf if math.isnan(r) else r
 
 
 def check(path):

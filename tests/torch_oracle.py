@@ -12,7 +12,6 @@ Exit status 0 only if every case passed and at least one case ran.
 import argparse
 import importlib
 import json
-import math
 import os
 import sys
 
@@ -22,19 +21,12 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from torch_ref.compare import rel_rms  # noqa: E402
+
 TOLERANCE = {"f64": 1e-10, "f32": 1e-5}
 TORCH_DTYPE = {"f64": torch.float64, "f32": torch.float32}
 
 
-def rel_rms(ours, ref):
-    ours = ours.detach().to(torch.float64).reshape(-1)
-    ref = ref.detach().to(torch.float64).reshape(-1)
-    if ours.numel() != ref.numel():
-        return math.inf
-    num = torch.sum((ours - ref) ** 2).item()
-    den = torch.sum(ref ** 2).item()
-    r = math.sqrt(num / den) if den > 0 else math.sqrt(num / max(1, ref.numel()))
-    return math.inf if math.isnan(r) else r
 
 
 def load_case(path):
