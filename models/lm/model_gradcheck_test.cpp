@@ -6,26 +6,15 @@
 #include "models/lm/language_model.h"
 #include "tests/common/gradcheck.h"
 #include "tests/common/random.h"
+#include "tests/common/tiny_models.h"
 
 namespace amor::model {
 namespace {
 
 ModelConfig tiny(const std::string& kind) {
-  ModelConfig c;
-  c.kind = kind;
-  c.vocab = 13;
-  c.d_model = 8;
-  c.head_dim = 4;
-  c.n_layers = 2;
-  c.d_ff = 12;
+  ModelConfig c = testing::tiny_model(kind, /*d_model=*/8, /*n_layers=*/2, /*vocab=*/13);  // 1 GDN head
   c.vocab_chunk = 5;  // several vocabulary chunks, the last one partial
   c.init_std = 0.5;   // large enough that every path carries signal
-  c.mamba2.head_dim = 4;
-  c.mamba2.d_state = 4;
-  c.mamba2.chunk = 4;
-  c.gdn.head_dim = 4;  // 0.5 * 8 / 4 -> 1 head
-  c.gdn.qk_ratio = 0.5;
-  c.gdn.chunk = 4;
   return c;
 }
 

@@ -12,26 +12,15 @@
 #include "models/amor/amor_test_support.h"
 #include "models/lm/language_model.h"
 #include "tests/common/random.h"
+#include "tests/common/tiny_models.h"
 
 namespace amor::model {
 namespace {
 
 ModelConfig tiny(const std::string& kind) {
-  ModelConfig c;
-  c.kind = kind;
-  c.vocab = 13;
-  c.d_model = 16;
-  c.head_dim = 4;
-  c.n_layers = 3;
-  c.d_ff = 12;
+  ModelConfig c = testing::tiny_model(kind, /*d_model=*/16, /*n_layers=*/3, /*vocab=*/13);
   c.vocab_chunk = 5;
   c.init_std = 0.5;
-  c.mamba2.head_dim = 4;
-  c.mamba2.d_state = 4;
-  c.mamba2.chunk = 4;
-  c.gdn.head_dim = 4;
-  c.gdn.qk_ratio = 0.5;
-  c.gdn.chunk = 4;
   c.oryx.chunk = 3;  // several training chunks per sequence: mixed modes
   c.oryx.schedule = "linear:4,attention:3";
   return c;

@@ -11,6 +11,7 @@
 
 #include "models/lm/language_model.h"
 #include "tests/common/random.h"
+#include "tests/common/tiny_models.h"
 
 namespace amor::model {
 namespace {
@@ -59,20 +60,8 @@ class PoisoningHooks final : public UnitHooks {
 };
 
 ModelConfig tiny(const std::string& kind) {
-  ModelConfig c;
-  c.kind = kind;
-  c.vocab = 11;
-  c.d_model = 8;
-  c.head_dim = 4;
-  c.n_layers = 2;
-  c.d_ff = 12;
+  ModelConfig c = testing::tiny_model(kind, /*d_model=*/8, /*n_layers=*/2, /*vocab=*/11);
   c.vocab_chunk = 4;
-  c.mamba2.head_dim = 4;
-  c.mamba2.d_state = 4;
-  c.mamba2.chunk = 4;
-  c.gdn.head_dim = 4;
-  c.gdn.qk_ratio = 0.5;
-  c.gdn.chunk = 4;
   c.oryx.schedule = "linear:2,attention:3";
   return c;
 }

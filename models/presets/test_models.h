@@ -11,6 +11,7 @@
 #include "kernels/core/error.h"
 #include "models/lm/language_model.h"
 #include "models/mixers/fused_mixer.h"
+#include "tests/common/tiny_models.h"
 
 namespace amor::model::testing_models {
 
@@ -55,18 +56,7 @@ inline std::unique_ptr<LanguageModel> build(const ModelConfig& cfg, DType dtype)
 // Tiny dims every kind accepts: d 16, attention heads of 4, Mamba2 heads of 4 with N 4, two GDN
 // heads of K 4, a 2-layer stack with MLPs.
 inline ModelConfig tiny(const std::string& kind) {
-  ModelConfig c;
-  c.kind = kind;
-  c.vocab = 13;
-  c.d_model = 16;
-  c.head_dim = 4;
-  c.n_layers = 2;
-  c.d_ff = 12;
-  c.mamba2.head_dim = 4;
-  c.mamba2.d_state = 4;
-  c.gdn.head_dim = 4;
-  c.gdn.qk_ratio = 0.5;
-  return c;
+  return testing::tiny_model(kind, /*d_model=*/16, /*n_layers=*/2, /*vocab=*/13);
 }
 
 // Every kind with each variant that changes its parameter names: (label, config).

@@ -26,6 +26,7 @@
 #include "runner/dist/mpi_communicator.h"
 #include "runner/dist/rank_batch.h"
 #include "tests/common/random.h"
+#include "tests/common/tiny_models.h"
 
 namespace amor::dist::testing {
 
@@ -75,21 +76,9 @@ inline int mpi_gtest_main(int argc, char** argv) {
 // Tiny configs of every kind (as models/lm/model_gradcheck_test.cpp), with init large enough that
 // every path carries signal and Oryx chunks short enough that a sequence has several.
 inline model::ModelConfig tiny(const std::string& kind) {
-  model::ModelConfig c;
-  c.kind = kind;
-  c.vocab = 13;
-  c.d_model = 8;
-  c.head_dim = 4;
-  c.n_layers = 2;
-  c.d_ff = 12;
+  model::ModelConfig c = amor::testing::tiny_model(kind, /*d_model=*/8, /*n_layers=*/2, /*vocab=*/13);
   c.vocab_chunk = 5;
   c.init_std = 0.5;
-  c.mamba2.head_dim = 4;
-  c.mamba2.d_state = 4;
-  c.mamba2.chunk = 4;
-  c.gdn.head_dim = 4;
-  c.gdn.qk_ratio = 0.5;
-  c.gdn.chunk = 4;
   c.amor.backbone = "gdn";
   c.amor.momentum = 0.5;  // the thresholds move visibly within a few steps
   c.oryx.chunk = 3;
