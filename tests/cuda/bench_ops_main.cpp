@@ -388,7 +388,7 @@ int run(int argc, char** argv) {
   for (const Case& c : cases(in)) {
     if (!only.empty() && c.op.find(only) == std::string::npos) continue;
     Result r = measure(c, reps);
-    std::printf("%-34s %-18s %-5s %10.1f %10.1f %9.0f %9.0f %8.2f\n", c.op.c_str(),
+    std::printf("%-34s %-18s %-5s %10.3f %10.1f %9.0f %9.0f %8.2f\n", c.op.c_str(),
                 c.shape.c_str(), dtype_name(c.dtype), c.bytes / 1e6, r.op_us,
                 c.bytes / r.op_us / 1e3, c.bytes / r.copy_us / 1e3, r.copy_us / r.op_us);
     std::fflush(stdout);

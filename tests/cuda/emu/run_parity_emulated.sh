@@ -9,11 +9,13 @@
 #
 # The second form runs the bench-ops command instead (its harness, not its timings, is what the
 # emulation checks). Slow (every CUDA thread is a host thread): the whole parity test takes tens of
-# minutes on two cores; filter it to the ops you changed.
+# minutes on two cores; filter it to the ops you changed. PYTHON and CUDA_INCLUDE override the
+# interpreter (default /usr/bin/python3) and CUDA's include directory.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 build=$(realpath "$1"); shift
 cuda_include=${CUDA_INCLUDE:-/usr/local/cuda/include}
+python=${PYTHON:-/usr/bin/python3}
 work="$build/cuda_emu"
 mkdir -p "$work/src" "$work/inc/kernels/cast"
 objects="$build/kernels/CMakeFiles/amor_kernels.dir"
@@ -26,7 +28,7 @@ cxx=(g++ -std=c++20 -O2 -DAMOR_HAVE_CUDA=1 -DGTEST_HAS_PTHREAD=1 -I"$work/inc" -
      -isystem "$cuda_include" -I/usr/include/x86_64-linux-gnu/openblas-pthread)
 emu=(-include "$root/tests/cuda/emu/emu.h")
 # Kernel sources, rewritten: launches become emu::launch calls (the shared header too).
-python3 "$root/tests/cuda/emu/to_cpp.py" "$root/kernels/cast/cuda_device.cuh" \
+"$python" "$root/tests/cuda/emu/to_cpp.py" "$root/kernels/cast/cuda_device.cuh" \
   "$work/inc/kernels/cast/cuda_device.cuh"
 objs=()
 pids=()
@@ -39,7 +41,7 @@ compile() {  # compile SRC OBJ [flags...]
 }
 for cu in "$root"/kernels/core/cuda_backend.cu "$root"/kernels/*/*_cuda.cu; do
   name=$(basename "$cu" .cu)
-  python3 "$root/tests/cuda/emu/to_cpp.py" "$cu" "$work/src/$name.cpp"
+  "$python" "$root/tests/cuda/emu/to_cpp.py" "$cu" "$work/src/$name.cpp"
   compile "$work/src/$name.cpp" "$work/src/$name.o" "${emu[@]}"
 done
 compile "$root/tests/cuda/emu/emu.cpp" "$work/src/emu.o"
@@ -57,4 +59,6 @@ for p in "${pids[@]}"; do wait "$p"; done
 mapfile -t cpp_objs < <(find "$objects" -name '*.cpp.o')
 g++ -o "$exe" "${objs[@]}" "${cpp_objs[@]}" "$build/tests/libamor_testing.a" \
   -lgtest_main -lgtest -lfmt -lopenblas -lpthread
-"$exe" "$@"
+# Hundreds of host threads per emulated block: at the lowest priority, so a shared machine stays
+# usable.
+nice -n 19 "$exe" "$@"
