@@ -200,8 +200,10 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
                                              {"tokens_seen", std::to_string(tokens_seen)},
                                              {"config_hash", spec.hash8}};
     if (amor_model) extra["amor_gates"] = gate_state_to_json(amor_model->gate_state());
-    ckpts.save(step, comm, [&](const std::string& dir) { fsdp.save(dir, step, extra); });
+    // run.h5 first: once checkpoint N exists, its rows up to step N must be on disk too (a resume
+    // from N truncates the file back to N and would otherwise leave a gap).
     if (h5) h5->flush();
+    ckpts.save(step, comm, [&](const std::string& dir) { fsdp.save(dir, step, extra); });
   };
 
   auto run_eval = [&](int64_t step) {

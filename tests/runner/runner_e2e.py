@@ -130,8 +130,11 @@ def kill_9_then_resume_is_bitwise_equal():
     p = subprocess.Popen(MPI + ["-np", "1", AMOR, sweep, "--output", out], env=ENV,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     wait_for(lambda: any_checkpoint(out))
-    os.killpg(p.pid, signal.SIGKILL)
+    # kill -9 the whole job: mpirun puts its ranks in their own process groups, but they stay in
+    # the session start_new_session made, so kill every process of that session and wait for it.
+    subprocess.run(["pkill", "-KILL", "-s", str(p.pid)])
     p.wait()
+    wait_for(lambda: subprocess.run(["pgrep", "-s", str(p.pid)], capture_output=True).returncode != 0)
     assert not glob.glob(os.path.join(out, "e2e", "*", "DONE")), "killed too late to test resume"
     r = amor_run([sweep, "--output", out])
     assert r.returncode == 0, r.stdout + r.stderr
