@@ -75,12 +75,7 @@ void AmorModel::set_sparse_inference(bool on) {
 Tensor AmorModel::body_forward(const Tensor& h0, const Batch&, bool training, StepOutput& out) {
   MixerContext ctx;
   ctx.training = training;
-  Tensor h = h0;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    gather(layer_units_[i]);
-    h = layers_[i]->forward(h, ctx);
-    release(layer_units_[i]);
-  }
+  Tensor h = layers_forward(layers_, layer_units_, h0, ctx);
   gather(norm_f_unit_);  // classic: the stream's norm; h mode: block 0's pre-norm
   if (classic_) h = norm_f_->forward(h);
   const Tensor& W = embedding()->value;
@@ -124,13 +119,7 @@ Tensor AmorModel::body_backward(const Tensor& dy) {
   if (classic_) dh = norm_f_->backward(dh);
   grad_ready(norm_f_unit_);
   release(norm_f_unit_);
-  for (size_t i = layers_.size(); i-- > 0;) {
-    gather(layer_units_[i]);
-    dh = layers_[i]->backward(dh);
-    grad_ready(layer_units_[i]);
-    release(layer_units_[i]);
-  }
-  return dh;
+  return layers_backward(layers_, layer_units_, dh);
 }
 
 }  // namespace amor::model

@@ -64,6 +64,27 @@ void LanguageModel::backward(const Tensor& dloss) {
   h_final_ = lse_ = Tensor();
 }
 
+Tensor LanguageModel::layers_forward(std::vector<std::unique_ptr<Layer>>& layers,
+                                     const std::vector<int>& units, Tensor h, const MixerContext& ctx) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    gather(units[i]);
+    h = layers[i]->forward(h, ctx);
+    release(units[i]);
+  }
+  return h;
+}
+
+Tensor LanguageModel::layers_backward(std::vector<std::unique_ptr<Layer>>& layers,
+                                      const std::vector<int>& units, Tensor dh) {
+  for (size_t i = layers.size(); i-- > 0;) {
+    gather(units[i]);
+    dh = layers[i]->backward(dh);
+    grad_ready(units[i]);
+    release(units[i]);
+  }
+  return dh;
+}
+
 std::string layer_pattern(const ModelConfig& cfg) {
   auto repeat = [&](const std::string& p) {
     AMOR_CHECK(!p.empty(), "model.pattern: empty layer pattern for kind 'serial'");
@@ -122,12 +143,7 @@ Tensor StackModel::body_forward(const Tensor& h0, const Batch& batch, bool train
     }
     out.modes = ctx.modes;
   }
-  Tensor h = h0;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    gather(layer_units_[i]);
-    h = layers_[i]->forward(h, ctx);
-    release(layer_units_[i]);
-  }
+  Tensor h = layers_forward(layers_, layer_units_, h0, ctx);
   gather(norm_f_unit_);
   h = norm_f_->forward(h);
   release(norm_f_unit_);
@@ -139,13 +155,7 @@ Tensor StackModel::body_backward(const Tensor& dy) {
   Tensor dh = norm_f_->backward(dy);
   grad_ready(norm_f_unit_);
   release(norm_f_unit_);
-  for (size_t i = layers_.size(); i-- > 0;) {
-    gather(layer_units_[i]);
-    dh = layers_[i]->backward(dh);
-    grad_ready(layer_units_[i]);
-    release(layer_units_[i]);
-  }
-  return dh;
+  return layers_backward(layers_, layer_units_, dh);
 }
 
 std::unique_ptr<LanguageModel> build_model(const ModelConfig& cfg, DType dtype) {

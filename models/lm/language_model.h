@@ -64,6 +64,11 @@ class LanguageModel {
   void grad_ready(int unit) {
     if (hooks_) hooks_->grad_ready(unit);
   }
+  // A stack of layers, each its own parameter unit, with the unit hooks around each layer.
+  Tensor layers_forward(std::vector<std::unique_ptr<Layer>>& layers, const std::vector<int>& units,
+                        Tensor h, const MixerContext& ctx);
+  Tensor layers_backward(std::vector<std::unique_ptr<Layer>>& layers, const std::vector<int>& units,
+                         Tensor dh);
 
   ModelConfig cfg_;
   ParamStore params_;
