@@ -50,8 +50,9 @@ if [ "${1:-}" = "--bench" ]; then
   compile "$root/tests/cuda/bench_ops_main.cpp" "$work/src/bench_ops_main.o" "${emu[@]}"
   exe="$work/bench_ops_emulated"
 else
-  for src in parity cuda_parity_test parity_norm_test parity_sequence_test parity_errors_test; do
-    compile "$root/tests/cuda/$src.cpp" "$work/src/$src.o"
+  for src in "$root"/tests/cuda/parity.cpp "$root"/tests/cuda/cuda_parity_test.cpp \
+             "$root"/tests/cuda/parity*_test.cpp; do
+    compile "$src" "$work/src/$(basename "$src" .cpp).o"
   done
   exe="$work/cuda_parity_emulated"
 fi
