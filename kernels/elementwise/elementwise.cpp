@@ -118,10 +118,21 @@ void add_(Tensor& a, const Tensor& b, double alpha) {
   const char* op = "add_";
   check_defined(op, "a", a);
   check_defined(op, "b", b);
-  if (!a.is_cpu() && !b.is_cpu() && a.dtype() == DType::F32 && b.dtype() == DType::BF16) {
+  // A wider accumulator takes a narrower addend: f32 += bf16 on cuda, f64 += f32 on the cpu
+  // (parameter gradients kept in the master dtype under mixed precision; the cpu pair lets the
+  // sharding code's mixed-precision path run in CI).
+  const bool cuda_mixed = !a.is_cpu() && !b.is_cpu() && a.dtype() == DType::F32 && b.dtype() == DType::BF16;
+  const bool cpu_mixed = a.is_cpu() && b.is_cpu() && a.dtype() == DType::F64 && b.dtype() == DType::F32;
+  if (cuda_mixed || cpu_mixed) {
     check_shape(op, "b", b, a.shape());
   } else {
     check_same(op, {{"a", &a}, {"b", &b}});
+  }
+  if (cpu_mixed) {
+    double* p = a.data<double>();
+    const float* q = b.data<float>();
+    for (int64_t i = 0; i < a.numel(); ++i) p[i] += alpha * static_cast<double>(q[i]);
+    return;
   }
   if (!a.is_cpu()) {
     AMOR_ON_CUDA(op, a, cuda::add_inplace(a.dtype(), a.raw_data(), b.dtype(), b.raw_data(), alpha,

@@ -6,7 +6,9 @@
 namespace amor {
 
 Tensor add(const Tensor& a, const Tensor& b);
-void add_(Tensor& a, const Tensor& b, double alpha = 1.0);  // a += alpha * b
+// a += alpha * b, one dtype; or a wider accumulator a with a narrower b: f64 += f32 on the cpu,
+// f32 += bf16 on cuda (gradients accumulated in the master dtype under mixed precision).
+void add_(Tensor& a, const Tensor& b, double alpha = 1.0);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor scale(const Tensor& a, double s);
 

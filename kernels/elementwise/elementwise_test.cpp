@@ -23,6 +23,18 @@ TEST(Elementwise, AddMulScale) {
   for (int64_t i = 0; i < a.numel(); ++i) EXPECT_EQ(acc.item(i), a.item(i) + 0.5 * b.item(i));
 }
 
+// Mixed precision on the cpu: an f64 accumulator takes f32 addends exactly (every f32 is an f64);
+// the reverse pair, or mismatched shapes, is refused.
+TEST(Elementwise, AddIntoWiderAccumulator) {
+  Tensor acc = randn({4, 3}, 11, DType::F64), b = randn({4, 3}, 12, DType::F32);
+  Tensor before = acc.clone();
+  add_(acc, b, -0.25);
+  for (int64_t i = 0; i < acc.numel(); ++i) EXPECT_EQ(acc.item(i), before.item(i) - 0.25 * b.item(i));
+  Tensor narrow = randn({4, 3}, 13, DType::F32);
+  EXPECT_THROW(add_(narrow, acc), Error);
+  EXPECT_THROW(add_(acc, randn({3, 4}, 14, DType::F32)), Error);
+}
+
 TEST(Elementwise, GradcheckActivations) {
   Tensor x = randn({4, 7}, 3, DType::F64, 3.0), w = randn({4, 7}, 4);
   Tensor y = sigmoid_forward(x);

@@ -7,6 +7,10 @@
 // chunk_size > 0 runs the chunked SSD algorithm (ssd_chunked_ref.h), the form the CUDA kernels
 // take; chunk_size = 0 runs the step-by-step recurrence (ssd_recurrent_ref.h). Both give the same
 // result up to rounding, for any T (T need not be a multiple of the chunk).
+//
+// On cuda (ssd_*_cuda.cu; chunked only, chunk_size 1..128): x, B, C, dy are f32 or bf16 (one
+// dtype) and y, dx, dB, dC take that dtype; dt, A, D, initial_state, d_final_state and the decode
+// state are f32, and so are final_state, ddt, dA, dD and dinitial_state. All arithmetic is f32.
 #pragma once
 #include <cstdint>
 

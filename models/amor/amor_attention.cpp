@@ -120,6 +120,34 @@ Tensor AmorAttention::backward(const Tensor& dy) {
   return dx;
 }
 
+Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache) {
+  const char* op = "AmorAttention::infer";
+  check_dim(op, "hn", hn, 3);
+  const int64_t B = hn.size(0), T = hn.size(1), d = hn.size(2), BT = B * T, L = cache.length();
+  const int64_t H = heads_, Hkv = kv_heads_, D = head_dim_;
+  check_dtype(op, "gate", gate, DType::U8);
+  check_shape(op, "gate", gate, {B, T});
+  rows_seen_ = Rows{};
+  cache.append(rope_forward(k_.apply(hn).view({B, T, Hkv, D}), L, rope_base_),
+               v_.apply(hn).view({B, T, Hkv, D}));
+  rows_seen_.k = rows_seen_.v = BT;
+
+  const std::vector<int64_t> rows = firing_rows(gate);
+  const int64_t n = static_cast<int64_t>(rows.size());
+  if (n == 0) return Tensor::zeros({B, T, d}, hn.dtype(), hn.device());
+  Tensor positions = Tensor::empty({1, n}, DType::I64);
+  for (int64_t i = 0; i < n; ++i) positions.data<int64_t>()[i] = L + rows[static_cast<size_t>(i)] % T;
+  Tensor qc = rope_forward_positions(
+      row_stable_linear(gather_rows(hn.view({BT, d}), rows), q_w_->value).view({1, n, H, D}),
+      positions, rope_base_);
+  Tensor qr = scatter_rows(qc.view({n, H * D}), rows, BT).view({B, T, H, D});
+  Tensor o = cache.attend(qr, gate);  // reads the firing rows of qr only
+  rows_seen_.q = rows_seen_.o = n;
+  return scatter_rows(row_stable_linear(gather_rows(o.view({BT, H * D}), rows), o_w_->value), rows,
+                      BT)
+      .view({B, T, d});
+}
+
 void AmorAttention::drop_saved() {
   k_.drop_saved();
   v_.drop_saved();

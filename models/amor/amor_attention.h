@@ -25,6 +25,7 @@
 
 #include "models/core/config.h"
 #include "models/core/layers.h"
+#include "models/infer/kv_cache.h"
 
 namespace amor::model {
 
@@ -37,6 +38,11 @@ class AmorAttention {
   // dy [B,T,d] -> d hn; accumulates the four projections' gradients.
   Tensor backward(const Tensor& dy);
   void drop_saved();
+  // Inference over the next T tokens hn [B,T,d] with the block's KV cache: K and V at every
+  // token (appended to the cache, rotated at their positions), Q, attention and O only at the
+  // firing rows of gate u8 [B,T] (the sparse form, at positions cache length + t). Nothing is
+  // saved; last_rows() counts this call's rows.
+  Tensor infer(const Tensor& hn, const Tensor& gate, KvCache& cache);
 
   // How many rows each projection computed in the last forward (what sparse execution saves).
   struct Rows {

@@ -34,10 +34,7 @@ Tensor AmorBlock::forward(const Tensor& hn, const Tensor& W, bool training) {
   sparse_ = !training && sparse_inference_;
   y_ = attn_.forward(hn, gate_t_, sparse_);
 
-  Tensor raw = raw_alpha->value.to(Device::CPU);
-  Tensor a = Tensor::empty({d}, raw.dtype());
-  for (int64_t c = 0; c < d; ++c) a.set_item(c, sigmoid(std::max(raw.item(c), kAlphaFloor)));
-  alpha_ = a.to(hn.device());
+  alpha_ = alpha_vector(hn);
   Tensor delta = channel_scale_forward(y_, alpha_);
   if (recompute_) {
     hn_ = hn;
@@ -45,6 +42,24 @@ Tensor AmorBlock::forward(const Tensor& hn, const Tensor& W, bool training) {
     y_ = Tensor();
   }
   return delta;
+}
+
+Tensor AmorBlock::alpha_vector(const Tensor& like) const {
+  Tensor raw = raw_alpha->value.to(Device::CPU);
+  Tensor a = Tensor::empty({raw.numel()}, raw.dtype());
+  for (int64_t c = 0; c < raw.numel(); ++c) a.set_item(c, sigmoid(std::max(raw.item(c), kAlphaFloor)));
+  return a.to(like.device());
+}
+
+AmorBlock::InferOut AmorBlock::infer(const Tensor& hn, const Tensor& W, KvCache& cache) {
+  const int64_t B = hn.size(0), T = hn.size(1), d = hn.size(2);
+  InferOut r;
+  r.entropy = lm_head_entropy(hn.view({B * T, d}), W, vocab_chunk_).view({B, T});
+  GateDecision g = gate_.decide(r.entropy, /*training=*/false);  // frozen: no EMA update
+  r.gate = g.gate;
+  r.tau = g.tau;
+  r.delta = channel_scale_forward(attn_.infer(hn, r.gate, cache), alpha_vector(hn));
+  return r;
 }
 
 Tensor AmorBlock::backward(const Tensor& ddelta) {

@@ -42,6 +42,17 @@ class AmorBlock {
   // d(delta) -> d(hn) through the attention path (the identity path hn -> out is the caller's).
   Tensor backward(const Tensor& ddelta);
 
+  // Inference over the next T tokens hn [B,T,d] with the block's KV cache: the gate decided from
+  // the same entropy as forward with the frozen threshold, the attention sparse
+  // (AmorAttention::infer). Nothing saved; last_projection_rows() counts this call's rows.
+  struct InferOut {
+    Tensor delta;    // [B,T,d]
+    Tensor gate;     // u8 [B,T]
+    Tensor entropy;  // [B,T]
+    double tau = 0;
+  };
+  InferOut infer(const Tensor& hn, const Tensor& W, KvCache& cache);
+
   AmorGate& gate() { return gate_; }
   const AmorGate& gate() const { return gate_; }
   // What the last forward decided: gate u8 [B,T], entropies [B,T] (hn's dtype), threshold.
@@ -68,6 +79,8 @@ class AmorBlock {
   Tensor y_, alpha_, gate_t_, entropy_;
   Tensor hn_;  // recompute: the last forward's input
   double tau_ = 0;
+
+  Tensor alpha_vector(const Tensor& like) const;  // sigmoid(max(raw, -1)) on like's device
 };
 
 }  // namespace amor::model

@@ -97,6 +97,48 @@ Tensor AmorModel::body_forward(const Tensor& h0, const Batch&, bool training, St
   return h;
 }
 
+namespace {
+// The backbone layers' caches and each block's KV cache.
+struct AmorInferenceState final : InferenceState {
+  std::vector<std::unique_ptr<MixerCache>> layers;
+  std::vector<KvCache> blocks;
+};
+}  // namespace
+
+std::unique_ptr<InferenceState> AmorModel::new_body_state() const {
+  auto s = std::make_unique<AmorInferenceState>();
+  for (const auto& l : layers_) s->layers.push_back(l->new_cache());
+  s->blocks.resize(blocks_.size());
+  return s;
+}
+
+// body_forward's structure, each part over its cache.
+Tensor AmorModel::body_infer(const Tensor& h0, InferenceState& state, StepOutput& out) {
+  auto* s = dynamic_cast<AmorInferenceState*>(&state);
+  AMOR_CHECK(s != nullptr, "AmorModel::infer: the inference state was made by another model kind");
+  MixerContext ctx;
+  ctx.training = false;
+  Tensor h = layers_infer(layers_, layer_units_, h0, ctx, s->layers);
+  gather(norm_f_unit_);
+  if (classic_) h = norm_f_->apply(h);
+  const Tensor& W = embedding()->value;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    gather(block_units_[i]);
+    Tensor hn = i > 0 ? block_norms_[i]->apply(h) : classic_ ? h : norm_f_->apply(h);
+    AmorBlock::InferOut r = blocks_[i]->infer(hn, W, s->blocks[i]);
+    h = add(h, r.delta);
+    out.gates.push_back(r.gate);
+    out.gate_entropy.push_back(r.entropy);
+    out.tau.push_back(r.tau);
+    release(block_units_[i]);
+    if (i == 0) release(norm_f_unit_);
+  }
+  gather(final_norm_unit_);
+  h = final_norm_->apply(h);
+  release(final_norm_unit_);
+  return h;
+}
+
 Tensor AmorModel::body_backward(const Tensor& dy) {
   gather(final_norm_unit_);
   Tensor dh = final_norm_->backward(dy);

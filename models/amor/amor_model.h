@@ -57,6 +57,8 @@ class AmorModel final : public LanguageModel {
  protected:
   Tensor body_forward(const Tensor& h, const Batch& batch, bool training, StepOutput& out) override;
   Tensor body_backward(const Tensor& dh) override;
+  std::unique_ptr<InferenceState> new_body_state() const override;
+  Tensor body_infer(const Tensor& h, InferenceState& state, StepOutput& out) override;
 
  private:
   bool classic_;

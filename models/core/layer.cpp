@@ -26,6 +26,12 @@ Tensor Layer::run(const Tensor& x, const MixerContext& ctx) {
   return add(h, mlp_->forward(norm2_->forward(h)));
 }
 
+Tensor Layer::infer(const Tensor& x, const MixerContext& ctx, MixerCache& cache) {
+  Tensor h = add(x, mixer_->infer(norm1_.apply(x), ctx, cache));
+  if (!mlp_) return h;
+  return add(h, mlp_->apply(norm2_->apply(h)));
+}
+
 void Layer::drop_saved() {
   norm1_.drop_saved();
   mixer_->drop_saved();

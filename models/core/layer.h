@@ -21,6 +21,9 @@ class Layer {
   Tensor forward(const Tensor& x, const MixerContext& ctx);
   Tensor backward(const Tensor& dy);
   bool recompute() const { return recompute_; }
+  // Inference over the next T tokens with the mixer's cache (mixer.h); nothing saved.
+  std::unique_ptr<MixerCache> new_cache() const { return mixer_->new_cache(); }
+  Tensor infer(const Tensor& x, const MixerContext& ctx, MixerCache& cache);
 
  private:
   Tensor run(const Tensor& x, const MixerContext& ctx);

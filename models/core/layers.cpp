@@ -17,6 +17,8 @@ Tensor Linear::forward(const Tensor& x) {
   return linear_forward(x, w->value);
 }
 
+Tensor Linear::apply(const Tensor& x) const { return linear_forward(x, w->value); }
+
 Tensor Linear::backward(const Tensor& dy) {
   LinearGrads g = linear_backward(x_, w->value, dy);
   accumulate(w, g.dw);
@@ -33,6 +35,8 @@ Tensor RMSNorm::forward(const Tensor& x) {
   rstd_ = o.rstd;
   return o.y;
 }
+
+Tensor RMSNorm::apply(const Tensor& x) const { return rmsnorm_forward(x, w->value, eps_).y; }
 
 Tensor RMSNorm::backward(const Tensor& dy) {
   RMSNormGrads g = rmsnorm_backward(x_, w->value, rstd_, dy);
@@ -51,6 +55,10 @@ Tensor SwiGLUMLP::forward(const Tensor& x) {
   g_ = gate_.forward(x);
   u_ = up_.forward(x);
   return down_.forward(swiglu_forward(g_, u_));
+}
+
+Tensor SwiGLUMLP::apply(const Tensor& x) const {
+  return down_.apply(swiglu_forward(gate_.apply(x), up_.apply(x)));
 }
 
 Tensor SwiGLUMLP::backward(const Tensor& dy) {

@@ -15,6 +15,8 @@ class Linear {
   Linear(ParamStore& ps, const std::string& name, int64_t in, int64_t out, InitFn init);
   Tensor forward(const Tensor& x);
   Tensor backward(const Tensor& dy);
+  // Inference: the same value as forward, nothing saved.
+  Tensor apply(const Tensor& x) const;
   void drop_saved() { x_ = Tensor(); }
   Param* w;
 
@@ -28,6 +30,7 @@ class RMSNorm {
   RMSNorm(ParamStore& ps, const std::string& name, int64_t dim, double eps = 1e-5);
   Tensor forward(const Tensor& x);
   Tensor backward(const Tensor& dy);
+  Tensor apply(const Tensor& x) const;  // inference: forward's value, nothing saved
   void drop_saved() { x_ = rstd_ = Tensor(); }
   Param* w;
 
@@ -42,6 +45,7 @@ class SwiGLUMLP {
   SwiGLUMLP(ParamStore& ps, const std::string& prefix, int64_t d, int64_t d_ff, double init_std);
   Tensor forward(const Tensor& x);
   Tensor backward(const Tensor& dy);
+  Tensor apply(const Tensor& x) const;  // inference: forward's value, nothing saved
   void drop_saved();
 
  private:

@@ -2,7 +2,16 @@
 // normed input [B,T,d] to [B,T,d]; backward maps the output gradient to the input gradient and
 // accumulates its parameters' gradients. drop_saved() frees what forward kept for backward (the
 // pre-norm layer calls it under activation recomputation and re-runs forward before backward).
+//
+// Inference (models/README.md "Inference"): new_cache() gives an empty cache of the mixer's own
+// type (KV cache, conv and scan states); infer(x, ctx, cache) runs the mixer over the next T
+// tokens x [B,T,d] of B sequences whose first cache.length tokens the cache has seen, and advances
+// the cache by T. T == 1 uses the decode-step kernels, T > 1 the chunked scans from the cache's
+// states; both equal forward() over the whole sequence up to rounding. Nothing is saved for
+// backward and the training state (saved tensors) is not touched.
 #pragma once
+#include <memory>
+
 #include "kernels/core/tensor.h"
 
 namespace amor::model {
@@ -13,6 +22,12 @@ struct MixerContext {
   Tensor modes;       // Oryx: u8 [B,T], 1 = attention, 0 = linear mixer
 };
 
+// A mixer's inference state for one batch of B sequences that all stand at the same position.
+struct MixerCache {
+  virtual ~MixerCache() = default;
+  int64_t length = 0;  // tokens each sequence has given the mixer
+};
+
 class Mixer {
  public:
   virtual ~Mixer() = default;
@@ -21,6 +36,17 @@ class Mixer {
   // Releases every tensor saved by the last forward (its own and its submodules'); a backward
   // then needs a new forward first. Backward calls it when done.
   virtual void drop_saved() = 0;
+
+  virtual std::unique_ptr<MixerCache> new_cache() const = 0;
+  virtual Tensor infer(const Tensor& x, const MixerContext& ctx, MixerCache& cache) = 0;
 };
+
+// The cache as the mixer's own type (an amor::Error naming the mixer if it is another's).
+template <class C>
+C& cache_as(MixerCache& cache, const char* mixer) {
+  C* c = dynamic_cast<C*>(&cache);
+  AMOR_CHECK(c != nullptr, "{}::infer: the cache was made by another kind of mixer", mixer);
+  return *c;
+}
 
 }  // namespace amor::model

@@ -6,6 +6,7 @@
 #include "kernels/lm_head_loss/lm_head_loss.h"
 #include "models/amor/amor_model.h"
 #include "models/oryx/oryx_modes.h"
+#include "models/lm/stack_inference_state.h"
 
 #include <random>
 
@@ -85,6 +86,67 @@ Tensor LanguageModel::layers_backward(std::vector<std::unique_ptr<Layer>>& layer
   return dh;
 }
 
+Tensor LanguageModel::layers_infer(std::vector<std::unique_ptr<Layer>>& layers,
+                                  const std::vector<int>& units, Tensor h, const MixerContext& ctx,
+                                  std::vector<std::unique_ptr<MixerCache>>& caches) {
+  AMOR_CHECK(caches.size() == layers.size(), "LanguageModel::infer: {} layer caches for {} layers",
+             caches.size(), layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    gather(units[i]);
+    h = layers[i]->infer(h, ctx, *caches[i]);
+    release(units[i]);
+  }
+  return h;
+}
+
+std::unique_ptr<InferenceState> LanguageModel::new_body_state() const {
+  throw Error(fmt::format("LanguageModel: model.kind '{}' has no inference path", cfg_.kind));
+}
+
+Tensor LanguageModel::body_infer(const Tensor&, InferenceState&, StepOutput&) {
+  throw Error(fmt::format("LanguageModel: model.kind '{}' has no inference path", cfg_.kind));
+}
+
+std::unique_ptr<InferenceState> LanguageModel::new_inference_state(int64_t batch) const {
+  AMOR_CHECK(batch >= 1, "LanguageModel::new_inference_state: batch {} must be >= 1", batch);
+  std::unique_ptr<InferenceState> s = new_body_state();
+  s->batch = batch;
+  return s;
+}
+
+StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, InferenceState& state) {
+  const char* op = "LanguageModel::infer";
+  check_dtype(op, "tokens", tokens, DType::I32);
+  check_dim(op, "tokens", tokens, 2);
+  const int64_t B = tokens.size(0), T = tokens.size(1), d = cfg_.d_model;
+  AMOR_CHECK(B == state.batch, "{}: tokens {} for an inference state of {} sequences", op,
+             tokens.str(), state.batch);
+  AMOR_CHECK(T >= 1, "{}: tokens {} holds no new token", op, tokens.str());
+  Tensor tg = targets;
+  if (tg.defined()) {
+    check_dtype(op, "targets", tg, DType::I32);
+    check_shape(op, "targets", tg, tokens.shape());
+  } else {
+    tg = Tensor::full<int32_t>({B, T}, -100);
+  }
+  StepOutput out;
+  gather(embed_->unit);
+  Tensor h = body_infer(embedding_forward(tokens, embed_->value), state, out).view({B * T, d});
+  LmHeadLossOut head = lm_head_loss_forward(h, embed_->value, tg.view({B * T}), cfg_.vocab_chunk);
+  out.token_loss = head.loss.view({B, T});
+  out.entropy = head.entropy.view({B, T});
+  out.predictions = lm_head_argmax(h, embed_->value, cfg_.vocab_chunk).view({B, T});
+  release(embed_->unit);
+  const int32_t* t = tg.to(Device::CPU).data<int32_t>();
+  for (int64_t i = 0; i < B * T; ++i) {
+    if (t[i] == -100) continue;
+    out.n_valid++;
+    out.loss_sum += head.loss.item(i);
+  }
+  state.length += T;
+  return out;
+}
+
 std::string layer_pattern(const ModelConfig& cfg) {
   auto repeat = [&](const std::string& p) {
     AMOR_CHECK(!p.empty(), "model.pattern: empty layer pattern for kind 'serial'");
@@ -137,6 +199,10 @@ Tensor StackModel::body_forward(const Tensor& h0, const Batch& batch, bool train
         std::copy(row.data<uint8_t>(), row.data<uint8_t>() + T, ctx.modes.data<uint8_t>() + b * T);
       }
       if (!batch.sample_ids.defined()) next_sample_id_ += B;
+    } else if (batch.modes.defined()) {
+      check_dtype("StackModel::forward", "Batch::modes", batch.modes, DType::U8);
+      check_shape("StackModel::forward", "Batch::modes", batch.modes, {B, T});
+      ctx.modes = batch.modes;
     } else {
       // A scoring forward is all context: "prefill" covers the whole sequence.
       ctx.modes = oryx_inference_modes(cfg_.oryx, B, T, /*prefill_len=*/T);
@@ -156,6 +222,29 @@ Tensor StackModel::body_backward(const Tensor& dy) {
   grad_ready(norm_f_unit_);
   release(norm_f_unit_);
   return layers_backward(layers_, layer_units_, dh);
+}
+
+std::unique_ptr<InferenceState> StackModel::new_body_state() const {
+  auto s = std::make_unique<StackInferenceState>();
+  for (const auto& l : layers_) s->layers.push_back(l->new_cache());
+  return s;
+}
+
+Tensor StackModel::body_infer(const Tensor& h0, InferenceState& state, StepOutput& out) {
+  auto* s = dynamic_cast<StackInferenceState*>(&state);
+  AMOR_CHECK(s != nullptr, "StackModel::infer: the inference state was made by another model kind");
+  MixerContext ctx;
+  ctx.training = false;
+  if (cfg_.kind == "oryx") {
+    ctx.modes = oryx_inference_modes_at(cfg_.oryx, h0.size(0), state.length, h0.size(1),
+                                        state.prefill_len);
+    out.modes = ctx.modes;
+  }
+  Tensor h = layers_infer(layers_, layer_units_, h0, ctx, s->layers);
+  gather(norm_f_unit_);
+  h = norm_f_->apply(h);
+  release(norm_f_unit_);
+  return h;
 }
 
 std::unique_ptr<LanguageModel> build_model(const ModelConfig& cfg, DType dtype) {

@@ -22,6 +22,20 @@ struct Batch {
   // micro-batch it landed in: W ranks then compute exactly what one rank does, before and after
   // a resume. Undefined: sequences are numbered by a counter that forward() advances.
   Tensor sample_ids;
+  // Oryx outside training: u8 [B,T] modes (1 = attention) used instead of model.oryx.schedule's,
+  // e.g. those of a decode whose prefill was shorter than T (prefill_linear_decode_attention).
+  // Undefined: the schedule, with the whole sequence as prefill.
+  Tensor modes;
+};
+
+// A model's inference state for B sequences standing at the same position (models/infer/):
+// every layer's mixer cache and, for AMOR, every block's KV cache. Made by
+// LanguageModel::new_inference_state, advanced by LanguageModel::infer.
+struct InferenceState {
+  virtual ~InferenceState() = default;
+  int64_t batch = 0;
+  int64_t length = 0;       // tokens each sequence has been given
+  int64_t prefill_len = 0;  // Oryx prefill_linear_decode_attention: tokens t < this are linear
 };
 
 struct StepOutput {
@@ -45,6 +59,14 @@ class LanguageModel {
   StepOutput forward(const Batch& batch, bool training);
   void backward(const Tensor& dloss);
 
+  // Inference (models/infer/, README "Inference"): runs the next T tokens i32 [B,T] of the state's
+  // B sequences, continuing from and advancing the state; the StepOutput is forward(training =
+  // false)'s for those T positions (token_loss against targets i32 [B,T], -100 or undefined = no
+  // target; entropy; predictions; AMOR gates, gate entropies and tau; Oryx modes). AMOR gates use
+  // the frozen thresholds. The unit hooks are called around each unit as in forward().
+  std::unique_ptr<InferenceState> new_inference_state(int64_t batch) const;
+  StepOutput infer(const Tensor& tokens, const Tensor& targets, InferenceState& state);
+
   ParamStore& params() { return params_; }
   const ModelConfig& config() const { return cfg_; }
   // Parallelism wraps the model through these (nullptr: none); see models/core/unit_hooks.h.
@@ -54,6 +76,9 @@ class LanguageModel {
   // The part between the embedding and the LM head; h is [B,T,d].
   virtual Tensor body_forward(const Tensor& h, const Batch& batch, bool training, StepOutput& out) = 0;
   virtual Tensor body_backward(const Tensor& dh) = 0;
+  // Inference of the body (the default: this kind has none).
+  virtual std::unique_ptr<InferenceState> new_body_state() const;
+  virtual Tensor body_infer(const Tensor& h, InferenceState& state, StepOutput& out);
   Param* embedding() const { return embed_; }
   void gather(int unit) {
     if (hooks_) hooks_->gather(unit);
@@ -69,6 +94,9 @@ class LanguageModel {
                         Tensor h, const MixerContext& ctx);
   Tensor layers_backward(std::vector<std::unique_ptr<Layer>>& layers, const std::vector<int>& units,
                          Tensor dh);
+  Tensor layers_infer(std::vector<std::unique_ptr<Layer>>& layers, const std::vector<int>& units,
+                      Tensor h, const MixerContext& ctx,
+                      std::vector<std::unique_ptr<MixerCache>>& caches);
 
   ModelConfig cfg_;
   ParamStore params_;
@@ -91,6 +119,8 @@ class StackModel final : public LanguageModel {
  protected:
   Tensor body_forward(const Tensor& h, const Batch& batch, bool training, StepOutput& out) override;
   Tensor body_backward(const Tensor& dh) override;
+  std::unique_ptr<InferenceState> new_body_state() const override;
+  Tensor body_infer(const Tensor& h, InferenceState& state, StepOutput& out) override;
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;

@@ -3,6 +3,7 @@
 #include "kernels/attention/attention.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/rope/rope.h"
+#include "models/infer/kv_cache.h"
 
 namespace amor::model {
 
@@ -59,6 +60,26 @@ void AttentionMixer::drop_saved() {
   v_.drop_saved();
   o_.drop_saved();
   qr_ = kr_ = v4_ = gate_ = attn_o_ = lse_ = Tensor();
+}
+
+namespace {
+struct AttentionCache final : MixerCache {
+  KvCache kv;
+};
+}  // namespace
+
+std::unique_ptr<MixerCache> AttentionMixer::new_cache() const {
+  return std::make_unique<AttentionCache>();
+}
+
+Tensor AttentionMixer::infer(const Tensor& x, const MixerContext& ctx, MixerCache& cache) {
+  AttentionCache& c = cache_as<AttentionCache>(cache, "AttentionMixer");
+  const int64_t B = x.size(0), T = x.size(1), L = c.length;
+  Tensor q = rope_forward(q_.apply(x).view({B, T, heads_, head_dim_}), L, rope_base_);
+  c.kv.append(rope_forward(k_.apply(x).view({B, T, kv_heads_, head_dim_}), L, rope_base_),
+              v_.apply(x).view({B, T, kv_heads_, head_dim_}));
+  c.length += T;
+  return o_.apply(c.kv.attend(q, ctx.query_gate).view({B, T, heads_ * head_dim_}));
 }
 
 }  // namespace amor::model

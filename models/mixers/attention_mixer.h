@@ -19,6 +19,9 @@ class AttentionMixer final : public Mixer {
   Tensor forward(const Tensor& x, const MixerContext& ctx) override;
   Tensor backward(const Tensor& dy) override;
   void drop_saved() override;
+  // Cache: the KV cache (models/infer/kv_cache.h); RoPE at the cache's positions.
+  std::unique_ptr<MixerCache> new_cache() const override;
+  Tensor infer(const Tensor& x, const MixerContext& ctx, MixerCache& cache) override;
 
  private:
   int64_t heads_, kv_heads_, head_dim_;

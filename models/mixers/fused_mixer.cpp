@@ -37,4 +37,25 @@ void FusedMixer::drop_saved() {
   linear_norm_.drop_saved();
 }
 
+namespace {
+struct FusedCache final : MixerCache {
+  std::unique_ptr<MixerCache> attn, linear;
+};
+}  // namespace
+
+std::unique_ptr<MixerCache> FusedMixer::new_cache() const {
+  auto c = std::make_unique<FusedCache>();
+  c->attn = attn_.new_cache();
+  c->linear = linear_->new_cache();
+  return c;
+}
+
+Tensor FusedMixer::infer(const Tensor& x, const MixerContext& ctx, MixerCache& cache) {
+  FusedCache& c = cache_as<FusedCache>(cache, "FusedMixer");
+  Tensor y = scale(attn_norm_.apply(attn_.infer(x, ctx, *c.attn)), 0.5);
+  add_(y, linear_norm_.apply(linear_->infer(x, ctx, *c.linear)), 0.5);
+  c.length += x.size(1);
+  return y;
+}
+
 }  // namespace amor::model

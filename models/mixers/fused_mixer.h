@@ -34,6 +34,9 @@ class FusedMixer final : public Mixer {
   Tensor forward(const Tensor& x, const MixerContext& ctx) override;
   Tensor backward(const Tensor& dy) override;
   void drop_saved() override;
+  // Cache: attention's KV cache and the recurrent mixer's cache.
+  std::unique_ptr<MixerCache> new_cache() const override;
+  Tensor infer(const Tensor& x, const MixerContext& ctx, MixerCache& cache) override;
 
  private:
   AttentionMixer attn_;

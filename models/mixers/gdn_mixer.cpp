@@ -7,6 +7,7 @@
 #include "kernels/gated_delta/gated_delta.h"
 #include "kernels/l2norm/l2norm.h"
 #include "kernels/rmsnorm/rmsnorm_gated.h"
+#include "models/infer/recurrent_state.h"
 
 namespace amor::model {
 
@@ -191,6 +192,35 @@ void GdnMixer::drop_saved() {
   for (Linear* l : {&a_, &b_, &gate_, &o_}) l->drop_saved();
   qc_ = q_rstd_ = kc_ = k_rstd_ = qn_ = kn_ = v4_ = Tensor();
   a_in_ = dt_ = neg_a_ = g_ = beta_ = scan_o_ = z_ = norm_rstd_ = Tensor();
+}
+
+namespace {
+struct GdnCache final : MixerCache {
+  Tensor q_conv, k_conv, v_conv;  // the last K-1 inputs of each short conv [B,C,K-1]
+  Tensor state;                   // [B,H,K,V]
+};
+}  // namespace
+
+std::unique_ptr<MixerCache> GdnMixer::new_cache() const { return std::make_unique<GdnCache>(); }
+
+// forward() without saving, each recurrent part continuing from the cache.
+Tensor GdnMixer::infer(const Tensor& x, const MixerContext&, MixerCache& cache) {
+  GdnCache& c = cache_as<GdnCache>(cache, "GdnMixer");
+  const int64_t B = x.size(0), T = x.size(1), H = heads_, K = head_k_, V = head_v_;
+  auto branch = [&](const ConvBranch& br, Tensor& state) {
+    return conv_infer(br.proj.apply(x), br.conv_w->value, Tensor(), /*silu=*/true, state);
+  };
+  Tensor q = l2norm_forward(branch(q_, c.q_conv).view({B, T, H, K}), kL2NormEps).y;
+  Tensor k = l2norm_forward(branch(k_, c.k_conv).view({B, T, H, K}), kL2NormEps).y;
+  Tensor v = branch(v_, c.v_conv).view({B, T, H, V});
+  Tensor beta = sigmoid_forward(b_.apply(x));
+  Tensor g = channel_scale_forward(bias_softplus_forward(a_.apply(x), dt_bias_->value),
+                                   neg_exp(a_log_->value));
+  Tensor o = gated_delta_infer(q, k, v, g, beta, gated_delta_default_scale(K), chunk_, c.state);
+  RMSNormOut n = rmsnorm_gated_forward(o, gate_.apply(x).view({B, T, H, V}), o_norm_w_->value, V,
+                                       norm_eps_, /*norm_before_gate=*/true);
+  c.length += T;
+  return o_.apply(n.y.view({B, T, H * V}));
 }
 
 }  // namespace amor::model

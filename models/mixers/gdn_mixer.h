@@ -35,6 +35,9 @@ class GdnMixer final : public Mixer {
   Tensor forward(const Tensor& x, const MixerContext& ctx) override;
   Tensor backward(const Tensor& dy) override;
   void drop_saved() override;
+  // Cache: the conv states of q, k, v (their last K-1 inputs) and the delta-rule state [B,H,K,V].
+  std::unique_ptr<MixerCache> new_cache() const override;
+  Tensor infer(const Tensor& x, const MixerContext& ctx, MixerCache& cache) override;
 
   int64_t heads() const { return heads_; }
   int64_t head_k_dim() const { return head_k_; }  // K

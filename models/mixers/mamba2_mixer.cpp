@@ -8,6 +8,7 @@
 #include "kernels/linear/linear.h"
 #include "kernels/rmsnorm/rmsnorm_gated.h"
 #include "kernels/ssd/ssd.h"
+#include "models/infer/recurrent_state.h"
 
 namespace amor::model {
 
@@ -205,6 +206,38 @@ void Mamba2Mixer::drop_saved() {
   out_proj_.drop_saved();
   x_in_ = a_ = ssd_y_ = rstd_ = Tensor();
   for (int p = kZ; p < kParts; ++p) pre_[p] = post_[p] = Tensor();
+}
+
+namespace {
+struct Mamba2Cache final : MixerCache {
+  Tensor conv[3];  // x, B, C: the last K-1 conv inputs [B,C,K-1]
+  Tensor ssd;      // [B,H,P,N]
+};
+}  // namespace
+
+std::unique_ptr<MixerCache> Mamba2Mixer::new_cache() const {
+  return std::make_unique<Mamba2Cache>();
+}
+
+// forward() without saving, each recurrent part continuing from the cache.
+Tensor Mamba2Mixer::infer(const Tensor& x, const MixerContext&, MixerCache& cache) {
+  Mamba2Cache& c = cache_as<Mamba2Cache>(cache, "Mamba2Mixer");
+  AMOR_CHECK(x.dim() == 3 && x.size(2) == d_model_, "Mamba2Mixer::infer: input {} is not [B,T,{}]",
+             x.str(), d_model_);
+  const int64_t B = x.size(0), T = x.size(1);
+  Tensor pre[kParts], post[kParts];
+  for (int p = kZ; p < kParts; ++p) pre[p] = linear_forward(x, in_weight(Part(p)));
+  for (Part p : {kX, kB, kC})
+    post[p] = conv_infer(pre[p], conv_weight(p), conv_bias(p), /*silu=*/true, c.conv[p - kX]);
+  post[kDt] = bias_softplus_forward(pre[kDt], dt_bias_->value);
+  Tensor y = ssd_infer(post[kX].view({B, T, heads_, head_dim_}), post[kDt], neg_exp_a_log(),
+                       post[kB].view({B, T, groups_, d_state_}),
+                       post[kC].view({B, T, groups_, d_state_}), d_skip_->value, chunk_, c.ssd)
+                 .view({B, T, d_inner_});
+  RMSNormOut n = rmsnorm_gated_forward(y, pre[kZ], norm_w_->value, d_inner_ / groups_, eps_,
+                                       /*norm_before_gate=*/false);
+  c.length += T;
+  return out_proj_.apply(n.y);
 }
 
 }  // namespace amor::model

@@ -40,6 +40,9 @@ class Mamba2Mixer final : public Mixer {
   Tensor forward(const Tensor& x, const MixerContext& ctx) override;
   Tensor backward(const Tensor& dy) override;
   void drop_saved() override;
+  // Cache: the conv states of x, B, C (their last K-1 inputs) and the SSD state [B,H,P,N].
+  std::unique_ptr<MixerCache> new_cache() const override;
+  Tensor infer(const Tensor& x, const MixerContext& ctx, MixerCache& cache) override;
 
   int64_t d_inner() const { return d_inner_; }
   int64_t heads() const { return heads_; }

@@ -6,6 +6,7 @@
 #include "kernels/gated_delta/gated_delta.h"
 #include "kernels/l2norm/l2norm.h"
 #include "kernels/ssd/ssd.h"
+#include "models/infer/recurrent_state.h"
 
 namespace amor::model {
 
@@ -112,6 +113,15 @@ OryxLinearPath::Grads OryxGdnPath::backward(const Tensor& do_) {
   return g;
 }
 
+Tensor OryxGdnPath::infer(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v,
+                          Tensor& state) const {
+  Tensor beta = sigmoid_forward(b_.apply(x));
+  Tensor g = channel_scale_forward(bias_softplus_forward(a_.apply(x), dt_bias_->value),
+                                   neg_exp(A_log_->value));
+  return gated_delta_infer(l2norm_forward(q).y, l2norm_forward(k).y, v, g, beta, scale_, chunk_,
+                           state);
+}
+
 void OryxGdnPath::drop_saved() {
   a_.drop_saved();
   b_.drop_saved();
@@ -155,6 +165,12 @@ OryxLinearPath::Grads OryxMamba2Path::backward(const Tensor& do_) {
   Grads g{dt_proj_.backward(bs.dx), s.dC, s.dB, s.dx};
   drop_saved();
   return g;
+}
+
+Tensor OryxMamba2Path::infer(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v,
+                             Tensor& state) const {
+  Tensor dt = bias_softplus_forward(dt_proj_.apply(x), dt_bias_->value);
+  return ssd_infer(v, dt, neg_exp(A_log_->value), k, q, D_->value, chunk_, state);
 }
 
 void OryxMamba2Path::drop_saved() {

@@ -38,6 +38,10 @@ class OryxLinearPath {
   virtual Grads backward(const Tensor& do_) = 0;
   // Frees what forward saved (activation recomputation); backward does it too.
   virtual void drop_saved() = 0;
+  // Inference: forward's value, nothing saved, the scan continuing from state (undefined = none
+  // yet; gdn [B,H,hd,hd], mamba2 [B,H,hd,hd]) and left at the last token's.
+  virtual Tensor infer(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v,
+                       Tensor& state) const = 0;
 };
 
 // cfg.oryx.linear picks the path ("gdn" or "mamba2").
@@ -50,6 +54,8 @@ class OryxGdnPath final : public OryxLinearPath {
   Tensor forward(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v) override;
   Grads backward(const Tensor& do_) override;
   void drop_saved() override;
+  Tensor infer(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v,
+               Tensor& state) const override;
 
  private:
   int64_t heads_, chunk_;
@@ -65,6 +71,8 @@ class OryxMamba2Path final : public OryxLinearPath {
   Tensor forward(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v) override;
   Grads backward(const Tensor& do_) override;
   void drop_saved() override;
+  Tensor infer(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v,
+               Tensor& state) const override;
 
  private:
   int64_t heads_, chunk_;

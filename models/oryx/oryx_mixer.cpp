@@ -9,6 +9,8 @@
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/rmsnorm/rmsnorm_gated.h"
 #include "kernels/rope/rope.h"
+#include "models/infer/kv_cache.h"
+#include "models/infer/recurrent_state.h"
 #include "models/oryx/oryx_modes.h"
 
 namespace amor::model {
@@ -165,6 +167,53 @@ void OryxMixer::drop_saved() {
   lin_->drop_saved();
   modes_ = lin_mask_ = ql_pre_ = k_pre_ = v_pre_ = qa_rot_ = k_rot_ = kc_ = vc_ = attn_o_ = lse_ =
       o_mix_ = z_ = rstd_ = Tensor();
+}
+
+namespace {
+struct OryxCache final : MixerCache {
+  KvCache kv;
+  Tensor q_lin_conv, k_conv, v_conv;  // the last K-1 inputs of each short conv
+  Tensor linear_state;                // the linear path's scan state
+};
+}  // namespace
+
+std::unique_ptr<MixerCache> OryxMixer::new_cache() const { return std::make_unique<OryxCache>(); }
+
+// forward() without saving, over the cache. Both memories take every token; the linear query and
+// the linear path run at every token too (the query's conv state and the scan must be current
+// when a segment switches to linear), attention's query only when some token is in attention.
+Tensor OryxMixer::infer(const Tensor& x, const MixerContext& ctx, MixerCache& cache) {
+  OryxCache& c = cache_as<OryxCache>(cache, "OryxMixer");
+  AMOR_CHECK(x.dim() == 3, "OryxMixer::infer: input is {}, expected [B,T,d]", x.str());
+  const int64_t B = x.size(0), T = x.size(1), H = heads_, hd = head_dim_, L = c.length;
+  AMOR_CHECK(ctx.modes.defined() && ctx.modes.dtype() == DType::U8 &&
+                 ctx.modes.shape() == Shape({B, T}),
+             "OryxMixer::infer: modes is {}, expected u8[{},{}] (1 = attention)",
+             ctx.modes.defined() ? ctx.modes.str() : std::string("undefined"), B, T);
+  Tensor modes_cpu = ctx.modes.to(Device::CPU);
+  bool any_attention = false, any_linear = false;
+  const uint8_t* md = modes_cpu.data<uint8_t>();
+  for (int64_t i = 0; i < modes_cpu.numel(); ++i) (md[i] ? any_attention : any_linear) = true;
+
+  Tensor kc = conv_infer(k_.apply(x), k_conv_->value, Tensor(), conv_silu_, c.k_conv)
+                  .view({B, T, H, hd});
+  Tensor vc = conv_infer(v_.apply(x), v_conv_->value, Tensor(), conv_silu_, c.v_conv)
+                  .view({B, T, H, hd});
+  Tensor ql = conv_infer(q_lin_.apply(x), q_lin_conv_->value, Tensor(), conv_silu_, c.q_lin_conv)
+                  .view({B, T, H, hd});
+  Tensor lin_o = lin_->infer(x, ql, kc, vc, c.linear_state);
+  c.kv.append(rope_forward(kc, L, rope_base_), vc);
+  c.length += T;
+
+  Tensor o = Tensor::zeros({B, T, H, hd}, x.dtype(), x.device());
+  if (any_attention) {
+    Tensor qa = rope_forward(q_attn_.apply(x).view({B, T, H, hd}), L, rope_base_);
+    add_(o, c.kv.attend(qa, ctx.modes.to(x.device())));  // exactly zero at linear rows
+  }
+  if (any_linear) add_(o, mul(lin_o, linear_row_mask(modes_cpu, H, hd, x.dtype()).to(x.device())));
+  RMSNormOut n = rmsnorm_gated_forward(o, g_.apply(x).view({B, T, H, hd}), o_norm_->value, hd,
+                                       eps_, /*norm_before_gate=*/true);
+  return o_.apply(n.y.view({B, T, H * hd}));
 }
 
 bool oryx_param_is_mixer_specific(const std::string& name) {

@@ -55,6 +55,11 @@ class OryxMixer final : public Mixer {
   Tensor forward(const Tensor& x, const MixerContext& ctx) override;
   Tensor backward(const Tensor& dy) override;
   void drop_saved() override;
+  // Cache: the KV cache (rotated keys, values), the short-conv states of k, v and the linear
+  // query, and the linear path's scan state, all advanced at every token whatever its mode, so
+  // either mixer can take over at any token. ctx.modes u8 [B,T] names the mixer of the T tokens.
+  std::unique_ptr<MixerCache> new_cache() const override;
+  Tensor infer(const Tensor& x, const MixerContext& ctx, MixerCache& cache) override;
 
  private:
   int64_t heads_, head_dim_, kernel_;

@@ -133,4 +133,15 @@ Tensor oryx_inference_modes(const OryxConfig& c, int64_t B, int64_t T, int64_t p
   return modes;
 }
 
+Tensor oryx_inference_modes_at(const OryxConfig& c, int64_t B, int64_t start, int64_t T,
+                               int64_t prefill_len) {
+  AMOR_CHECK(start >= 0 && T >= 0, "oryx_inference_modes_at: start {} and T {} must be >= 0",
+             start, T);
+  Tensor row = oryx_inference_modes(c, 1, start + T, prefill_len);
+  Tensor modes = Tensor::empty({B, T}, DType::U8);
+  const uint8_t* r = row.data<uint8_t>() + start;
+  for (int64_t b = 0; b < B; ++b) std::copy(r, r + T, modes.data<uint8_t>() + b * T);
+  return modes;
+}
+
 }  // namespace amor::model

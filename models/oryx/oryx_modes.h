@@ -48,4 +48,9 @@ Tensor oryx_training_modes(const OryxConfig& c, int64_t B, int64_t T, std::mt199
 // prefill_linear_decode_attention (and must be >= 0 there).
 Tensor oryx_inference_modes(const OryxConfig& c, int64_t B, int64_t T, int64_t prefill_len);
 
+// Columns [start, start + T) of oryx_inference_modes(c, B, start + T, prefill_len): the modes of
+// the next T tokens of a decode that stands at position start. u8 [B,T] on the cpu.
+Tensor oryx_inference_modes_at(const OryxConfig& c, int64_t B, int64_t start, int64_t T,
+                               int64_t prefill_len);
+
 }  // namespace amor::model

@@ -73,9 +73,9 @@ void finalize(RunConfig& c, const KeyLocations& set_at, const Location& fallback
   if (dtype == "auto") dtype = c.device == "cuda" ? "bf16" : "f32";
   if (c.device == "cpu" && dtype == "bf16")
     fail(at("train.dtype"), "key 'train.dtype': bf16 needs device cuda (cpu runs f32 or f64)");
-  if (c.device == "cuda" && dtype != "bf16")
-    fail(at("train.dtype"), "key 'train.dtype': " + dtype +
-                                " is not available with device cuda (cuda runs bf16)");
+  if (c.device == "cuda" && dtype == "f64")
+    fail(at("train.dtype"), "key 'train.dtype': f64 is not available with device cuda (cuda runs "
+                            "bf16, or f32 to compare with the cpu)");
 
   if (c.model.kind == "serial" && c.model.pattern.empty()) {
     std::string k = blame("model.pattern", "model.kind");

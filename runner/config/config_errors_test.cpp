@@ -141,7 +141,8 @@ TEST_F(ConfigErrors, ZipAndSeeds) {
 TEST_F(ConfigErrors, RunsThatCannotBe) {
   // A rule between keys fails for one combination: placed at the swept value.
   expect("name: s\nbase: {train.dtype: f64}\nsweep:\n  grid:\n    device: [cpu, cuda]\n",
-         "F:2: key 'train.dtype': f64 is not available with device cuda (cuda runs bf16)");
+         "F:2: key 'train.dtype': f64 is not available with device cuda (cuda runs bf16, or f32 "
+         "to compare with the cpu)");
   expect("name: s\nsweep:\n  grid:\n    model.kind:\n      - gdn\n      - serial\n",
          "F:6: key 'model.kind': model.kind serial needs model.pattern (e.g. MMMA)");
   expect("name: s\nsweep:\n  grid:\n    train.dtype: [auto, f32]\n",

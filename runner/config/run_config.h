@@ -45,8 +45,8 @@ struct TrainConfig {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double clip = 1.0;                // global gradient-norm clip; 0 = off
   int64_t seed = 0;
-  // f32 | f64 (cpu), bf16 (cuda). "auto" resolves to f32 on cpu and bf16 on cuda when the run is
-  // resolved, so a resolved config never holds "auto".
+  // f32 | f64 (cpu), bf16 | f32 (cuda; f32 to compare with the cpu). "auto" resolves to f32 on
+  // cpu and bf16 on cuda when the run is resolved, so a resolved config never holds "auto".
   std::string dtype = "auto";
   int64_t log_every = 10;           // a progress line every this many steps
   int64_t eval_every = 0;           // 0 = evaluate only at the end

@@ -183,7 +183,10 @@ class ShardedTrainer {
  public:
   ShardedTrainer(const model::ModelConfig& cfg, DType dtype, uint64_t seed, Communicator& comm,
                  FsdpOptions opt = {})
-      : model_(build(cfg, dtype, seed)), comm_(comm), fsdp_(std::make_unique<Fsdp>(*model_, comm, opt)) {}
+      : model_(build(cfg, dtype, seed)),
+        comm_(comm),
+        fsdp_(std::make_unique<Fsdp>(*model_, comm, opt)),
+        compute_dtype_(opt.compute_dtype.value_or(dtype)) {}
   StepResult step(const std::vector<model::Batch>& global_micro, double lr) {
     int64_t valid = 0;
     for (const auto& b : global_micro) valid += valid_count(b);  // every rank sees the global batch
@@ -196,7 +199,7 @@ class ShardedTrainer {
       auto [on, n] = switched_tokens(out);
       sums[1] += on;
       sums[2] += n;
-      fsdp_->backward(loss_weights(local, valid, model_->params().dtype()));
+      fsdp_->backward(loss_weights(local, valid, compute_dtype_));
     }
     comm_.all_reduce(sums, 3, ReduceOp::Sum);
     StepResult r;
@@ -212,6 +215,50 @@ class ShardedTrainer {
   std::unique_ptr<model::LanguageModel> model_;
   Communicator& comm_;
   std::unique_ptr<Fsdp> fsdp_;
+  DType compute_dtype_;  // the model's activations and per-token loss weights
+};
+
+// Mixed precision without sharding, spelled out: f64 masters and moments; before each step the
+// masters are rounded into an f32 copy of the model, which runs forward and backward; its f32
+// gradients are widened, clipped and applied by AdamW in f64. (What Fsdp does with
+// compute_dtype = f32 over f64 masters, the cpu's stand-in for bf16 over f32 on the GPU.)
+class MixedReferenceTrainer {
+ public:
+  MixedReferenceTrainer(const model::ModelConfig& cfg, uint64_t seed)
+      : master_(build(cfg, DType::F64, seed)), compute_(build(cfg, DType::F32, seed)) {
+    for (auto& p : master_->params().params()) {
+      m_.push_back(Tensor::zeros(p->value.shape(), DType::F64));
+      v_.push_back(Tensor::zeros(p->value.shape(), DType::F64));
+    }
+  }
+  StepResult step(const std::vector<model::Batch>& micro, double lr) {
+    const auto& mp = master_->params().params();
+    const auto& cp = compute_->params().params();
+    for (size_t i = 0; i < mp.size(); ++i) cp[i]->value.copy_from(mp[i]->value.to(DType::F32));
+    int64_t valid = 0;
+    for (const auto& b : micro) valid += valid_count(b);
+    compute_->params().zero_grad();
+    double loss_sum = 0;
+    for (const auto& b : micro) {
+      loss_sum += compute_->forward(b, /*training=*/true).loss_sum;
+      compute_->backward(loss_weights(b, valid, DType::F32));
+    }
+    std::vector<Tensor> grads;
+    for (auto& p : cp) grads.push_back(p->grad.to(DType::F64));
+    StepResult r{loss_sum / static_cast<double>(valid), clip_grad_norm(grads, opt_.max_grad_norm)};
+    ++t_;
+    for (size_t i = 0; i < mp.size(); ++i)
+      adamw_step(mp[i]->value, grads[i], m_[i], v_[i], t_, lr, opt_.beta1, opt_.beta2, opt_.eps,
+                 mp[i]->weight_decay ? opt_.weight_decay : 0.0);
+    return r;
+  }
+  model::LanguageModel& master() { return *master_; }
+
+ private:
+  std::unique_ptr<model::LanguageModel> master_, compute_;
+  FsdpOptions opt_;
+  std::vector<Tensor> m_, v_;
+  int64_t t_ = 0;
 };
 
 // Largest |a-b| / (1 + |b|) over two parameter lists (same names, same order).

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/adamw/adamw.h"
+#include "kernels/cast/cast.h"
 #include "kernels/core/error.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/grad_norm/grad_norm.h"
@@ -38,8 +39,16 @@ std::string FsdpMemory::str() const {
 }
 
 Fsdp::Fsdp(model::LanguageModel& model, Communicator& comm, FsdpOptions options)
-    : model_(model), comm_(comm), opt_(options), dtype_(model.params().dtype()) {
+    : model_(model),
+      comm_(comm),
+      opt_(options),
+      dtype_(model.params().dtype()),
+      compute_dtype_(options.compute_dtype.value_or(model.params().dtype())) {
   AMOR_CHECK(opt_.max_grad_norm > 0, "fsdp: max_grad_norm must be positive, got {}", opt_.max_grad_norm);
+  AMOR_CHECK(is_floating(compute_dtype_) && dtype_size(compute_dtype_) <= dtype_size(dtype_),
+             "fsdp: compute dtype {} for {} masters: the compute dtype must be a float type no "
+             "wider than the masters'",
+             dtype_name(compute_dtype_), dtype_name(dtype_));
   const model::ParamStore& store = model.params();
   for (const auto& p : store.params()) {
     AMOR_CHECK(p->value.defined(), "fsdp: parameter '{}' has no value: is the model already sharded?",
@@ -102,6 +111,10 @@ Fsdp::~Fsdp() {
 
 int64_t Fsdp::elem_bytes() const { return static_cast<int64_t>(dtype_size(dtype_)); }
 
+Tensor Fsdp::compute_shard(const Shard& s) const {
+  return compute_dtype_ == dtype_ ? s.master : cast(s.master, compute_dtype_);
+}
+
 void Fsdp::track(int64_t delta) {
   gathered_ += delta;
   peak_gathered_ = std::max(peak_gathered_, gathered_);
@@ -132,9 +145,10 @@ void Fsdp::start_prefetch(int unit) {
   if (next < 0 || next >= static_cast<int>(units_.size())) return;
   Shard& s = shards_[static_cast<size_t>(next)];
   if (s.full.defined()) return;
-  pending_full_ = Tensor::empty({units_[static_cast<size_t>(next)].padded}, dtype_, comm_.device());
+  pending_full_ = Tensor::empty({units_[static_cast<size_t>(next)].padded}, compute_dtype_, comm_.device());
   track(static_cast<int64_t>(pending_full_.nbytes()));
-  pending_ = comm_.all_gather_start(s.master, pending_full_);
+  pending_src_ = compute_shard(s);  // alive until the gather completes
+  pending_ = comm_.all_gather_start(pending_src_, pending_full_);
   pending_unit_ = next;
   stats_.gathers++;
 }
@@ -144,6 +158,7 @@ void Fsdp::finish_prefetch() {
   if (!pending_) return;
   pending_->wait();
   pending_.reset();
+  pending_src_ = Tensor();
   Shard& s = shards_[static_cast<size_t>(pending_unit_)];
   s.full = std::move(pending_full_);
   pending_full_ = Tensor();
@@ -180,10 +195,10 @@ void Fsdp::gather_unit(int unit) {
         stats_.prefetch_wasted++;
         finish_prefetch();
       }
-      s.full = Tensor::empty({units_[static_cast<size_t>(unit)].padded}, dtype_, comm_.device());
+      s.full = Tensor::empty({units_[static_cast<size_t>(unit)].padded}, compute_dtype_, comm_.device());
       track(static_cast<int64_t>(s.full.nbytes()));
       stats_.gathers++;
-      comm_.all_gather(s.master, s.full);
+      comm_.all_gather(compute_shard(s), s.full);
       set_value_views(unit);
     }
   }
@@ -226,7 +241,7 @@ void Fsdp::drop_gathered() {
     pending_->wait();
     pending_.reset();
     track(-static_cast<int64_t>(pending_full_.nbytes()));
-    pending_full_ = Tensor();
+    pending_full_ = pending_src_ = Tensor();
     pending_unit_ = -1;
   }
   for (size_t u = 0; u < shards_.size(); ++u) {
@@ -246,7 +261,7 @@ void Fsdp::end_pass() {
   pending_->wait();
   pending_.reset();
   track(-static_cast<int64_t>(pending_full_.nbytes()));
-  pending_full_ = Tensor();
+  pending_full_ = pending_src_ = Tensor();
   pending_unit_ = -1;
 }
 

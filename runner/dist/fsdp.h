@@ -1,9 +1,12 @@
 // FSDP-style sharding (ZeRO-3, design §4) of a LanguageModel over a Communicator.
 //
 // Each ParamStore unit is a flat unit (flat_unit.h). Rank r of W keeps only its 1/W shard of
-// every unit: master weights, AdamW moments and the gradient, in the model's dtype on the
-// communicator's device (CPU/MPI: the model dtype, f32 or f64; the CUDA path will keep fp32
-// masters and gather bf16 copies). The model's Params own nothing while sharded: the model calls
+// every unit: master weights, AdamW moments and the gradient, in the model's dtype (the master
+// dtype: f32, or f64 on the cpu) on the communicator's device. Mixed precision (design §2): with
+// FsdpOptions::compute_dtype set (bf16 on cuda), gathers cast the master shard to that dtype
+// before the all-gather, so the model computes on bf16 weights, while gradient buffers, the
+// reduce-scatter, the norm and AdamW stay in the master dtype (ops add bf16 gradients into the
+// f32 buffers). The model's Params own nothing while sharded: the model calls
 // the unit hooks (models/core/unit_hooks.h) and
 //   gather(u)     all-gathers unit u into a full flat buffer and points each Param::value at its
 //                 slice; in backward also gives the unit a zeroed full gradient buffer that the
@@ -38,6 +41,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +56,9 @@ struct FsdpOptions {
   double weight_decay = 0.1;                     // on parameters flagged weight_decay (matrices)
   double max_grad_norm = 1.0;                    // global-norm clip
   bool prefetch = true;                          // gather the next unit while this one computes
+  // The dtype the model computes in (the gathered weights); unset: the master dtype. bf16 on cuda
+  // (f32 masters); f32 over f64 masters is the cpu's way to test the same code path.
+  std::optional<DType> compute_dtype;
 };
 
 // Bytes held by one rank (design §4's memory report; the runner logs it and writes it to run.h5).
@@ -145,18 +152,21 @@ class Fsdp final : public model::UnitHooks {
   void end_pass();
   void track(int64_t delta_bytes);
   int64_t elem_bytes() const;
+  Tensor compute_shard(const Shard& s) const;  // the master shard in the compute dtype
 
   model::LanguageModel& model_;
   Communicator& comm_;
   FsdpOptions opt_;
   std::vector<FlatUnit> units_;
   std::vector<Shard> shards_;
-  DType dtype_;
+  DType dtype_;          // masters, moments, gradients
+  DType compute_dtype_;  // gathered weights
   Phase phase_ = Phase::Idle;
   int64_t opt_step_ = 0;
   std::unique_ptr<PendingCollective> pending_;
   int pending_unit_ = -1;
   Tensor pending_full_;
+  Tensor pending_src_;  // the compute-dtype copy of the shard a prefetch reads from
   int64_t gathered_ = 0, peak_gathered_ = 0;
   FsdpStats stats_;
   bool amor_gather_ = false;

@@ -106,6 +106,80 @@ TEST(Fsdp, Float32MatchesToReductionOrderTolerance) {
   for (const char* kind : {"gdn", "amor"}) expect_agree(compare_runs(tiny(kind), DType::F32, comm, 3, 1, 5), 1e-4, kind);
 }
 
+// Mixed precision (f32 compute over f64 masters, the cpu's stand-in for bf16 over f32): W ranks
+// equal the one-rank mixed-precision reference; the gathered weights are the masters rounded to
+// the compute dtype, and masters, moments and gradient shards stay in the master dtype.
+// Tolerance as for f32 (1e-4): the compute is f32, the reductions' order differs.
+TEST(Fsdp, MixedPrecisionMatchesTheOneRankMixedRun) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  FsdpOptions opt;
+  opt.compute_dtype = DType::F32;
+  for (const char* kind : {"transformer", "gdn", "amor", "oryx"}) {
+    model::ModelConfig cfg = tiny(kind);
+    MixedReferenceTrainer ref(cfg, 17);
+    ShardedTrainer sharded(cfg, DType::F64, 17, comm, opt);
+    double loss = 0, norm = 0;
+    for (int s = 0; s < 3; ++s) {
+      std::vector<model::Batch> batches{global_batch(cfg, kGlobal, kT, 17, s)};
+      StepResult r = ref.step(batches, 0.02), f = sharded.step(batches, 0.02);
+      loss = std::max(loss, std::abs(f.loss - r.loss) / (1 + std::abs(r.loss)));
+      norm = std::max(norm, std::abs(f.grad_norm - r.grad_norm) / (1 + std::abs(r.grad_norm)));
+    }
+    auto full = sharded.fsdp().full_parameters();
+    for (const auto& [name, t] : full) EXPECT_EQ(t.dtype(), DType::F64) << kind << " " << name;
+    EXPECT_LE(loss, 1e-4) << kind;
+    EXPECT_LE(norm, 1e-4) << kind;
+    EXPECT_LE(max_param_diff(full, ref.master().params()), 1e-4) << kind;
+    // Bytes: f64 masters, moments and gradients (8 bytes per element, up to padding).
+    const FsdpMemory m = sharded.fsdp().memory();
+    EXPECT_EQ(m.model_param_bytes % 8, 0);
+    EXPECT_GE(m.param_bytes * comm.size(), m.model_param_bytes);
+  }
+  // The f32 compute must differ from an all-f64 run, or the test would not see the rounding.
+  model::ModelConfig cfg = tiny("transformer");
+  ReferenceTrainer f64(cfg, DType::F64, 17);
+  MixedReferenceTrainer mixed(cfg, 17);
+  std::vector<model::Batch> batches{global_batch(cfg, kGlobal, kT, 17, 0)};
+  EXPECT_NE(f64.step(batches, 0.02).loss, mixed.step(batches, 0.02).loss);
+}
+
+TEST(Fsdp, MixedPrecisionGathersTheRoundedMasters) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  FsdpOptions opt;
+  opt.compute_dtype = DType::F32;
+  model::ModelConfig cfg = tiny("gdn");
+  auto reference = build(cfg, DType::F64, 5);
+  auto model = build(cfg, DType::F64, 5);
+  Fsdp fsdp(*model, comm, opt);
+  struct Probe final : model::UnitHooks {
+    Fsdp* f = nullptr;
+    model::ParamStore* store = nullptr;
+    model::ParamStore* ref = nullptr;
+    int checked = 0;
+    void gather(int u) override {
+      f->gather(u);
+      const auto& ps = store->params();
+      for (size_t i = 0; i < ps.size(); ++i) {
+        if (ps[i]->unit != u) continue;
+        EXPECT_EQ(ps[i]->value.dtype(), DType::F32) << ps[i]->name;
+        Tensor want = ref->params()[i]->value.to(DType::F32);
+        for (int64_t j = 0; j < want.numel(); ++j) EXPECT_EQ(ps[i]->value.item(j), want.item(j));
+        ++checked;
+      }
+    }
+    void release(int u) override { f->release(u); }
+    void grad_ready(int u) override { f->grad_ready(u); }
+  } probe;
+  probe.f = &fsdp;
+  probe.store = &model->params();
+  probe.ref = &reference->params();
+  model->set_unit_hooks(&probe);
+  model::Batch b = rank_slice(global_batch(cfg, kGlobal, kT, 5, 0), comm.rank(), comm.size());
+  fsdp.forward(b, /*training=*/false);
+  EXPECT_EQ(probe.checked, static_cast<int>(model->params().params().size()));
+  model->set_unit_hooks(&fsdp);
+}
+
 TEST(Fsdp, TrainingActuallyMovesTheParameters) {
   // Guards the comparisons above against a vacuous pass (nothing trained, nothing to differ).
   MpiCommunicator comm(MPI_COMM_WORLD);

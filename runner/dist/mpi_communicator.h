@@ -35,6 +35,8 @@ class MpiCommunicator final : public Communicator {
   Device device() const override { return Device::CPU; }
   std::string name() const override { return "mpi"; }
   double timeout_seconds() const { return timeout_s_; }
+  // The communicator's own MPI handle (e.g. to bootstrap an NCCL communicator over the same ranks).
+  MPI_Comm handle() const { return comm_; }
   // The first failure's message once an operation failed or timed out; "" while healthy.
   const std::string& broken() const { return broken_; }
 

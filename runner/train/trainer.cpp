@@ -13,8 +13,13 @@
 #include "models/lm/language_model.h"
 #include "runner/app/version.h"
 #include "runner/config/canonical.h"
+#include "runner/dist/device_select.h"
 #include "runner/dist/entropy_gather.h"
 #include "runner/dist/fsdp.h"
+#include "runner/dist/mpi_communicator.h"
+#ifdef AMOR_HAVE_CUDA
+#include "runner/dist/nccl_communicator.h"
+#endif
 #include "runner/output/run_file.h"
 #include "runner/train/checkpoints.h"
 #include "runner/train/data_setup.h"
@@ -28,12 +33,49 @@ namespace fs = std::filesystem;
 
 namespace {
 
-DType run_dtype(const config::RunConfig& cfg) {
+// The run's dtypes (design §2). cpu: masters and compute in train.dtype (f32 or f64). cuda: f32
+// masters, moments and gradients; compute in bf16 (train.dtype bf16 or auto) or f32 (exactness
+// checks against the cpu).
+struct RunDtypes {
+  DType master = DType::F32, compute = DType::F32;
+  DType loss = DType::F32;  // the per-token loss and its gradient (f32 statistics on cuda)
+};
+
+RunDtypes run_dtypes(const config::RunConfig& cfg) {
   const std::string& t = cfg.train.dtype;
-  if (t == "f64") return DType::F64;
-  if (t == "f32" || t == "auto") return DType::F32;
-  if (t == "bf16") return DType::BF16;
-  throw Error(fmt::format("train.dtype: '{}' is not one of f32, f64, bf16", t));
+  const bool cuda = cfg.device == "cuda";
+  RunDtypes d;
+  if (t == "f64") {
+    AMOR_CHECK(!cuda, "train.dtype: f64 runs on the cpu only (device: cuda computes in bf16 or f32)");
+    d.master = d.compute = d.loss = DType::F64;
+  } else if (t == "bf16" || (t == "auto" && cuda)) {
+    AMOR_CHECK(cuda, "train.dtype: bf16 needs device: cuda (the cpu backend computes in f32 or f64)");
+    d.compute = DType::BF16;
+  } else if (t != "f32" && t != "auto") {
+    throw Error(fmt::format("train.dtype: '{}' is not one of auto, f32, f64, bf16", t));
+  }
+  return d;
+}
+
+// A cuda tensor's host copy (what the logging and scoring below read); cpu tensors as they are.
+Tensor host(const Tensor& t) { return t.defined() && !t.is_cpu() ? t.to(Device::CPU) : t; }
+
+// The per-token outputs that the trainer reads, on the host.
+void to_host(model::StepOutput& out) {
+  out.token_loss = host(out.token_loss);
+  out.entropy = host(out.entropy);
+  out.modes = host(out.modes);
+  out.predictions = host(out.predictions);
+  for (auto& g : out.gates) g = host(g);
+  for (auto& g : out.gate_entropy) g = host(g);
+}
+
+// tokens and targets on the compute device; sample ids stay on the host (they seed Oryx's modes).
+model::Batch on_device(model::Batch b, Device dev) {
+  if (dev == Device::CPU) return b;
+  b.tokens = b.tokens.to(dev);
+  b.targets = b.targets.to(dev);
+  return b;
 }
 
 // Per-token loss weights for a micro-batch: 1/global_valid at every position with a target.
@@ -72,7 +114,7 @@ struct EvalResult {
 constexpr int64_t kTokenSequencesSaved = 16;  // per evaluation, so run.h5 stays small
 
 EvalResult evaluate(dist::Fsdp& fsdp, BatchSource& valid, bool recall, int64_t micro_batch,
-                    int64_t max_examples, int amor_blocks, dist::Communicator& comm) {
+                    int64_t max_examples, int amor_blocks, dist::Communicator& comm, Device dev) {
   EvalResult r;
   valid.set_position("0:0");
   const int64_t global_batch = micro_batch * comm.size();  // sequences are dealt over the ranks
@@ -86,7 +128,8 @@ EvalResult evaluate(dist::Fsdp& fsdp, BatchSource& valid, bool recall, int64_t m
   for (int64_t b = 0; b < batches; ++b) {
     model::Batch batch = valid.next();
     const int64_t B = batch.tokens.size(0), T = batch.tokens.size(1);
-    model::StepOutput out = fsdp.forward(batch, /*training=*/false);
+    model::StepOutput out = fsdp.forward(on_device(batch, dev), /*training=*/false);
+    to_host(out);
     loss_sum += out.loss_sum;
     valid_tokens += static_cast<double>(out.n_valid);
     count_fires(out, fired, gate_tokens);
@@ -132,14 +175,29 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
   const config::RunConfig& cfg = spec.config;
   const bool root = comm.rank() == 0;
   RunResult result;
-  AMOR_CHECK(cfg.device == "cpu", "device: 'cuda' training arrives with the CUDA backend (issue #7); "
-                                  "use device: cpu");
   install_stop_handlers(cfg.checkpoint.signal);
-  const DType dtype = run_dtype(cfg);
+  const RunDtypes dtypes = run_dtypes(cfg);
+  const Device dev = cfg.device == "cuda" ? Device::CUDA : Device::CPU;
 
-  // Model, sharding, data.
-  auto model = model::build_model(cfg.model, dtype);
+  // The communicator that moves tensors: the group's MPI one on the cpu; on cuda an NCCL one over
+  // the same ranks (bootstrapped through MPI), one GPU per rank. Host-side agreement (losses,
+  // counts, the stop flag) stays on the MPI communicator either way.
+  std::unique_ptr<dist::Communicator> nccl;
+  if (dev == Device::CUDA) {
+    auto* mpi = dynamic_cast<dist::MpiCommunicator*>(&comm);
+    AMOR_CHECK(mpi, "device: cuda needs the run group's MPI communicator to set up NCCL");
+    dist::select_cuda_device(mpi->handle());
+#ifdef AMOR_HAVE_CUDA
+    nccl = std::make_unique<dist::NcclCommunicator>(mpi->handle());
+#endif
+  }
+  dist::Communicator& tensor_comm = nccl ? *nccl : comm;
+
+  // Model, sharding, data. Initialised on the host (the same numbers on every device), then moved.
+  auto model = model::build_model(cfg.model, dtypes.master);
   model->params().initialize(static_cast<uint64_t>(cfg.train.seed));
+  if (dev != Device::CPU)
+    for (auto& p : model->params().params()) p->value = p->value.to(dev);
   if (auto* stack = dynamic_cast<model::StackModel*>(model.get()))
     stack->set_mode_seed(static_cast<uint64_t>(cfg.train.seed) ^ 0x6f727978ull);
   auto* amor_model = dynamic_cast<model::AmorModel*>(model.get());
@@ -151,7 +209,8 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
   fo.weight_decay = cfg.train.weight_decay;
   // train.clip 0 turns clipping off: an infinite limit never scales the gradients.
   fo.max_grad_norm = cfg.train.clip > 0 ? cfg.train.clip : std::numeric_limits<double>::infinity();
-  dist::Fsdp fsdp(*model, comm, fo);
+  if (dtypes.compute != dtypes.master) fo.compute_dtype = dtypes.compute;
+  dist::Fsdp fsdp(*model, tensor_comm, fo);
   RunData data = make_run_data(cfg, comm.rank(), comm.size());
   const int amor_blocks = amor_model ? amor_model->num_blocks() : 0;
 
@@ -208,7 +267,7 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
 
   auto run_eval = [&](int64_t step) {
     EvalResult e = evaluate(fsdp, *data.valid, data.recall_task, cfg.train.micro_batch,
-                            cfg.eval.max_examples, amor_blocks, comm);
+                            cfg.eval.max_examples, amor_blocks, comm, dev);
     result.metrics["valid_loss"] = e.loss;
     if (!std::isnan(e.fire_rate)) result.metrics["valid_fire_rate"] = e.fire_rate;
     if (data.recall_task) result.metrics["mqar_acc"] = e.recall_labelled > 0 ? e.recall_correct / e.recall_labelled : NAN;
@@ -244,11 +303,12 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
     std::vector<double> fired;
     std::vector<double> taus;
     for (auto& b : micro) {
-      model::StepOutput out = fsdp.forward(b, /*training=*/true);
+      model::StepOutput out = fsdp.forward(on_device(b, dev), /*training=*/true);
       loss_sum += out.loss_sum;
+      for (auto& g : out.gates) g = host(g);
       count_fires(out, fired, gate_tokens);
       taus = out.tau;
-      fsdp.backward(loss_weights(b.targets, global_valid, dtype));
+      fsdp.backward(loss_weights(b.targets, global_valid, dtypes.loss).to(dev));
     }
     const double loss = comm.all_reduce_sum(loss_sum) / global_valid;
     if (!std::isfinite(loss)) {

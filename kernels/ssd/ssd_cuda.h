@@ -1,0 +1,53 @@
+// CUDA launchers of the Mamba2 SSD scan (raw device pointers; argument checks in ssd.cpp; the
+// math in ssd_chunked_ref.h, the kernels' plan in ssd_forward_cuda.cu).
+//
+// Dtypes on the GPU: x, B, C, dy, y, dx, dB, dC have one storage dtype `t` (f32 or bf16); dt, A,
+// D, the states (initial, final, decode) and their gradients, ddt, dA and dD are f32 (dt and A
+// feed exp(cumsum(dt A)), which bf16 would visibly distort over a chunk; states are sums over
+// many steps). Null initial_state: zeros; null final_state / d_final_state / dinitial_state: not
+// wanted / not used. All arithmetic is f32; every reduction has a fixed order (no atomics).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/core/dtype.h"
+
+namespace amor::cuda {
+
+struct SsdDims {
+  int64_t batch, seqlen, heads, headdim, groups, dstate;
+  int64_t chunk;  // the chunk_size argument (>= 1); the kernels use min(chunk, max(seqlen, 1))
+};
+
+// The largest chunk the kernels take (a chunk's tiles live in shared memory).
+inline constexpr int64_t kSsdMaxChunk = 128;
+// Shared memory a block may use on sm_90 (227 KiB, the opt-in limit).
+inline constexpr int64_t kSsdMaxSmemBytes = 227 * 1024;
+// The most shared memory any SSD kernel needs for these sizes (the caller checks the limit).
+int64_t ssd_smem_bytes(const SsdDims& d);
+
+// Floats of f32 scratch the forward / backward need (chunk log decays, chunk states, ...).
+int64_t ssd_forward_scratch_floats(const SsdDims& d);
+int64_t ssd_backward_scratch_floats(const SsdDims& d);
+
+// x [B,T,H,P], dt [B,T,H] f32, A [H] f32, Bm/Cm [B,T,G,N], D [H] f32, h0 [B,H,P,N] f32 or null
+// -> y [B,T,H,P], hT [B,H,P,N] f32 (null: not wanted).
+void ssd_forward(DType t, const SsdDims& d, const void* x, const float* dt, const float* A,
+                 const void* Bm, const void* Cm, const float* D, const float* h0, void* y,
+                 float* hT, float* scratch, cudaStream_t s = 0);
+
+// dy [B,T,H,P], dhT [B,H,P,N] f32 or null -> dx [B,T,H,P], ddt [B,T,H] f32, dA [H] f32,
+// dB/dC [B,T,G,N], dD [H] f32, dh0 [B,H,P,N] f32 (null: not wanted).
+void ssd_backward(DType t, const SsdDims& d, const void* x, const float* dt, const float* A,
+                  const void* Bm, const void* Cm, const float* D, const float* h0, const void* dy,
+                  const float* dhT, void* dx, float* ddt, float* dA, void* dB, void* dC,
+                  float* dD, float* dh0, float* scratch, cudaStream_t s = 0);
+
+// One decode step: x [B,H,P], dt [B,H] f32, A [H] f32, Bm/Cm [B,G,N], D [H] f32; state
+// [B,H,P,N] f32 updated in place -> y [B,H,P].
+void ssd_step(DType t, int64_t batch, int64_t heads, int64_t headdim, int64_t groups,
+              int64_t dstate, const void* x, const float* dt, const float* A, const void* Bm,
+              const void* Cm, const float* D, float* state, void* y, cudaStream_t s = 0);
+
+}  // namespace amor::cuda

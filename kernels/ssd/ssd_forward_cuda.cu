@@ -1,0 +1,217 @@
+// Mamba2 SSD scan on the GPU, forward: the chunked algorithm of ssd_chunked_ref.h, laid out as
+// mamba_ssm's Triton kernels (chunk cumsum, chunk state, state passing, chunk scan). Per batch b,
+// head h (group g = h / (H/G)), a_t = dt_t A, chunks of Q steps:
+//
+//   (0) cumsum        cum_i = a_{cQ} + ... + a_{cQ+i}                    one thread per chunk
+//   (1) chunk state   R_c = sum_j exp(cum_last - cum_j) dt_j x_j B_j^T   one block per chunk
+//   (2) state passing S_0 = h0, S_{c+1} = exp(cum_last) S_c + R_c        one thread per (b,h,p,n)
+//   (3) chunk scan    y_i = sum_{j<=i} (C_i.B_j) exp(cum_i - cum_j) dt_j x_j
+//                         + exp(cum_i) S_c C_i + D x_i                   one block per chunk
+//
+// Tiling: a block of 256 threads owns one (b, h, chunk); it loads the chunk's rows of x [Q,P]
+// and B, C [Q,N] into shared memory as f32 (rows past the sequence's end as zeros) and computes
+// the small products there with 4x4 register tiles (ssd_tile.cuh). (3) first forms the masked
+// decayed Q x Q matrix M_ij = (C_i.B_j) E_ij dt_j (the "attention-like" part), then y = M x +
+// diag(exp(cum)) C S^T + D x in one register tile per output element.
+// Memory traffic: x, B, C are read twice (by (1) and (3)), y written once; the f32 chunk states
+// [B,H,nc,P,N] are written by (1), read and rewritten by (2) and read by (3): 4 * 4 P N bytes
+// per chunk and head, which at Q = 64, P = 64, N = 128 is 2 KiB per step and head against
+// 2 * P bytes of bf16 x. The final state is the state after the last chunk (f32).
+#include "kernels/ssd/ssd_tile.cuh"
+
+namespace amor::cuda {
+namespace ssd {
+namespace {
+
+// (0) One thread per (b, chunk, h): adjacent threads read adjacent heads of dt.
+__global__ void chunk_cumsum_kernel(Dims k, const float* __restrict__ dt,
+                                    const float* __restrict__ A, float* __restrict__ cum) {
+  const int64_t total = k.B * k.nc * k.H;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t h = e % k.H, c = (e / k.H) % k.nc, b = e / (k.H * k.nc);
+    const int64_t t0 = c * k.Q, t1 = t0 + k.Q < k.T ? t0 + k.Q : k.T;
+    const float a = A[h];
+    float acc = 0.0f;
+    for (int64_t t = t0; t < t1; ++t) {
+      acc += dt[(b * k.T + t) * k.H + h] * a;
+      cum[(b * k.H + h) * k.T + t] = acc;
+    }
+  }
+}
+
+// (1), and the backward's (3'): out = sum_i wt_i u_i v_i^T over one chunk, [P, N].
+// Shared memory: us [Q][P+1] (u rows scaled by wt), vs [Q][N+1].
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    chunk_outer_kernel(Dims k, const T* __restrict__ u, const T* __restrict__ v,
+                       const float* __restrict__ dt, const float* __restrict__ cum, bool to_end,
+                       float* __restrict__ out) {
+  extern __shared__ float smem[];
+  const Chunk ch = chunk_of_block(k);
+  const int Q = int(k.Q), P = int(k.P), N = int(k.N);
+  float* us = smem;
+  float* vs = us + Q * (P + 1);
+  float* wt = vs + Q * (N + 1);
+  const float* cm = cum + ch.bh * k.T + ch.t0;
+  for (int i = threadIdx.x; i < ch.len; i += blockDim.x) {
+    wt[i] = to_end ? expf(cm[ch.len - 1] - cm[i]) * dt[(ch.b * k.T + ch.t0 + i) * k.H + ch.h]
+                   : expf(cm[i]);
+  }
+  load_rows(us, u, ch.b, ch.h, ch.t0, ch.len, ch.len, k.T, k.H, P);
+  load_rows(vs, v, ch.b, ch.g, ch.t0, ch.len, ch.len, k.T, k.G, N);
+  __syncthreads();
+  for (int e = threadIdx.x; e < ch.len * P; e += blockDim.x) us[(e / P) * (P + 1) + e % P] *= wt[e / P];
+  __syncthreads();
+  float* o = out + (ch.bh * k.nc + ch.c) * int64_t(P) * N;
+  for_tiles(P, N, [&](Tile& tile) {
+    tile.mac(SMat{us, 1, P + 1}, SMat{vs, N + 1, 1}, ch.len);  // A(p, i) = us[i][p]
+    tile.each([&](int p, int n, float val) { o[p * N + n] = val; });
+  });
+}
+
+// (2) One thread per (b, h, p, n) element of the state, sequential over chunks.
+__global__ void state_passing_kernel(Dims k, const float* __restrict__ cum,
+                                     const float* __restrict__ h0, float* __restrict__ states,
+                                     float* __restrict__ hT) {
+  const int64_t PN = k.P * k.N;
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= PN) return;
+  const int64_t bh = blockIdx.y;
+  float s = h0 ? h0[bh * PN + e] : 0.0f;
+  float* st = states + bh * k.nc * PN + e;
+  for (int64_t c = 0; c < k.nc; ++c) {
+    const int64_t last = (c + 1) * k.Q < k.T ? (c + 1) * k.Q - 1 : k.T - 1;
+    const float r = st[c * PN];
+    st[c * PN] = s;
+    s = expf(cum[bh * k.T + last]) * s + r;
+  }
+  if (hT) hT[bh * PN + e] = s;
+}
+
+// (3) y of one chunk. Shared memory: Cs [Q][N+1], Ss [max(Q,P)][N+1] (B rows, then the state
+// S_c as [P][N+1]), xs [Q][P+1], Ms [Q][Q+1], cum and dt of the chunk.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    chunk_scan_kernel(Dims k, const T* __restrict__ x, const float* __restrict__ dt,
+                      const T* __restrict__ Bm, const T* __restrict__ Cm,
+                      const float* __restrict__ D, const float* __restrict__ cum,
+                      const float* __restrict__ states, T* __restrict__ y) {
+  extern __shared__ float smem[];
+  const Chunk ch = chunk_of_block(k);
+  const int Q = int(k.Q), P = int(k.P), N = int(k.N), L = ch.len;
+  const int QP = Q > P ? Q : P;
+  float* Cs = smem;
+  float* Ss = Cs + Q * (N + 1);
+  float* xs = Ss + QP * (N + 1);
+  float* Ms = xs + Q * (P + 1);
+  float* cm = Ms + Q * (Q + 1);
+  float* dts = cm + Q;
+  for (int i = threadIdx.x; i < L; i += blockDim.x) {
+    cm[i] = cum[ch.bh * k.T + ch.t0 + i];
+    dts[i] = dt[(ch.b * k.T + ch.t0 + i) * k.H + ch.h];
+  }
+  load_rows(Cs, Cm, ch.b, ch.g, ch.t0, L, L, k.T, k.G, N);
+  load_rows(Ss, Bm, ch.b, ch.g, ch.t0, L, L, k.T, k.G, N);
+  load_rows(xs, x, ch.b, ch.h, ch.t0, L, L, k.T, k.H, P);
+  __syncthreads();
+  // M_ij = (C_i . B_j) exp(cum_i - cum_j) dt_j for j <= i (the exponent is <= 0 there), else 0.
+  for_tiles(L, L, [&](Tile& tile) {
+    tile.mac(SMat{Cs, N + 1, 1}, SMat{Ss, 1, N + 1}, N);
+    tile.each([&](int i, int j, float kij) {
+      Ms[i * (Q + 1) + j] = j <= i ? kij * expf(cm[i] - cm[j]) * dts[j] : 0.0f;
+    });
+  });
+  __syncthreads();
+  load_state(Ss, states + (ch.bh * k.nc + ch.c) * int64_t(P) * N, P, N);
+  __syncthreads();
+  const float d = D[ch.h];
+  T* yc = y + ((ch.b * k.T + ch.t0) * k.H + ch.h) * P;
+  for_tiles(L, P, [&](Tile& tile) {
+    tile.mac(SMat{Cs, N + 1, 1}, SMat{Ss, 1, N + 1}, N);  // (C S^T)_ip = sum_n C_in S_pn
+#pragma unroll
+    for (int i = 0; i < kTM; ++i) {
+      const float e = expf(cm[tile.row(i) < L ? tile.row(i) : L - 1]);
+#pragma unroll
+      for (int j = 0; j < kTN; ++j) tile.acc[i][j] *= e;
+    }
+    tile.mac(SMat{Ms, Q + 1, 1}, SMat{xs, P + 1, 1}, L);
+    tile.each([&](int i, int p, float val) {
+      yc[int64_t(i) * k.H * P + p] = from_f32<T>(val + d * xs[i * (P + 1) + p]);
+    });
+  });
+}
+
+int64_t outer_smem(const Dims& k) { return 4 * (k.Q * (k.P + 1) + k.Q * (k.N + 1) + k.Q); }
+int64_t scan_smem(const Dims& k) {
+  const int64_t qp = k.Q > k.P ? k.Q : k.P;
+  return 4 * (k.Q * (k.N + 1) + qp * (k.N + 1) + k.Q * (k.P + 1) + k.Q * (k.Q + 1) + 2 * k.Q);
+}
+
+// Launches a per-chunk kernel (grid: chunks x batch*heads) with `bytes` of dynamic shared memory,
+// raising the kernel's limit above the default 48 KiB first.
+template <class K, class... Args>
+void launch_chunks(K kernel, const Dims& k, int64_t bytes, cudaStream_t s, Args... args) {
+  AMOR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(bytes)));
+  kernel<<<dim3(unsigned(k.nc), unsigned(k.B * k.H)), kThreads, size_t(bytes), s>>>(args...);
+  AMOR_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_chunk_cumsum(const Dims& k, const float* dt, const float* A, float* cum,
+                         cudaStream_t s) {
+  if (k.B * k.nc * k.H == 0) return;
+  chunk_cumsum_kernel<<<grid_for(k.B * k.nc * k.H, 128), 128, 0, s>>>(k, dt, A, cum);
+  AMOR_CUDA_CHECK_LAUNCH();
+}
+
+void launch_chunk_outer(DType t, const Dims& k, const void* u, const void* v, const float* dt,
+                        const float* cum, bool to_end, float* out, cudaStream_t s) {
+  if (k.nc * k.B * k.H == 0) return;
+  dispatch_storage(t, "cuda ssd", [&](auto tag) {
+    using T = decltype(tag);
+    launch_chunks(chunk_outer_kernel<T>, k, outer_smem(k), s, k, static_cast<const T*>(u),
+                  static_cast<const T*>(v), dt, cum, to_end, out);
+  });
+}
+
+void launch_state_passing(const Dims& k, const float* cum, const float* h0, float* states,
+                          float* hT, cudaStream_t s) {
+  if (k.B * k.H * k.P * k.N == 0) return;
+  state_passing_kernel<<<dim3(unsigned(ceil_div(k.P * k.N, 256)), unsigned(k.B * k.H)), 256, 0,
+                         s>>>(k, cum, h0, states, hT);
+  AMOR_CUDA_CHECK_LAUNCH();
+}
+
+int64_t forward_smem(const Dims& k) {
+  const int64_t a = outer_smem(k), b = scan_smem(k);
+  return a > b ? a : b;
+}
+
+}  // namespace ssd
+
+int64_t ssd_forward_scratch_floats(const SsdDims& d) {
+  return ssd::scratch_floats(ssd::dims_of(d), false);
+}
+
+void ssd_forward(DType t, const SsdDims& d, const void* x, const float* dt, const float* A,
+                 const void* Bm, const void* Cm, const float* D, const float* h0, void* y,
+                 float* hT, float* scratch, cudaStream_t s) {
+  using namespace ssd;
+  const Dims k = dims_of(d);
+  const Scratch sc = carve(k, scratch, false);
+  launch_chunk_cumsum(k, dt, A, sc.cum, s);
+  launch_chunk_outer(t, k, x, Bm, dt, sc.cum, true, sc.states, s);
+  launch_state_passing(k, sc.cum, h0, sc.states, hT, s);
+  if (k.nc * k.B * k.H == 0) return;
+  dispatch_storage(t, "cuda ssd_forward", [&](auto tag) {
+    using T = decltype(tag);
+    launch_chunks(chunk_scan_kernel<T>, k, scan_smem(k), s, k, static_cast<const T*>(x), dt,
+                  static_cast<const T*>(Bm), static_cast<const T*>(Cm), D, sc.cum, sc.states,
+                  static_cast<T*>(y));
+  });
+}
+
+}  // namespace amor::cuda

@@ -1,0 +1,117 @@
+#include "models/infer/greedy_generate.h"
+
+#include <algorithm>
+#include <map>
+
+#include "kernels/core/error.h"
+#include "models/infer/inference_session.h"
+
+namespace amor::model {
+
+namespace {
+
+// Appends positions [t0, t0 + n) of sequence b of a step's output (tensors [B,T] on any device).
+void append_records(TokenRecords& r, const StepOutput& out, int64_t b, int64_t t0, int64_t n) {
+  const int64_t T = out.entropy.size(1);
+  Tensor entropy = out.entropy.to(Device::CPU), loss = out.token_loss.to(Device::CPU);
+  Tensor pred = out.predictions.to(Device::CPU);
+  if (r.gates.empty() && !out.gates.empty()) {
+    r.gates.resize(out.gates.size());
+    r.gate_entropy.resize(out.gates.size());
+  }
+  std::vector<Tensor> gates, gate_h;
+  for (size_t k = 0; k < out.gates.size(); ++k) {
+    gates.push_back(out.gates[k].to(Device::CPU));
+    gate_h.push_back(out.gate_entropy[k].to(Device::CPU));
+  }
+  Tensor modes = out.modes.defined() ? out.modes.to(Device::CPU) : Tensor();
+  for (int64_t t = t0; t < t0 + n; ++t) {
+    const int64_t i = b * T + t;
+    r.entropy.push_back(entropy.item(i));
+    r.loss.push_back(loss.item(i));
+    r.predictions.push_back(pred.data<int32_t>()[i]);
+    for (size_t k = 0; k < gates.size(); ++k) {
+      r.gates[k].push_back(gates[k].data<uint8_t>()[i]);
+      r.gate_entropy[k].push_back(gate_h[k].item(i));
+    }
+    if (modes.defined()) r.modes.push_back(modes.data<uint8_t>()[i]);
+  }
+}
+
+// Runs one group of prompts of equal length through one session.
+void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>>& prompts,
+                    const std::vector<size_t>& group, const GenerateOptions& opt,
+                    std::vector<Generation>& results) {
+  const int64_t B = static_cast<int64_t>(group.size());
+  const int64_t P = static_cast<int64_t>(prompts[group[0]].size());
+  Tensor tokens = Tensor::empty({B, P}, DType::I32), targets = Tensor::empty({B, P}, DType::I32);
+  for (int64_t b = 0; b < B; ++b) {
+    const std::vector<int32_t>& p = prompts[group[static_cast<size_t>(b)]];
+    for (int64_t t = 0; t < P; ++t) {
+      tokens.data<int32_t>()[b * P + t] = p[static_cast<size_t>(t)];
+      targets.data<int32_t>()[b * P + t] = t + 1 < P ? p[static_cast<size_t>(t + 1)] : -100;
+    }
+  }
+  InferenceSession session(model, B);
+  StepOutput out = session.prefill(tokens, targets);
+  std::vector<int32_t> next(static_cast<size_t>(B));
+  std::vector<bool> live(static_cast<size_t>(B), opt.max_new_tokens > 0);
+  for (int64_t b = 0; b < B; ++b) {
+    Generation& g = results[group[static_cast<size_t>(b)]];
+    append_records(g.records, out, b, 0, P);
+    next[static_cast<size_t>(b)] = out.predictions.to(Device::CPU).data<int32_t>()[b * P + P - 1];
+    if (opt.max_new_tokens == 0) g.stop_reason = "max_new_tokens";
+  }
+  while (true) {
+    bool any = false;
+    for (int64_t b = 0; b < B; ++b) {
+      if (!live[static_cast<size_t>(b)]) continue;
+      Generation& g = results[group[static_cast<size_t>(b)]];
+      const int32_t tok = next[static_cast<size_t>(b)];
+      g.tokens.push_back(tok);
+      if (opt.eos >= 0 && tok == opt.eos)
+        g.stop_reason = "eos";
+      else if (opt.stop && opt.stop(g.tokens))
+        g.stop_reason = "stop";
+      else if (static_cast<int64_t>(g.tokens.size()) >= opt.max_new_tokens)
+        g.stop_reason = "max_new_tokens";
+      live[static_cast<size_t>(b)] = g.stop_reason.empty();
+      any = any || live[static_cast<size_t>(b)];
+    }
+    if (!any) break;
+    out = session.step(Tensor::from_vector<int32_t>({B}, next));
+    Tensor pred = out.predictions.to(Device::CPU);
+    for (int64_t b = 0; b < B; ++b) {
+      if (!live[static_cast<size_t>(b)]) continue;
+      append_records(results[group[static_cast<size_t>(b)]].records, out, b, 0, 1);
+      next[static_cast<size_t>(b)] = pred.data<int32_t>()[b];
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<Generation> greedy_generate(LanguageModel& model,
+                                        const std::vector<std::vector<int32_t>>& prompts,
+                                        const GenerateOptions& options) {
+  AMOR_CHECK(options.max_new_tokens >= 0, "greedy_generate: max_new_tokens {} must be >= 0",
+             options.max_new_tokens);
+  AMOR_CHECK(options.batch_size >= 1, "greedy_generate: batch_size {} must be >= 1",
+             options.batch_size);
+  std::map<size_t, std::vector<size_t>> by_length;  // prompt length -> prompt indices, in order
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    AMOR_CHECK(!prompts[i].empty(), "greedy_generate: prompt {} is empty", i);
+    by_length[prompts[i].size()].push_back(i);
+  }
+  std::vector<Generation> results(prompts.size());
+  const size_t bs = static_cast<size_t>(options.batch_size);
+  for (const auto& [len, idx] : by_length)
+    for (size_t s = 0; s < idx.size(); s += bs)
+      generate_group(model, prompts,
+                     std::vector<size_t>(idx.begin() + static_cast<std::ptrdiff_t>(s),
+                                         idx.begin() + static_cast<std::ptrdiff_t>(std::min(s + bs, idx.size()))),
+                     options, results);
+  return results;
+}
+
+}  // namespace amor::model

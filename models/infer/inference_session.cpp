@@ -1,0 +1,33 @@
+#include "models/infer/inference_session.h"
+
+#include "kernels/core/check.h"
+
+namespace amor::model {
+
+InferenceSession::InferenceSession(LanguageModel& model, int64_t batch)
+    : model_(model), state_(model.new_inference_state(batch)) {}
+
+StepOutput InferenceSession::prefill(const Tensor& tokens, const Tensor& targets) {
+  AMOR_CHECK(!decoding_,
+             "InferenceSession::prefill: called after step() (at position {}); a prompt is "
+             "prefilled before decoding starts",
+             state_->length);
+  check_dim("InferenceSession::prefill", "tokens", tokens, 2);
+  // Every prefilled token counts as prompt for prefill_linear_decode_attention, including these.
+  state_->prefill_len += tokens.size(1);
+  return model_.infer(tokens, targets, *state_);
+}
+
+StepOutput InferenceSession::step(const Tensor& tokens, const Tensor& targets) {
+  const char* op = "InferenceSession::step";
+  const int64_t B = state_->batch;
+  AMOR_CHECK(tokens.defined() && (tokens.shape() == Shape({B}) || tokens.shape() == Shape({B, 1})),
+             "{}: tokens {} should be [{}] or [{},1] (one token per sequence)", op,
+             tokens.defined() ? tokens.str() : std::string("undefined"), B, B);
+  if (targets.defined()) check_shape(op, "targets", targets, tokens.shape());
+  decoding_ = true;
+  return model_.infer(tokens.view({B, 1}), targets.defined() ? targets.view({B, 1}) : Tensor(),
+                      *state_);
+}
+
+}  // namespace amor::model

@@ -1,0 +1,36 @@
+// Inference over a batch of B sequences that stand at the same position: prefill the prompt
+// (one or more calls), then decode one token per sequence per step, with every layer's caches
+// (KV caches, conv and scan states; models/README.md "Inference"). Each call returns forward()'s
+// per-token record for the new positions (StepOutput: entropy, greedy predictions, loss against
+// the targets given, AMOR gates / gate entropies / tau, Oryx modes), and prefill + steps equal
+// one forward(training = false) over the whole sequence up to rounding.
+//
+// Oryx's schedule prefill_linear_decode_attention counts the tokens given to prefill() as the
+// prefill: they run linear, the steps attention. prefill() after the first step() is an error.
+// Sequences of different lengths go to different sessions (greedy_generate groups them).
+#pragma once
+#include <memory>
+
+#include "models/lm/language_model.h"
+
+namespace amor::model {
+
+class InferenceSession {
+ public:
+  InferenceSession(LanguageModel& model, int64_t batch);
+
+  // tokens i32 [B,T] (T >= 1); targets i32 [B,T], -100 or undefined = no loss there.
+  StepOutput prefill(const Tensor& tokens, const Tensor& targets = Tensor());
+  // tokens i32 [B] or [B,1]: one new token per sequence; targets likewise (optional).
+  StepOutput step(const Tensor& tokens, const Tensor& targets = Tensor());
+
+  int64_t batch() const { return state_->batch; }
+  int64_t length() const { return state_->length; }  // tokens each sequence has been given
+
+ private:
+  LanguageModel& model_;
+  std::unique_ptr<InferenceState> state_;
+  bool decoding_ = false;
+};
+
+}  // namespace amor::model

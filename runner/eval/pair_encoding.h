@@ -1,0 +1,31 @@
+// lm-evaluation-harness's tokenisation of a (context, continuation) pair (lm_eval/models/
+// huggingface.py, HFLM._encode_pair and loglikelihood):
+//   1. trailing whitespace of the context moves to the front of the continuation
+//      ("Question: x\nAnswer: " + "yes" is scored as "Question: x\nAnswer:" + " yes");
+//   2. context tokens = encode(context); continuation tokens = encode(context + continuation)
+//      [len(context tokens):], so a merge across the boundary is scored with the continuation;
+//   3. an empty context becomes the single EOS token and the continuation is encoded alone;
+//   4. the pair is cut from the left to max_length + 1 tokens (the model reads at most
+//      max_length of them; the last is only a target).
+// Whitespace is Python's str.isspace() restricted to ASCII (space, \t \n \v \f \r, \x1c-\x1f).
+#pragma once
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "runner/eval/eval_model.h"
+
+namespace amor::eval {
+
+LoglikRequest encode_pair(const Tokenizer& tokenizer, std::string_view context,
+                          std::string_view continuation);
+
+// Steps 1-3, then step 4 for a model window of max_length tokens. A continuation that is empty or
+// longer than max_length tokens is an error naming `what` (the task and example).
+LoglikRequest make_loglik_request(const Tokenizer& tokenizer, std::string_view context,
+                                  std::string_view continuation, int64_t max_length,
+                                  std::string_view what);
+
+bool is_python_space(char c);
+
+}  // namespace amor::eval

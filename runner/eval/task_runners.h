@@ -1,0 +1,28 @@
+// One function per task family; eval_tasks.cpp dispatches to them by name.
+#pragma once
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "runner/eval/eval_tasks.h"
+
+namespace amor::eval {
+
+TaskResult run_lambada(const TaskSpec& spec, EvalModel& model);
+TaskResult run_multiple_choice(const TaskSpec& spec, EvalModel& model);  // hellaswag ... winogrande
+TaskResult run_needle_task(const TaskSpec& spec, EvalModel& model);      // niah_*, passkey
+TaskResult run_longbench(const TaskSpec& spec, EvalModel& model);        // longbench_<dataset>
+TaskResult run_mqar(const TaskSpec& spec, EvalModel& model);
+TaskResult run_ppl_by_position(const TaskSpec& spec, EvalModel& model);
+
+// The bucket boundaries [a, b) of ppl_by_position: bucket_size wide, the last one cut at seq_len.
+std::vector<std::pair<int64_t, int64_t>> position_buckets(int64_t seq_len, int64_t bucket_size);
+
+inline double mean_or_nan(const std::vector<double>& v) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+}  // namespace amor::eval

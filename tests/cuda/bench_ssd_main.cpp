@@ -1,0 +1,254 @@
+// bench-ssd: times the Mamba2 SSD scan (forward, backward, both) on the GPU against our causal
+// attention at the same batch and sequence length, measured in the same run, and the SSD decode
+// step.
+//
+//   bench-ssd OUT.csv [--reps N]
+//
+// Shapes: B * T = 16384 tokens, T in {2K, 4K, 8K, 16K}; SSD with H = 64 heads, P = 64, N = 128,
+// G = 1, chunk 64 (a 1.5B Mamba2 layer: d_inner 4096); attention with 32 heads of 64 (d = 2048,
+// a 1.5B attention layer), causal, no gate. x, B, C, dy, q, k, v, dout in bf16; dt, A, D f32.
+// Each time is the median of N calls (default 20) between two CUDA events, after two warm-up
+// calls; every input is far larger than the L2 (x alone is 128 MiB), so no rotation is needed.
+//
+// FLOPs (multiply-add = 2), per token and head, of the chunked algorithm as the kernels compute
+// it (the Q x Q products counted in full, as mamba_ssm's count does):
+//   SSD forward   4 P N + 2 Q (N + P)     chunk state P N, C S^T N P, C B^T Q N, M x Q P
+//   SSD backward 12 P N + 6 Q (N + P)     the rerun chunk state, dS, G B, S^T dy, G^T x, x B
+//                                         terms (6 x P N) and the Q x Q products (3 x each)
+//   attention forward 2 T D (causal half of 4 T D), backward 2.5 x the forward
+// "vs attn" = attention's time / the SSD's time at the same B, T (> 1: the SSD is faster);
+// "n/a" where attention's CUDA path is not there (its error is printed once).
+// Decode step: B in {1, 16}, H = 64, P = 64, N = 128; GB/s counts the f32 state read and written
+// (8 P N bytes per (b, h)), the only traffic that matters.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/attention.h"
+#include "kernels/core/backend.h"
+#include "kernels/core/caching_allocator.h"
+#include "kernels/core/cuda_check.h"
+#include "kernels/ssd/ssd.h"
+
+namespace amor {
+namespace {
+
+constexpr int64_t kTokens = 16384, kH = 64, kP = 64, kN = 128, kChunk = 64;
+constexpr int64_t kAttnHeads = 32, kAttnDim = 64;
+
+// A cuda tensor of `shape` with values uniform in [lo, hi), made on the host (xorshift64*).
+Tensor random_tensor(const Shape& shape, DType d, uint64_t seed, float lo, float hi) {
+  Tensor host = Tensor::empty(shape, DType::F32);
+  float* p = host.data<float>();
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+    p[i] = lo + (hi - lo) * (float((s * 0x2545f4914f6cdd1dull) >> 40) * 0x1p-24f);
+  }
+  return host.to(d).to(Device::CUDA);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Median time in microseconds of run() over reps calls, after two warm-up calls.
+double time_us(int reps, const std::function<void()>& run) {
+  cudaEvent_t a, b;
+  AMOR_CUDA_CHECK(cudaEventCreate(&a));
+  AMOR_CUDA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 2; ++i) run();
+  AMOR_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    AMOR_CUDA_CHECK(cudaEventRecord(a));
+    run();
+    AMOR_CUDA_CHECK(cudaEventRecord(b));
+    AMOR_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    AMOR_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1000.0);
+  }
+  AMOR_CUDA_CHECK(cudaEventDestroy(a));
+  AMOR_CUDA_CHECK(cudaEventDestroy(b));
+  return median(t);
+}
+
+struct Row {
+  std::string op, shape;
+  double us, tflops, attn_us;  // attn_us < 0: not measured (n/a)
+  double gbs;                  // decode rows only
+};
+
+void print_row(const Row& r) {
+  char ratio[32] = "n/a", attn[32] = "n/a";
+  if (r.attn_us > 0) {
+    std::snprintf(ratio, sizeof(ratio), "%.2f", r.attn_us / r.us);
+    std::snprintf(attn, sizeof(attn), "%.1f", r.attn_us);
+  }
+  if (r.gbs > 0) {
+    std::printf("%-22s %-24s %11.1f %8s %9.0f GB/s\n", r.op.c_str(), r.shape.c_str(), r.us, "",
+                r.gbs);
+  } else {
+    std::printf("%-22s %-24s %11.1f %8.1f %11s %8s\n", r.op.c_str(), r.shape.c_str(), r.us,
+                r.tflops, attn, ratio);
+  }
+  std::fflush(stdout);
+}
+
+void write_csv(const std::string& path, const std::vector<Row>& rows) {
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  AMOR_CHECK(f, "bench-ssd: cannot write {}: {}", tmp, std::strerror(errno));
+  std::fprintf(f, "op,shape,median_us,tflops,gb_per_s,attention_us,vs_attention\n");
+  for (const Row& r : rows) {
+    std::fprintf(f, "\"%s\",\"%s\",%.3f,%.3f,%.1f,", r.op.c_str(), r.shape.c_str(), r.us,
+                 r.tflops, r.gbs);
+    if (r.attn_us > 0) {
+      std::fprintf(f, "%.3f,%.3f\n", r.attn_us, r.attn_us / r.us);
+    } else {
+      std::fprintf(f, "n/a,n/a\n");
+    }
+  }
+  const bool ok = std::fclose(f) == 0;
+  AMOR_CHECK(ok && std::rename(tmp.c_str(), path.c_str()) == 0, "bench-ssd: cannot write {}",
+             path);
+}
+
+int run(int argc, char** argv) {
+  std::string csv;
+  int reps = 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--reps" && i + 1 < argc) {
+      reps = std::max(1, std::atoi(argv[++i]));
+    } else if (!a.empty() && a[0] != '-' && csv.empty()) {
+      csv = a;
+    } else {
+      std::fprintf(stderr, "usage: bench-ssd OUT.csv [--reps N]\n");
+      return 2;
+    }
+  }
+  if (csv.empty()) {
+    std::fprintf(stderr, "usage: bench-ssd OUT.csv [--reps N]\n");
+    return 2;
+  }
+  if (!cuda_available()) {
+    std::fprintf(stderr, "bench-ssd: no CUDA GPU on this machine\n");
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  AMOR_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("bench-ssd on %s (%d SMs), median of %d calls; SSD H=%ld P=%ld N=%ld chunk %ld, "
+              "attention %ld heads of %ld, bf16\n",
+              prop.name, prop.multiProcessorCount, reps, long(kH), long(kP), long(kN),
+              long(kChunk), long(kAttnHeads), long(kAttnDim));
+  std::printf("%-22s %-24s %11s %8s %11s %8s\n", "op", "shape [B,T]", "us", "TFLOP/s", "attn us",
+              "vs attn");
+
+  // One set of inputs for every shape (all have B * T = kTokens), viewed per shape.
+  const DType bf = DType::BF16;
+  Tensor x_all = random_tensor({kTokens * kH * kP}, bf, 1, -1.0f, 1.0f);
+  Tensor dy_all = random_tensor({kTokens * kH * kP}, bf, 2, -1.0f, 1.0f);
+  Tensor B_all = random_tensor({kTokens * kN}, bf, 3, -0.5f, 0.5f);
+  Tensor C_all = random_tensor({kTokens * kN}, bf, 4, -0.5f, 0.5f);
+  Tensor dt_all = random_tensor({kTokens * kH}, DType::F32, 5, 1e-3f, 0.1f);
+  Tensor A = random_tensor({kH}, DType::F32, 6, -16.0f, -1.0f);
+  Tensor D = random_tensor({kH}, DType::F32, 7, -1.0f, 1.0f);
+
+  std::vector<Row> rows;
+  bool attn_failed = false;
+  for (int64_t T : {2048, 4096, 8192, 16384}) {
+    const int64_t B = kTokens / T;
+    const std::string shape = "[" + std::to_string(B) + "," + std::to_string(T) + "]";
+    Tensor x = x_all.view({B, T, kH, kP}), dy = dy_all.view({B, T, kH, kP});
+    Tensor Bm = B_all.view({B, T, 1, kN}), Cm = C_all.view({B, T, 1, kN});
+    Tensor dt = dt_all.view({B, T, kH});
+    const double tok_heads = double(B) * T * kH;
+    const double fwd_flops = tok_heads * (4.0 * kP * kN + 2.0 * kChunk * (kN + kP));
+    const double bwd_flops = tok_heads * (12.0 * kP * kN + 6.0 * kChunk * (kN + kP));
+    const double ssd_fwd = time_us(reps, [&] { ssd_forward(x, dt, A, Bm, Cm, D, Tensor(), kChunk); });
+    const double ssd_bwd = time_us(reps, [&] {
+      ssd_backward(x, dt, A, Bm, Cm, D, Tensor(), dy, Tensor(), kChunk);
+    });
+    const double ssd_both = time_us(reps, [&] {
+      ssd_forward(x, dt, A, Bm, Cm, D, Tensor(), kChunk);
+      ssd_backward(x, dt, A, Bm, Cm, D, Tensor(), dy, Tensor(), kChunk);
+    });
+
+    // Attention at the same B, T: q, k, v, dout [B,T,32,64] cut from the same pools.
+    double at_fwd = -1, at_bwd = -1, at_both = -1;
+    const double attn_fwd_flops = 2.0 * B * kAttnHeads * double(T) * T * kAttnDim;
+    if (!attn_failed) {
+      try {
+        const Shape qs{B, T, kAttnHeads, kAttnDim};
+        const int64_t n = shape_numel(qs);
+        Tensor q = x_all.slice_flat(0, qs), k = x_all.slice_flat(n, qs);
+        Tensor v = dy_all.slice_flat(0, qs), dout = dy_all.slice_flat(n, qs);
+        AttentionOutput o = attention_forward(q, k, v);
+        at_fwd = time_us(reps, [&] { attention_forward(q, k, v); });
+        at_bwd = time_us(reps, [&] { attention_backward(q, k, v, Tensor(), o.o, o.lse, dout); });
+        at_both = time_us(reps, [&] {
+          AttentionOutput f = attention_forward(q, k, v);
+          attention_backward(q, k, v, Tensor(), f.o, f.lse, dout);
+        });
+      } catch (const std::exception& e) {
+        std::printf("attention on cuda failed (ratios n/a): %s\n", e.what());
+        attn_failed = true;
+        at_fwd = at_bwd = at_both = -1;
+      }
+    }
+    (void)attn_fwd_flops;
+    rows.push_back({"ssd forward", shape, ssd_fwd, fwd_flops / ssd_fwd / 1e6, at_fwd, 0});
+    rows.push_back({"ssd backward", shape, ssd_bwd, bwd_flops / ssd_bwd / 1e6, at_bwd, 0});
+    rows.push_back({"ssd fwd+bwd", shape, ssd_both, (fwd_flops + bwd_flops) / ssd_both / 1e6,
+                    at_both, 0});
+    if (at_fwd > 0) {
+      rows.push_back({"attention forward", shape, at_fwd, attn_fwd_flops / at_fwd / 1e6, -1, 0});
+      rows.push_back({"attention backward", shape, at_bwd, 2.5 * attn_fwd_flops / at_bwd / 1e6,
+                      -1, 0});
+      rows.push_back({"attention fwd+bwd", shape, at_both, 3.5 * attn_fwd_flops / at_both / 1e6,
+                      -1, 0});
+    }
+    for (size_t i = rows.size() - (at_fwd > 0 ? 6 : 3); i < rows.size(); ++i) print_row(rows[i]);
+    allocator(Device::CUDA).release_cached();
+  }
+
+  // Decode step.
+  for (int64_t B : {1, 16}) {
+    Tensor x = random_tensor({B, kH, kP}, bf, 10, -1.0f, 1.0f);
+    Tensor Bm = random_tensor({B, 1, kN}, bf, 11, -0.5f, 0.5f);
+    Tensor Cm = random_tensor({B, 1, kN}, bf, 12, -0.5f, 0.5f);
+    Tensor dt = random_tensor({B, kH}, DType::F32, 13, 1e-3f, 0.1f);
+    Tensor state = random_tensor({B, kH, kP, kN}, DType::F32, 14, -1.0f, 1.0f);
+    const double us = time_us(reps, [&] { ssd_step(x, dt, A, Bm, Cm, D, state); });
+    const double bytes = 8.0 * B * kH * kP * kN;
+    rows.push_back({"ssd_step (decode)", "[" + std::to_string(B) + ",1]", us, 0, -1,
+                    bytes / us / 1e3});
+    print_row(rows.back());
+  }
+  write_csv(csv, rows);
+  std::printf("wrote %s\n", csv.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace amor
+
+int main(int argc, char** argv) {
+  try {
+    return amor::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench-ssd: %s\n", e.what());
+    return 1;
+  }
+}
