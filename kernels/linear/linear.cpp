@@ -1,7 +1,12 @@
 #include "kernels/linear/linear.h"
 
+#include "kernels/cast/cuda_args.h"
 #include "kernels/core/check.h"
 #include "kernels/linear/gemm_cpu.h"
+
+#ifdef AMOR_HAVE_CUDA
+#include "kernels/linear/gemm_cuda.h"
+#endif
 
 namespace amor {
 namespace {
@@ -29,8 +34,15 @@ Tensor linear_forward(const Tensor& x, const Tensor& w) {
   const char* op = "linear_forward";
   check_float_args(op, {{"x", &x}, {"w", &w}});
   check_x_w(op, x, w);
-  if (!x.is_cpu()) fail_no_cuda(op, x);
   const int64_t in = w.size(1), out = w.size(0), rows = leading_rows(x);
+  if (!x.is_cpu()) {
+    check_cuda_storage(op, "x", x);
+    // y[rows,out] = x[rows,in] w[out,in]^T, in x's dtype
+    AMOR_ON_CUDA(op, x, Tensor y = Tensor::empty(with_last(x.shape(), out), x.dtype(), x.device());
+                 cuda::gemm(x.dtype(), x.dtype(), false, true, rows, out, in, 1.0f, x.raw_data(),
+                            w.raw_data(), 0.0f, y.raw_data());
+                 return y);
+  }
   Tensor y = Tensor::empty(with_last(x.shape(), out), x.dtype(), x.device());
   dispatch_float(op, x, [&](auto tag) {
     using T = decltype(tag);
@@ -45,8 +57,21 @@ LinearGrads linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, 
   check_x_w(op, x, w);
   const int64_t in = w.size(1), out = w.size(0);
   check_shape(op, "dy", dy, with_last(x.shape(), out));
-  if (!x.is_cpu()) fail_no_cuda(op, x);
   const int64_t rows = leading_rows(x);
+  if (!x.is_cpu()) {
+    check_cuda_storage(op, "x", x);
+    // dx[rows,in] = dy[rows,out] w[out,in] in x's dtype; dw[out,in] = dy^T x in f32 (design §2).
+    AMOR_ON_CUDA(op, x, LinearGrads g;
+                 g.dw = Tensor::empty(w.shape(), DType::F32, w.device());
+                 if (need_dx) {
+                   g.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+                   cuda::gemm(x.dtype(), x.dtype(), false, false, rows, in, out, 1.0f,
+                              dy.raw_data(), w.raw_data(), 0.0f, g.dx.raw_data());
+                 }
+                 cuda::gemm(x.dtype(), DType::F32, true, false, out, in, rows, 1.0f, dy.raw_data(),
+                            x.raw_data(), 0.0f, g.dw.raw_data());
+                 return g);
+  }
   LinearGrads g;
   g.dw = Tensor::empty(w.shape(), w.dtype(), w.device());
   if (need_dx) g.dx = Tensor::empty(x.shape(), x.dtype(), x.device());

@@ -3,8 +3,13 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cast/cuda_args.h"
 #include "kernels/core/check.h"
 #include "kernels/linear/gemm_cpu.h"
+
+#ifdef AMOR_HAVE_CUDA
+#include "kernels/lm_head_loss/lm_head_loss_cuda.h"
+#endif
 
 namespace amor {
 
@@ -14,8 +19,21 @@ Tensor lm_head_argmax(const Tensor& h, const Tensor& W, int64_t vocab_chunk) {
   check_dim(op, "h", h, 2);
   check_shape(op, "W", W, {kAny, h.size(1)});
   AMOR_CHECK(vocab_chunk >= 1, "{}: vocab_chunk must be >= 1, got {}", op, vocab_chunk);
-  if (!h.is_cpu()) fail_no_cuda(op, h);
   const int64_t N = h.size(0), D = h.size(1), V = W.size(0);
+  if (!h.is_cpu()) {
+    // The forward's online max over vocabulary chunks, with only the argmax written.
+    check_cuda_storage(op, "h", h);
+    check_cuda_int_range(op, "the vocabulary size V", V);
+    AMOR_CHECK(V >= 1, "{}: argument 'W' is {}, expected at least one row", op, W.str());
+    AMOR_ON_CUDA(op, h, Tensor out = Tensor::empty({N}, DType::I32, h.device());
+                 Tensor scratch =
+                     Tensor::empty({cuda::lm_head_forward_scratch_bytes(N, V, vocab_chunk)},
+                                   DType::U8, h.device());
+                 cuda::lm_head_forward(h.dtype(), h.raw_data(), W.raw_data(), nullptr, nullptr,
+                                       nullptr, nullptr, out.data<int32_t>(), N, V, D, vocab_chunk,
+                                       scratch.raw_data());
+                 return out);
+  }
   Tensor out = Tensor::empty({N}, DType::I32);
   dispatch_float(op, h, [&](auto tag) {
     using T = decltype(tag);

@@ -8,7 +8,7 @@
 
 namespace amor {
 
-// h [N,D], W [V,D] -> i32 [N]
+// h [N,D], W [V,D] -> i32 [N] on h's device. On cuda h and W are f32 or bf16 (logits in f32).
 Tensor lm_head_argmax(const Tensor& h, const Tensor& W, int64_t vocab_chunk = 8192);
 
 }  // namespace amor

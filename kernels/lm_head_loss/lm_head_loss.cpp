@@ -1,8 +1,13 @@
 #include "kernels/lm_head_loss/lm_head_loss.h"
 
+#include "kernels/cast/cuda_args.h"
 #include "kernels/core/check.h"
 #include "kernels/lm_head_loss/lm_head_loss_blas.h"
 #include "kernels/lm_head_loss/lm_head_loss_ref.h"
+
+#ifdef AMOR_HAVE_CUDA
+#include "kernels/lm_head_loss/lm_head_loss_cuda.h"
+#endif
 
 namespace amor {
 namespace {
@@ -34,14 +39,40 @@ void check_targets(const char* op, const Tensor& targets, int64_t N, int64_t V) 
   }
 }
 
+// On cuda: h (and W) f32 or bf16; targets (if given) i32 [N] on the device, returned as a host
+// copy (4 N bytes) for the range check.
+Tensor check_cuda_head(const char* op, const Tensor& h, const Tensor* targets) {
+  check_cuda_storage(op, "h", h);
+  if (!targets) return Tensor();
+  check_on_cuda(op, "targets", *targets);
+  check_shape(op, "targets", *targets, {h.size(0)});
+  check_dtype(op, "targets", *targets, DType::I32);
+  return targets->to(Device::CPU);
+}
+
 }  // namespace
 
 LmHeadLossOut lm_head_loss_forward(const Tensor& h, const Tensor& W, const Tensor& targets,
                                    int64_t vocab_chunk) {
   const char* op = "lm_head_loss_forward";
   check_head(op, h, W, vocab_chunk);
-  if (!h.is_cpu()) fail_no_cuda(op, h);
   const int64_t N = h.size(0), D = h.size(1), V = W.size(0);
+  if (!h.is_cpu()) {
+    const Tensor host_targets = check_cuda_head(op, h, &targets);
+    check_cuda_int_range(op, "the vocabulary size V", V);
+    check_targets(op, host_targets, N, V);
+    AMOR_ON_CUDA(op, h, const Device dev = h.device();
+                 LmHeadLossOut out{Tensor::empty({N}, DType::F32, dev),
+                                   Tensor::empty({N}, DType::F32, dev),
+                                   Tensor::empty({N}, DType::F32, dev)};
+                 Tensor scratch = Tensor::empty(
+                     {cuda::lm_head_forward_scratch_bytes(N, V, vocab_chunk)}, DType::U8, dev);
+                 cuda::lm_head_forward(h.dtype(), h.raw_data(), W.raw_data(),
+                                       targets.data<int32_t>(), out.loss.data<float>(),
+                                       out.entropy.data<float>(), out.lse.data<float>(), nullptr,
+                                       N, V, D, vocab_chunk, scratch.raw_data());
+                 return out);
+  }
   check_targets(op, targets, N, V);
   LmHeadLossOut out{Tensor::empty({N}, h.dtype()), Tensor::empty({N}, h.dtype()),
                     Tensor::empty({N}, h.dtype())};
@@ -58,9 +89,30 @@ LmHeadLossGrads lm_head_loss_backward(const Tensor& h, const Tensor& W, const Te
                                       const Tensor& lse, const Tensor& dloss, int64_t vocab_chunk) {
   const char* op = "lm_head_loss_backward";
   check_head(op, h, W, vocab_chunk);
-  check_float_args(op, {{"h", &h}, {"lse", &lse}, {"dloss", &dloss}});
-  if (!h.is_cpu()) fail_no_cuda(op, h);
   const int64_t N = h.size(0), D = h.size(1), V = W.size(0);
+  if (!h.is_cpu()) {
+    const Tensor host_targets = check_cuda_head(op, h, &targets);
+    check_cuda_int_range(op, "the vocabulary size V", V);
+    check_targets(op, host_targets, N, V);
+    for (auto [name, t] : {std::pair{"lse", &lse}, std::pair{"dloss", &dloss}}) {
+      check_on_cuda(op, name, *t);
+      check_cuda_dtype(op, name, *t, DType::F32, "f32 per-token statistics");
+      check_shape(op, name, *t, {N});
+    }
+    AMOR_ON_CUDA(op, h, const Device dev = h.device();
+                 LmHeadLossGrads g{Tensor::empty({N, D}, h.dtype(), dev),
+                                   Tensor::empty({V, D}, DType::F32, dev)};
+                 Tensor scratch = Tensor::empty(
+                     {cuda::lm_head_backward_scratch_bytes(h.dtype(), N, V, D, vocab_chunk)},
+                     DType::U8, dev);
+                 cuda::lm_head_backward(h.dtype(), h.raw_data(), W.raw_data(),
+                                        targets.data<int32_t>(), host_targets.data<int32_t>(),
+                                        lse.data<float>(), dloss.data<float>(), g.dh.raw_data(),
+                                        g.dW.data<float>(), N, V, D, vocab_chunk,
+                                        scratch.raw_data());
+                 return g);
+  }
+  check_float_args(op, {{"h", &h}, {"lse", &lse}, {"dloss", &dloss}});
   check_shape(op, "lse", lse, {N});
   check_shape(op, "dloss", dloss, {N});
   check_targets(op, targets, N, V);
@@ -77,8 +129,19 @@ LmHeadLossGrads lm_head_loss_backward(const Tensor& h, const Tensor& W, const Te
 Tensor lm_head_entropy(const Tensor& h, const Tensor& W, int64_t vocab_chunk) {
   const char* op = "lm_head_entropy";
   check_head(op, h, W, vocab_chunk);
-  if (!h.is_cpu()) fail_no_cuda(op, h);
   const int64_t N = h.size(0), D = h.size(1), V = W.size(0);
+  if (!h.is_cpu()) {
+    check_cuda_head(op, h, nullptr);
+    check_cuda_int_range(op, "the vocabulary size V", V);
+    AMOR_ON_CUDA(op, h, Tensor entropy = Tensor::empty({N}, DType::F32, h.device());
+                 Tensor scratch =
+                     Tensor::empty({cuda::lm_head_forward_scratch_bytes(N, V, vocab_chunk)},
+                                   DType::U8, h.device());
+                 cuda::lm_head_forward(h.dtype(), h.raw_data(), W.raw_data(), nullptr, nullptr,
+                                       entropy.data<float>(), nullptr, nullptr, N, V, D,
+                                       vocab_chunk, scratch.raw_data());
+                 return entropy);
+  }
   Tensor entropy = Tensor::empty({N}, h.dtype());
   dispatch_float(op, h, [&](auto tag) {
     using T = decltype(tag);

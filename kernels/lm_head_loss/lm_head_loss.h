@@ -7,6 +7,13 @@
 // vocab_chunk bounds the vocabulary slice whose logits exist at once (any V up to 128256 and
 // beyond); tokens go in blocks of kLmHeadTokenBlock, so working memory is
 // kLmHeadTokenBlock x vocab_chunk elements at most.
+//
+// On cuda (lm_head_loss_cuda.cu): h and W are f32 or bf16 (one dtype), targets i32 on the device
+// (range-checked on a 4 N-byte host copy). Unlike the cpu, where every result has h's dtype:
+// loss, entropy, lse and dloss are f32 (design §2: f32 statistics), dh has h's dtype and dW is
+// f32 (parameter gradients). The logits are f32 (bf16 products accumulated in f32); token blocks
+// of 8192 (cuda::kLmHeadCudaTokenBlock) replace kLmHeadTokenBlock, so the scratch is about
+// 8192 x vocab_chunk x (4 + 2 for bf16) bytes.
 #pragma once
 #include <cstdint>
 
