@@ -1,6 +1,8 @@
 #include "models/amor/row_ops.h"
 
+#include "kernels/cast/cast.h"
 #include "kernels/core/check.h"
+#include "kernels/embedding/embedding.h"
 #include "kernels/linear/gemm_cpu.h"
 #include "kernels/linear/linear.h"
 
@@ -27,6 +29,13 @@ void check_rows(const char* op, const std::vector<int64_t>& rows, int64_t n) {
                n);
 }
 
+// The row indices as an i32 tensor on `device` (the embedding kernels' index type).
+Tensor row_ids(const std::vector<int64_t>& rows, Device device) {
+  Tensor ids = Tensor::empty({static_cast<int64_t>(rows.size())}, DType::I32);
+  for (size_t i = 0; i < rows.size(); ++i) ids.data<int32_t>()[i] = static_cast<int32_t>(rows[i]);
+  return ids.to(device);
+}
+
 }  // namespace
 
 std::vector<int64_t> firing_rows(const Tensor& gate) {
@@ -45,6 +54,9 @@ Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& rows) {
   AMOR_CHECK(!rows.empty(), "{}: no rows to gather from {}", op, x.str());
   check_rows(op, rows, x.size(0));
   const int64_t w = x.size(1);
+  // On the GPU one gather kernel (the embedding lookup: rows of x by index) instead of a copy per
+  // run of consecutive rows (scattered firing tokens make thousands of runs).
+  if (!x.is_cpu()) return embedding_forward(row_ids(rows, x.device()), x);
   Tensor out = Tensor::empty({static_cast<int64_t>(rows.size()), w}, x.dtype(), x.device());
   for_each_run(rows, [&](size_t first, size_t count) {
     const int64_t n = static_cast<int64_t>(count);
@@ -59,6 +71,12 @@ Tensor scatter_rows(const Tensor& src, const std::vector<int64_t>& rows, int64_t
   check_shape(op, "src", src, {static_cast<int64_t>(rows.size()), kAny});
   check_rows(op, rows, n_rows);
   const int64_t w = src.size(1);
+  // On the GPU the embedding's scatter-add into zeros (each row receives exactly one source row,
+  // so the sum is a copy and its order cannot matter); it accumulates in f32.
+  if (!src.is_cpu()) {
+    AMOR_CHECK(n_rows <= int64_t(0x7fffffff), "{}: {} rows exceed the i32 indices of the cuda path", op, n_rows);
+    return cast(embedding_backward(row_ids(rows, src.device()), src, n_rows), src.dtype());
+  }
   Tensor out = Tensor::zeros({n_rows, w}, src.dtype(), src.device());
   for_each_run(rows, [&](size_t first, size_t count) {
     const int64_t n = static_cast<int64_t>(count);

@@ -4,6 +4,7 @@
 #include "kernels/core/check.h"
 #include "kernels/gated_delta/gated_delta.h"
 #include "kernels/ssd/ssd.h"
+#include "models/core/scan_dtype.h"
 
 namespace amor::model {
 
@@ -34,7 +35,7 @@ Tensor ssd_infer(const Tensor& x, const Tensor& dt, const Tensor& A, const Tenso
   check_dim("ssd_infer", "x", x, 4);
   const int64_t B = x.size(0), T = x.size(1), H = x.size(2), P = x.size(3), N = Bm.size(3);
   if (T == 1) {
-    if (!state.defined()) state = Tensor::zeros({B, H, P, N}, x.dtype(), x.device());
+    if (!state.defined()) state = Tensor::zeros({B, H, P, N}, scan_state_dtype(x), x.device());
     return ssd_step(drop_time(x), drop_time(dt), A, drop_time(Bm), drop_time(Cm), D, state)
         .view({B, 1, H, P});
   }
@@ -48,7 +49,7 @@ Tensor gated_delta_infer(const Tensor& q, const Tensor& k, const Tensor& v, cons
   check_dim("gated_delta_infer", "v", v, 4);
   const int64_t B = v.size(0), T = v.size(1), H = v.size(2), V = v.size(3), K = k.size(3);
   if (T == 1) {
-    if (!state.defined()) state = Tensor::zeros({B, H, K, V}, v.dtype(), v.device());
+    if (!state.defined()) state = Tensor::zeros({B, H, K, V}, scan_state_dtype(v), v.device());
     return gated_delta_step(drop_time(q), drop_time(k), drop_time(v), drop_time(g),
                             drop_time(beta), scale, state)
         .view({B, 1, H, V});

@@ -18,6 +18,22 @@ LanguageModel::LanguageModel(const ModelConfig& cfg, DType dtype) : cfg_(cfg), p
   embed_ = params_.add("embed_tokens.weight", {cfg.vocab, cfg.d_model}, init_normal(cfg.init_std), true);
 }
 
+namespace {
+
+// out.n_valid and out.loss_sum over the positions with a target (on the host: one copy of the
+// targets and losses per batch when they live on the GPU).
+void count_loss(const Tensor& targets, const Tensor& loss, StepOutput& out) {
+  const Tensor tg = targets.to(Device::CPU), l = loss.to(Device::CPU);
+  const int32_t* t = tg.data<int32_t>();
+  for (int64_t i = 0; i < tg.numel(); ++i) {
+    if (t[i] == -100) continue;
+    out.n_valid++;
+    out.loss_sum += l.item(i);
+  }
+}
+
+}  // namespace
+
 StepOutput LanguageModel::forward(const Batch& batch, bool training) {
   const char* op = "LanguageModel::forward";
   check_dtype(op, "tokens", batch.tokens, DType::I32);
@@ -42,12 +58,7 @@ StepOutput LanguageModel::forward(const Batch& batch, bool training) {
   out.entropy = head.entropy.view({B, T});
   if (!training)  // evaluation scores recall and decodes greedily
     out.predictions = lm_head_argmax(h_final_.view({B * T, d}), embed_->value, cfg_.vocab_chunk).view({B, T});
-  const int32_t* tg = batch.targets.data<int32_t>();
-  for (int64_t i = 0; i < B * T; ++i) {
-    if (tg[i] == -100) continue;
-    out.n_valid++;
-    out.loss_sum += head.loss.item(i);
-  }
+  count_loss(batch.targets, head.loss, out);
   return out;
 }
 
@@ -127,7 +138,7 @@ StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, Inf
     check_dtype(op, "targets", tg, DType::I32);
     check_shape(op, "targets", tg, tokens.shape());
   } else {
-    tg = Tensor::full<int32_t>({B, T}, -100);
+    tg = Tensor::full<int32_t>({B, T}, -100).to(tokens.device());
   }
   StepOutput out;
   gather(embed_->unit);
@@ -137,12 +148,7 @@ StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, Inf
   out.entropy = head.entropy.view({B, T});
   out.predictions = lm_head_argmax(h, embed_->value, cfg_.vocab_chunk).view({B, T});
   release(embed_->unit);
-  const int32_t* t = tg.to(Device::CPU).data<int32_t>();
-  for (int64_t i = 0; i < B * T; ++i) {
-    if (t[i] == -100) continue;
-    out.n_valid++;
-    out.loss_sum += head.loss.item(i);
-  }
+  count_loss(tg, head.loss, out);
   state.length += T;
   return out;
 }

@@ -8,6 +8,7 @@
 #include "kernels/linear/linear.h"
 #include "kernels/rmsnorm/rmsnorm_gated.h"
 #include "kernels/ssd/ssd.h"
+#include "models/core/scan_dtype.h"
 #include "models/infer/recurrent_state.h"
 
 namespace amor::model {
@@ -139,11 +140,12 @@ Tensor Mamba2Mixer::forward(const Tensor& x, const MixerContext&) {
   for (int p = kZ; p < kParts; ++p) pre_[p] = linear_forward(x, in_weight(Part(p)));
   for (Part p : {kX, kB, kC})
     post_[p] = conv1d_forward(pre_[p], conv_weight(p), conv_bias(p), /*silu=*/true).y;
-  post_[kDt] = bias_softplus_forward(pre_[kDt], dt_bias_->value);
-  a_ = neg_exp_a_log();
+  post_[kDt] = scan_input(bias_softplus_forward(pre_[kDt], dt_bias_->value));
+  a_ = scan_input(neg_exp_a_log());
   ssd_y_ = ssd_forward(post_[kX].view({B, T, heads_, head_dim_}), post_[kDt], a_,
                        post_[kB].view({B, T, groups_, d_state_}),
-                       post_[kC].view({B, T, groups_, d_state_}), d_skip_->value, Tensor(), chunk_)
+                       post_[kC].view({B, T, groups_, d_state_}), scan_input(d_skip_->value),
+                       Tensor(), chunk_)
                .y.view({B, T, d_inner_});
   RMSNormOut n = rmsnorm_gated_forward(ssd_y_, pre_[kZ], norm_w_->value, d_inner_ / groups_, eps_,
                                        /*norm_before_gate=*/false);
@@ -163,12 +165,13 @@ Tensor Mamba2Mixer::backward(const Tensor& dy) {
 
   SsdGrads sg = ssd_backward(post_[kX].view({B, T, heads_, head_dim_}), post_[kDt], a_,
                              post_[kB].view({B, T, groups_, d_state_}),
-                             post_[kC].view({B, T, groups_, d_state_}), d_skip_->value, Tensor(),
-                             ng.dx.view({B, T, heads_, head_dim_}), Tensor(), chunk_);
+                             post_[kC].view({B, T, groups_, d_state_}), scan_input(d_skip_->value),
+                             Tensor(), ng.dx.view({B, T, heads_, head_dim_}), Tensor(), chunk_);
   accumulate(d_skip_, sg.dD);
   accumulate(a_log_, mul(sg.dA, a_));  // dA/dA_log = -exp(A_log) = A
 
-  BiasSoftplusGrads dtg = bias_softplus_backward(pre_[kDt], dt_bias_->value, sg.ddt);
+  BiasSoftplusGrads dtg =
+      bias_softplus_backward(pre_[kDt], dt_bias_->value, grad_like(sg.ddt, pre_[kDt]));
   accumulate(dt_bias_, dtg.dbias);
   d_pre[kDt] = dtg.dx;
 
@@ -229,10 +232,11 @@ Tensor Mamba2Mixer::infer(const Tensor& x, const MixerContext&, MixerCache& cach
   for (int p = kZ; p < kParts; ++p) pre[p] = linear_forward(x, in_weight(Part(p)));
   for (Part p : {kX, kB, kC})
     post[p] = conv_infer(pre[p], conv_weight(p), conv_bias(p), /*silu=*/true, c.conv[p - kX]);
-  post[kDt] = bias_softplus_forward(pre[kDt], dt_bias_->value);
-  Tensor y = ssd_infer(post[kX].view({B, T, heads_, head_dim_}), post[kDt], neg_exp_a_log(),
-                       post[kB].view({B, T, groups_, d_state_}),
-                       post[kC].view({B, T, groups_, d_state_}), d_skip_->value, chunk_, c.ssd)
+  post[kDt] = scan_input(bias_softplus_forward(pre[kDt], dt_bias_->value));
+  Tensor y = ssd_infer(post[kX].view({B, T, heads_, head_dim_}), post[kDt],
+                       scan_input(neg_exp_a_log()), post[kB].view({B, T, groups_, d_state_}),
+                       post[kC].view({B, T, groups_, d_state_}), scan_input(d_skip_->value), chunk_,
+                       c.ssd)
                  .view({B, T, d_inner_});
   RMSNormOut n = rmsnorm_gated_forward(y, pre[kZ], norm_w_->value, d_inner_ / groups_, eps_,
                                        /*norm_before_gate=*/false);

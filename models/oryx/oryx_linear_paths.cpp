@@ -6,6 +6,7 @@
 #include "kernels/gated_delta/gated_delta.h"
 #include "kernels/l2norm/l2norm.h"
 #include "kernels/ssd/ssd.h"
+#include "models/core/scan_dtype.h"
 #include "models/infer/recurrent_state.h"
 
 namespace amor::model {
@@ -37,11 +38,13 @@ InitFn init_dt_bias(double dt_min, double dt_max, double dt_floor) {
   };
 }
 
-// -exp(A_log): the per-head decay rate A (< 0). Parameters are tiny [H] vectors.
-Tensor neg_exp(const Tensor& a_log) {
+// -exp(A_log): the per-head decay rate A (< 0). Parameters are tiny [H] vectors: computed on the
+// host and moved back to the parameter's device.
+Tensor neg_exp(const Tensor& a_log_any) {
+  Tensor a_log = a_log_any.to(Device::CPU);
   Tensor a = Tensor::empty(a_log.shape(), a_log.dtype());
   for (int64_t i = 0; i < a.numel(); ++i) a.set_item(i, -std::exp(a_log.item(i)));
-  return a;
+  return a.to(a_log_any.device());
 }
 
 int64_t heads_of(const ModelConfig& cfg) {
@@ -151,16 +154,17 @@ Tensor OryxMamba2Path::forward(const Tensor& x, const Tensor& q, const Tensor& k
   k_ = k;
   v_ = v;
   dt_pre_ = dt_proj_.forward(x);
-  dt_ = bias_softplus_forward(dt_pre_, dt_bias_->value);
-  A_ = neg_exp(A_log_->value);
-  return ssd_forward(v, dt_, A_, k, q, D_->value, Tensor(), chunk_).y;
+  dt_ = scan_input(bias_softplus_forward(dt_pre_, dt_bias_->value));
+  A_ = scan_input(neg_exp(A_log_->value));
+  return ssd_forward(v, dt_, A_, k, q, scan_input(D_->value), Tensor(), chunk_).y;
 }
 
 OryxLinearPath::Grads OryxMamba2Path::backward(const Tensor& do_) {
-  SsdGrads s = ssd_backward(v_, dt_, A_, k_, q_, D_->value, Tensor(), do_, Tensor(), chunk_);
+  SsdGrads s = ssd_backward(v_, dt_, A_, k_, q_, scan_input(D_->value), Tensor(), do_, Tensor(),
+                            chunk_);
   accumulate(A_log_, mul(s.dA, A_));  // d(-exp(a))/da = -exp(a) = A
   accumulate(D_, s.dD);
-  BiasSoftplusGrads bs = bias_softplus_backward(dt_pre_, dt_bias_->value, s.ddt);
+  BiasSoftplusGrads bs = bias_softplus_backward(dt_pre_, dt_bias_->value, grad_like(s.ddt, dt_pre_));
   accumulate(dt_bias_, bs.dbias);
   Grads g{dt_proj_.backward(bs.dx), s.dC, s.dB, s.dx};
   drop_saved();
@@ -169,8 +173,9 @@ OryxLinearPath::Grads OryxMamba2Path::backward(const Tensor& do_) {
 
 Tensor OryxMamba2Path::infer(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v,
                              Tensor& state) const {
-  Tensor dt = bias_softplus_forward(dt_proj_.apply(x), dt_bias_->value);
-  return ssd_infer(v, dt, neg_exp(A_log_->value), k, q, D_->value, chunk_, state);
+  Tensor dt = scan_input(bias_softplus_forward(dt_proj_.apply(x), dt_bias_->value));
+  return ssd_infer(v, dt, scan_input(neg_exp(A_log_->value)), k, q, scan_input(D_->value), chunk_,
+                   state);
 }
 
 void OryxMamba2Path::drop_saved() {
