@@ -6,7 +6,9 @@
 //
 // How it emulates: the blocks of a launch run one after another; the threads of a block are real
 // threads, so __syncthreads is a barrier of the block's threads and a warp shuffle is an exchange
-// through a per-warp buffer between two barriers of the warp's threads. Static __shared__ arrays
+// through a per-warp buffer between two barriers of the warp's threads. The tensor-core helpers of
+// kernels/core/mma.cuh (mma m16n8k16 bf16 -> f32, ldmatrix x4 (.trans), cp.async) are emulated
+// the same way: lanes publish their fragments or row addresses, and each computes its own part. Static __shared__ arrays
 // become function-local statics (one block at a time uses them); dynamic shared memory is a buffer
 // filled with garbage per block. Device memory is host memory (filled with garbage when
 // allocated), the runtime calls are plain memset/memcpy, atomics take one lock. What it cannot
@@ -34,7 +36,12 @@
 #define __shared__ static
 #define __launch_bounds__(...)
 
+// kernels/core/mma.cuh switches to the emulated tensor-core helpers below.
+#define AMOR_CUDA_EMU 1
+
 namespace emu {
+
+inline constexpr int kWarpWords = 8;  // words per lane in Ctx::words (an mma's a[4] and b[2])
 
 // What a CUDA thread knows about itself, per emulating thread.
 struct Ctx {
@@ -42,6 +49,7 @@ struct Ctx {
   std::barrier<>* block = nullptr;
   std::barrier<>* warp = nullptr;
   double* slots = nullptr;  // the warp's exchange buffer
+  uint64_t* words = nullptr;  // the warp's exchange buffer of raw words, kWarpWords per lane
   int lane = 0;
   char* dyn = nullptr;      // dynamic shared memory of the block
 };
@@ -92,6 +100,7 @@ void launch(G grid_arg, B block_arg, size_t smem, cudaStream_t, F body) {
         for (int w = 0; w < nwarps; ++w)
           warp_bars.push_back(std::make_unique<std::barrier<>>(std::min(32, nthreads - 32 * w)));
         std::vector<double> slots(size_t(nwarps) * 32);
+        std::vector<uint64_t> words(size_t(nwarps) * 32 * kWarpWords);
         std::vector<std::thread> threads;
         threads.reserve(nthreads);
         for (int t = 0; t < nthreads; ++t) {
@@ -103,6 +112,7 @@ void launch(G grid_arg, B block_arg, size_t smem, cudaStream_t, F body) {
             ctx.block = &bar;
             ctx.warp = warp_bars[t / 32].get();
             ctx.slots = slots.data() + (t / 32) * 32;
+            ctx.words = words.data() + size_t(t / 32) * 32 * kWarpWords;
             ctx.lane = t % 32;
             ctx.dyn = dyn.data();
             body();
@@ -115,6 +125,65 @@ void launch(G grid_arg, B block_arg, size_t smem, cudaStream_t, F body) {
       }
     }
   }
+}
+
+// ---- tensor cores (kernels/core/mma.cuh documents the fragment layouts emulated here). Each lane
+// publishes its registers in the warp's word buffer, the warp meets at a barrier, each lane
+// computes its own result from everyone's registers, and a second barrier frees the buffer.
+
+inline float bf16_bits_to_float(uint32_t bits16) {
+  const uint32_t u = bits16 << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+// Element `half` (0: lower 16 bits) of lane `lane`'s word `w`.
+inline float warp_bf16(int lane, int w, int half) {
+  return bf16_bits_to_float(uint32_t(ctx.words[lane * kWarpWords + w] >> (16 * half)) & 0xffffu);
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: d += A B. Products of bf16 are exact in
+// double and the 16-term sum is exact there too; the result is rounded once to f32 (the tensor
+// core truncates its internal sum differently in the last bits).
+inline void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  uint64_t* mine = ctx.words + ctx.lane * kWarpWords;
+  for (int i = 0; i < 4; ++i) mine[i] = a[i];
+  mine[4] = b[0];
+  mine[5] = b[1];
+  ctx.warp->arrive_and_wait();
+  auto A = [](int r, int k) {  // a[(r >= 8) + 2 (k >= 8)] of lane 4 (r % 8) + (k % 8) / 2
+    return warp_bf16(4 * (r % 8) + (k % 8) / 2, (r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0), k % 2);
+  };
+  auto B = [](int k, int n) {  // b[k >= 8] of lane 4 n + (k % 8) / 2
+    return warp_bf16(4 * n + (k % 8) / 2, 4 + (k >= 8 ? 1 : 0), k % 2);
+  };
+  const int g = ctx.lane / 4, t = ctx.lane % 4;
+  float out[4];
+  for (int i = 0; i < 4; ++i) {
+    const int r = g + (i >= 2 ? 8 : 0), n = 2 * t + (i % 2);
+    double s = 0;
+    for (int k = 0; k < 16; ++k) s += double(A(r, k)) * double(B(k, n));
+    out[i] = float(double(d[i]) + s);
+  }
+  ctx.warp->arrive_and_wait();
+  for (int i = 0; i < 4; ++i) d[i] = out[i];
+}
+
+// ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: lanes 8m .. 8m+7 address the rows of matrix m.
+inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, bool trans) {
+  ctx.words[ctx.lane * kWarpWords] = reinterpret_cast<uint64_t>(row);
+  ctx.warp->arrive_and_wait();
+  const int g = ctx.lane / 4, t = ctx.lane % 4;
+  uint32_t out[4];
+  for (int m = 0; m < 4; ++m) {
+    auto at = [&](int rr, int cc) {  // element (rr, cc) of matrix m, raw 16 bits
+      const auto* p = reinterpret_cast<const uint16_t*>(ctx.words[(8 * m + rr) * kWarpWords]);
+      return uint32_t(p[cc]);
+    };
+    out[m] = trans ? at(2 * t, g) | (at(2 * t + 1, g) << 16) : at(g, 2 * t) | (at(g, 2 * t + 1) << 16);
+  }
+  ctx.warp->arrive_and_wait();
+  for (int m = 0; m < 4; ++m) r[m] = out[m];
 }
 
 // The runtime API on host memory.

@@ -24,7 +24,10 @@ if [ ! -d "$objects" ] || [ ! -f "$build/tests/libamor_testing.a" ]; then
   exit 1
 fi
 
-cxx=(g++ -std=c++20 -O2 -DAMOR_HAVE_CUDA=1 -DGTEST_HAS_PTHREAD=1 -I"$work/inc" -I"$root"
+# Through ccache where there is one: a rerun recompiles only what changed.
+launcher=()
+if command -v ccache >/dev/null; then launcher=(ccache); fi
+cxx=("${launcher[@]}" g++ -std=c++20 -O2 -DAMOR_HAVE_CUDA=1 -DGTEST_HAS_PTHREAD=1 -I"$work/inc" -I"$root"
      -isystem "$cuda_include" -I/usr/include/x86_64-linux-gnu/openblas-pthread)
 emu=(-include "$root/tests/cuda/emu/emu.h")
 # Kernel sources, rewritten: launches become emu::launch calls (the shared header too).

@@ -1,0 +1,345 @@
+// Causal GQA attention with an optional per-query gate on the GPU (math: attention_ref.h).
+//
+// Paths:
+//  - bf16, head dim 64 or 128, 16-byte aligned tensors: tensor-core kernels, FlashAttention-2
+//    style (attention_fwd_cuda.cu, attention_bwd_cuda.cu): tiles of 64 query rows x 64 keys,
+//    S = Q K^T and the products of the backward on mma.sync m16n8k16 (bf16 in, f32 accumulate),
+//    online softmax in f32 and log2 units, P kept in registers, no T x T matrix anywhere. The
+//    backward recomputes P from the saved lse: a dk/dv kernel per key tile (walking the query
+//    heads of its kv head, so GQA's sum over the group needs no atomics) and a dq kernel per query
+//    tile. Deterministic: no atomics, fixed summation order.
+//  - anything else (f32, other head dims, unaligned views): SIMT kernels below, one warp per
+//    (query row, head) or (key, kv head), f32 arithmetic throughout; they exist for exactness
+//    checks and odd shapes, not for speed.
+//
+// The gate (AMOR: Q, attention and O only at firing rows): compact_firing_rows writes, per
+// sequence, the indices of its firing rows in increasing order and their count; the tensor-core
+// kernels then tile over those rows only (a tile is the next 64 firing rows, each keeping its own
+// causal limit = its position), so their cost scales with the number of firing rows. Gated-off
+// rows are cleared beforehand (o, dq = 0; lse = 0 by a memset) and never read. Tq = 1 (decode over
+// a KV cache) is one row per sequence: a single partly filled tile.
+//
+// Memory traffic (tensor-core path, T = Tq = Tk, per (b, h)): the forward reads Q once and each
+// K/V tile once per query tile that needs it (about T^2 / 64 / 2 rows of K and V, mostly from L2),
+// writes o and lse once. The backward reads Q, dO (dk/dv kernel) and K, V (dq kernel) the same
+// way, plus lse and delta (rowsum(dO * O), one f32 per row, from delta_kernel).
+//
+// FLOPs (causal, T = Tq = Tk): forward 4 B H T^2 D / 2 (two T x T x D products, half of them
+// masked away); backward 2.5x that (five products; the separate dq kernel recomputes S and dP,
+// which makes seven in fact).
+#include <cmath>
+
+#include "kernels/attention/attention_cuda.h"
+#include "kernels/attention/attention_tc.cuh"
+#include "kernels/cast/cuda_device.cuh"
+
+namespace amor::cuda {
+namespace {
+
+constexpr int kCompactThreads = 256;
+
+// rows[b * Tq + r], r < count[b]: the firing rows of sequence b in increasing order. One block per
+// sequence; thread t takes a contiguous chunk of rows, counts, the block scans the counts, and
+// each thread writes its chunk's indices from its offset.
+__global__ void __launch_bounds__(kCompactThreads)
+    compact_firing_rows_kernel(const uint8_t* __restrict__ gate, int Tq, int32_t* __restrict__ rows,
+                               int32_t* __restrict__ count) {
+  __shared__ int s_off[kCompactThreads + 1];
+  const int b = blockIdx.x, t = threadIdx.x;
+  const int per = (Tq + kCompactThreads - 1) / kCompactThreads;
+  const int lo = t * per < Tq ? t * per : Tq, hi = lo + per < Tq ? lo + per : Tq;
+  const uint8_t* gb = gate + int64_t(b) * Tq;
+  int c = 0;
+  for (int i = lo; i < hi; ++i) c += gb[i] != 0;
+  s_off[t + 1] = c;
+  __syncthreads();
+  if (t == 0) {
+    s_off[0] = 0;
+    for (int i = 1; i <= kCompactThreads; ++i) s_off[i] += s_off[i - 1];
+    count[b] = s_off[kCompactThreads];
+  }
+  __syncthreads();
+  int32_t* out = rows + int64_t(b) * Tq + s_off[t];
+  for (int i = lo; i < hi; ++i)
+    if (gb[i] != 0) *out++ = i;
+}
+
+// delta[(b * H + h) * Tq + i] = sum_d dout[b,i,h,d] o[b,i,h,d] (f32), one warp per row; rows are
+// the [B*Tq*H] rows of o in memory order.
+template <class T>
+__global__ void delta_kernel(const T* __restrict__ o, const T* __restrict__ dout, int64_t nrows,
+                             int Tq, int H, int D, float* __restrict__ delta) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x >> 5);
+  for (int64_t row = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); row < nrows;
+       row += warps) {
+    float s = 0.0f;
+    for (int d = lane; d < D; d += 32) s += to_f32(o[row * D + d]) * to_f32(dout[row * D + d]);
+    s = warp_sum(s);
+    if (lane == 0) {
+      const int64_t h = row % H, bi = row / H, i = bi % Tq, b = bi / Tq;
+      delta[(b * H + h) * Tq + i] = s;
+    }
+  }
+}
+
+// ---- SIMT kernels: one warp per block. Head dim D <= kMaxD; lane owns dims lane + 32 c.
+constexpr int kMaxD = 256, kDimsPerLane = kMaxD / 32;
+
+template <class T>
+__device__ __forceinline__ float dot_row(const float* a_shared, const T* b, int D) {
+  float s = 0.0f;
+  for (int d = 0; d < D; ++d) s += a_shared[d] * to_f32(b[d]);
+  return s;
+}
+
+// Forward, block (i, h, b): pass 1 finds lse (each lane an online max/sum over keys lane, lane +
+// 32, ..., then combined), pass 2 adds p_j v_j with p_j = exp(s_j - lse) in chunks of 32 keys.
+template <class T>
+__global__ void __launch_bounds__(32)
+    simt_forward_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                        const uint8_t* __restrict__ gate, int Tq, int Tk, int H, int Hkv, int D,
+                        float scale, T* __restrict__ o, float* __restrict__ lse) {
+  __shared__ float s_q[kMaxD];
+  __shared__ float s_p[32];
+  const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, lane = threadIdx.x;
+  const int g = h / (H / Hkv), last = i + Tk - Tq;
+  const int64_t row = ((int64_t(b) * Tq + i) * H + h) * D;
+  const int64_t lse_at = (int64_t(b) * H + h) * Tq + i;
+  if (gate && gate[int64_t(b) * Tq + i] == 0) {
+    for (int d = lane; d < D; d += 32) o[row + d] = from_f32<T>(0.0f);
+    if (lane == 0) lse[lse_at] = 0.0f;
+    return;
+  }
+  for (int d = lane; d < D; d += 32) s_q[d] = to_f32(q[row + d]);
+  __syncthreads();
+  auto key = [&](int j) { return k + ((int64_t(b) * Tk + j) * Hkv + g) * D; };
+  float m = -INFINITY, l = 0.0f;
+  for (int j = lane; j <= last; j += 32) {
+    const float s = scale * dot_row(s_q, key(j), D);
+    const float mn = fmaxf(m, s);
+    l = l * expf(m - mn) + expf(s - mn);
+    m = mn;
+  }
+  float mall = m;
+  for (int off = 16; off > 0; off >>= 1) mall = fmaxf(mall, __shfl_xor_sync(0xffffffffu, mall, off));
+  float lsum = m == -INFINITY ? 0.0f : l * expf(m - mall);
+  lsum = warp_sum(lsum);
+  const float L = mall + logf(lsum);
+  float acc[kDimsPerLane] = {};
+  for (int j0 = 0; j0 <= last; j0 += 32) {
+    const int j = j0 + lane;
+    s_p[lane] = j <= last ? expf(scale * dot_row(s_q, key(j), D) - L) : 0.0f;
+    __syncthreads();
+    const int n = last - j0 + 1 < 32 ? last - j0 + 1 : 32;
+    for (int jj = 0; jj < n; ++jj) {
+      const T* vr = v + ((int64_t(b) * Tk + j0 + jj) * Hkv + g) * D;
+      for (int c = 0; c * 32 + lane < D; ++c) acc[c] += s_p[jj] * to_f32(vr[c * 32 + lane]);
+    }
+    __syncthreads();
+  }
+  for (int c = 0; c * 32 + lane < D; ++c) o[row + c * 32 + lane] = from_f32<T>(acc[c]);
+  if (lane == 0) lse[lse_at] = L;
+}
+
+// dq, block (i, h, b): per chunk of 32 keys each lane computes dS_j = p_j (dP_j - delta); then
+// dq += dS_j k_j over the chunk.
+template <class T>
+__global__ void __launch_bounds__(32)
+    simt_dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                   const uint8_t* __restrict__ gate, const float* __restrict__ lse,
+                   const float* __restrict__ delta, const T* __restrict__ dout, int Tq, int Tk,
+                   int H, int Hkv, int D, float scale, T* __restrict__ dq) {
+  __shared__ float s_q[kMaxD];
+  __shared__ float s_do[kMaxD];
+  __shared__ float s_ds[32];
+  const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, lane = threadIdx.x;
+  const int g = h / (H / Hkv), last = i + Tk - Tq;
+  const int64_t row = ((int64_t(b) * Tq + i) * H + h) * D;
+  if (gate && gate[int64_t(b) * Tq + i] == 0) {
+    for (int d = lane; d < D; d += 32) dq[row + d] = from_f32<T>(0.0f);
+    return;
+  }
+  for (int d = lane; d < D; d += 32) {
+    s_q[d] = to_f32(q[row + d]);
+    s_do[d] = to_f32(dout[row + d]);
+  }
+  __syncthreads();
+  const float L = lse[(int64_t(b) * H + h) * Tq + i], dl = delta[(int64_t(b) * H + h) * Tq + i];
+  float acc[kDimsPerLane] = {};
+  for (int j0 = 0; j0 <= last; j0 += 32) {
+    const int j = j0 + lane;
+    float ds = 0.0f;
+    if (j <= last) {
+      const int64_t kv = ((int64_t(b) * Tk + j) * Hkv + g) * D;
+      const float p = expf(scale * dot_row(s_q, k + kv, D) - L);
+      ds = p * (dot_row(s_do, v + kv, D) - dl);
+    }
+    s_ds[lane] = ds;
+    __syncthreads();
+    const int n = last - j0 + 1 < 32 ? last - j0 + 1 : 32;
+    for (int jj = 0; jj < n; ++jj) {
+      const T* kr = k + ((int64_t(b) * Tk + j0 + jj) * Hkv + g) * D;
+      for (int c = 0; c * 32 + lane < D; ++c) acc[c] += s_ds[jj] * to_f32(kr[c * 32 + lane]);
+    }
+    __syncthreads();
+  }
+  for (int c = 0; c * 32 + lane < D; ++c) dq[row + c * 32 + lane] = from_f32<T>(scale * acc[c]);
+}
+
+// dk, dv, block (j, g, b): over the group's heads and the rows i that see key j (firing ones),
+// 32 rows at a time: lane computes p and dS of its row; then dv += p dO_i, dk += dS q_i.
+template <class T>
+__global__ void __launch_bounds__(32)
+    simt_dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                     const uint8_t* __restrict__ gate, const float* __restrict__ lse,
+                     const float* __restrict__ delta, const T* __restrict__ dout, int Tq, int Tk,
+                     int H, int Hkv, int D, float scale, T* __restrict__ dk, T* __restrict__ dv) {
+  __shared__ float s_k[kMaxD];
+  __shared__ float s_v[kMaxD];
+  __shared__ float s_p[32];
+  __shared__ float s_ds[32];
+  __shared__ int s_i[32];
+  const int j = blockIdx.x, g = blockIdx.y, b = blockIdx.z, lane = threadIdx.x;
+  const int group = H / Hkv, offset = Tk - Tq;
+  const int64_t kv = ((int64_t(b) * Tk + j) * Hkv + g) * D;
+  for (int d = lane; d < D; d += 32) {
+    s_k[d] = to_f32(k[kv + d]);
+    s_v[d] = to_f32(v[kv + d]);
+  }
+  __syncthreads();
+  float ak[kDimsPerLane] = {}, av[kDimsPerLane] = {};
+  const int first = j - offset > 0 ? j - offset : 0;  // the first row that sees key j
+  for (int h = g * group; h < (g + 1) * group; ++h) {
+    for (int i0 = first; i0 < Tq; i0 += 32) {
+      const int i = i0 + lane;
+      float p = 0.0f, ds = 0.0f;
+      if (i < Tq && !(gate && gate[int64_t(b) * Tq + i] == 0)) {
+        const int64_t row = ((int64_t(b) * Tq + i) * H + h) * D;
+        const int64_t st = (int64_t(b) * H + h) * Tq + i;
+        p = expf(scale * dot_row(s_k, q + row, D) - lse[st]);
+        ds = p * (dot_row(s_v, dout + row, D) - delta[st]);
+      }
+      s_p[lane] = p;
+      s_ds[lane] = ds;
+      s_i[lane] = i;
+      __syncthreads();
+      const int n = Tq - i0 < 32 ? Tq - i0 : 32;
+      for (int ii = 0; ii < n; ++ii) {
+        if (s_p[ii] == 0.0f && s_ds[ii] == 0.0f) continue;  // gated off (or underflow: adds 0)
+        const int64_t row = ((int64_t(b) * Tq + s_i[ii]) * H + h) * D;
+        for (int c = 0; c * 32 + lane < D; ++c) {
+          av[c] += s_p[ii] * to_f32(dout[row + c * 32 + lane]);
+          ak[c] += s_ds[ii] * to_f32(q[row + c * 32 + lane]);
+        }
+      }
+      __syncthreads();
+    }
+  }
+  for (int c = 0; c * 32 + lane < D; ++c) {
+    dk[kv + c * 32 + lane] = from_f32<T>(scale * ak[c]);
+    dv[kv + c * 32 + lane] = from_f32<T>(av[c]);
+  }
+}
+
+dim3 row_grid(int64_t a, int64_t b, int64_t c) { return dim3(unsigned(a), unsigned(b), unsigned(c)); }
+
+void compact_rows(const uint8_t* gate, int32_t* row_scratch, const AttnDims& n, cudaStream_t s) {
+  compact_firing_rows_kernel<<<unsigned(n.B), kCompactThreads, 0, s>>>(
+      gate, int(n.Tq), row_scratch, row_scratch + n.B * n.Tq);
+  AMOR_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+int64_t attention_row_scratch_ints(const AttnDims& n) { return n.B * n.Tq + n.B; }
+
+bool attention_uses_tensor_cores(DType t, int64_t D, const void* const* ptrs, int nptrs) {
+  if (t != DType::BF16 || (D != 64 && D != 128)) return false;
+  for (int i = 0; i < nptrs; ++i)
+    if (!aligned16(ptrs[i])) return false;
+  return true;
+}
+
+void attention_forward(DType t, const void* q, const void* k, const void* v, const uint8_t* gate,
+                       float scale, void* o, float* lse, int32_t* row_scratch, const AttnDims& n,
+                       cudaStream_t s) {
+  if (n.B == 0 || n.Tq == 0 || n.H == 0) return;
+  const void* ptrs[] = {q, k, v, o};
+  if (attention_uses_tensor_cores(t, n.D, ptrs, 4)) {
+    const int32_t* rows = nullptr;
+    const int32_t* count = nullptr;
+    if (gate) {
+      const int64_t elems = n.B * n.Tq * n.H * n.D;
+      AMOR_CUDA_CHECK(cudaMemsetAsync(o, 0, size_t(elems) * sizeof(bf16_t), s));
+      AMOR_CUDA_CHECK(cudaMemsetAsync(lse, 0, size_t(n.B * n.H * n.Tq) * sizeof(float), s));
+      compact_rows(gate, row_scratch, n, s);
+      rows = row_scratch;
+      count = row_scratch + n.B * n.Tq;
+    }
+    attn::forward_tc(static_cast<const bf16_t*>(q), static_cast<const bf16_t*>(k),
+                     static_cast<const bf16_t*>(v), rows, count, scale, static_cast<bf16_t*>(o),
+                     lse, n, s);
+    return;
+  }
+  dispatch_storage(t, "attention_forward", [&](auto tag) {
+    using T = decltype(tag);
+    simt_forward_kernel<T><<<row_grid(n.Tq, n.H, n.B), 32, 0, s>>>(
+        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), gate,
+        int(n.Tq), int(n.Tk), int(n.H), int(n.Hkv), int(n.D), scale, static_cast<T*>(o), lse);
+    AMOR_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void attention_backward(DType t, const void* q, const void* k, const void* v, const uint8_t* gate,
+                        const void* o, const float* lse, const void* dout, float scale, void* dq,
+                        void* dk, void* dv, int32_t* row_scratch, float* delta,
+                        const AttnDims& n, cudaStream_t s) {
+  const int64_t qrows = n.B * n.Tq * n.H;
+  if (qrows == 0) {  // no query rows: nothing flows into dk, dv
+    const size_t bytes = size_t(n.B * n.Tk * n.Hkv * n.D) * (t == DType::BF16 ? 2 : 4);
+    if (bytes > 0) {
+      AMOR_CUDA_CHECK(cudaMemsetAsync(dk, 0, bytes, s));
+      AMOR_CUDA_CHECK(cudaMemsetAsync(dv, 0, bytes, s));
+    }
+    return;
+  }
+  dispatch_storage(t, "attention_backward", [&](auto tag) {
+    using T = decltype(tag);
+    delta_kernel<T><<<grid_for(qrows * 32, 256), 256, 0, s>>>(
+        static_cast<const T*>(o), static_cast<const T*>(dout), qrows, int(n.Tq), int(n.H),
+        int(n.D), delta);
+    AMOR_CUDA_CHECK_LAUNCH();
+  });
+  const void* ptrs[] = {q, k, v, o, dout, dq, dk, dv};
+  if (attention_uses_tensor_cores(t, n.D, ptrs, 8)) {
+    const int32_t* rows = nullptr;
+    const int32_t* count = nullptr;
+    if (gate) {
+      AMOR_CUDA_CHECK(cudaMemsetAsync(dq, 0, size_t(qrows * n.D) * sizeof(bf16_t), s));
+      compact_rows(gate, row_scratch, n, s);
+      rows = row_scratch;
+      count = row_scratch + n.B * n.Tq;
+    }
+    attn::backward_tc(static_cast<const bf16_t*>(q), static_cast<const bf16_t*>(k),
+                      static_cast<const bf16_t*>(v), rows, count, lse, delta,
+                      static_cast<const bf16_t*>(dout), scale, static_cast<bf16_t*>(dq),
+                      static_cast<bf16_t*>(dk), static_cast<bf16_t*>(dv), n, s);
+    return;
+  }
+  dispatch_storage(t, "attention_backward", [&](auto tag) {
+    using T = decltype(tag);
+    simt_dq_kernel<T><<<row_grid(n.Tq, n.H, n.B), 32, 0, s>>>(
+        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), gate, lse,
+        delta, static_cast<const T*>(dout), int(n.Tq), int(n.Tk), int(n.H), int(n.Hkv), int(n.D),
+        scale, static_cast<T*>(dq));
+    AMOR_CUDA_CHECK_LAUNCH();
+    simt_dkdv_kernel<T><<<row_grid(n.Tk, n.Hkv, n.B), 32, 0, s>>>(
+        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), gate, lse,
+        delta, static_cast<const T*>(dout), int(n.Tq), int(n.Tk), int(n.H), int(n.Hkv), int(n.D),
+        scale, static_cast<T*>(dk), static_cast<T*>(dv));
+    AMOR_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace amor::cuda

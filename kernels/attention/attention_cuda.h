@@ -1,0 +1,37 @@
+// CUDA launchers of causal GQA attention with an optional per-query gate (raw device pointers;
+// argument checks in attention.cpp, math in attention_ref.h, the kernels' design at the top of
+// attention_cuda.cu). q, k, v, o, dout, dq, dk, dv have dtype t (f32 or bf16); lse and the
+// backward's delta scratch are f32; gate is u8 [B,Tq] on the device or null (every row fires).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/core/dtype.h"
+
+namespace amor::cuda {
+
+struct AttnDims {
+  int64_t B, Tq, Tk, H, Hkv, D;
+};
+
+// int32 scratch both passes need: the compacted firing rows of each sequence and their counts.
+int64_t attention_row_scratch_ints(const AttnDims& n);
+
+// o [B,Tq,H,D], lse [B,H,Tq] (natural log; 0 at gated-off rows, whose o is 0).
+void attention_forward(DType t, const void* q, const void* k, const void* v, const uint8_t* gate,
+                       float scale, void* o, float* lse, int32_t* row_scratch, const AttnDims& n,
+                       cudaStream_t s = 0);
+
+// dq [B,Tq,H,D] (0 at gated-off rows), dk and dv [B,Tk,Hkv,D] (summed over each kv head's query
+// heads). delta is f32 scratch of B*H*Tq floats (rowsum(dout * o)). Deterministic: no atomics.
+void attention_backward(DType t, const void* q, const void* k, const void* v, const uint8_t* gate,
+                        const void* o, const float* lse, const void* dout, float scale, void* dq,
+                        void* dk, void* dv, int32_t* row_scratch, float* delta,
+                        const AttnDims& n, cudaStream_t s = 0);
+
+// Whether the bf16 tensor-core kernels take this shape (else the SIMT kernels run): bf16, head
+// dim 64 or 128, 16-byte aligned base pointers.
+bool attention_uses_tensor_cores(DType t, int64_t D, const void* const* ptrs, int nptrs);
+
+}  // namespace amor::cuda

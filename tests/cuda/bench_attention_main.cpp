@@ -1,0 +1,202 @@
+// bench-attention: times our causal attention's CUDA kernels (bf16 tensor cores): forward,
+// backward and forward + backward, dense and with AMOR's gate (~22% of the rows firing).
+//
+//   bench-attention OUT.csv [--reps N] [--only SUBSTRING]
+//
+// Shapes: B*T = 16K tokens, T in {2K, 4K, 8K, 16K}, H = 32 heads of D = 64 (d 2048); D = 128
+// (H = 16) at T = 4K; the gated path at every T with D = 64. q, k, v, dout [B,T,H,D] bf16 with
+// N(0,1)-like values (uniform +-sqrt(3)); the backward gets the forward's o and lse. Each time is
+// the median of N calls (default 20) between CUDA events after two warm-up calls.
+//
+// FLOP counts (2 per multiply-add; what causal attention needs, the masked half not counted):
+//   forward  2 * 2 * B * H * T * T * D / 2   (S = Q K^T and O = P V over the causal half)
+//   backward 2.5 x the forward                (dV = P^T dO, dP = dO V^T, S again, dQ, dK)
+//   gated    the same times the firing fraction (the row work the kernels have to do).
+// tests/cuda/bench_attention.sh runs this and PyTorch's SDPA (bench_attention_sdpa.py) on the
+// same shapes and prints the ratio. Prints a table and writes it as CSV (temp + rename).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/attention.h"
+#include "kernels/core/backend.h"
+#include "kernels/core/cuda_check.h"
+#include "kernels/core/error.h"
+
+namespace amor {
+namespace {
+
+constexpr int64_t kTokens = 16384;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Median time (us) of reps calls after two warm-up calls.
+double time_us(int reps, const std::function<void()>& run) {
+  cudaEvent_t a, b;
+  AMOR_CUDA_CHECK(cudaEventCreate(&a));
+  AMOR_CUDA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 2; ++i) run();
+  AMOR_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    AMOR_CUDA_CHECK(cudaEventRecord(a));
+    run();
+    AMOR_CUDA_CHECK(cudaEventRecord(b));
+    AMOR_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    AMOR_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1000.0);
+  }
+  AMOR_CUDA_CHECK(cudaEventDestroy(a));
+  AMOR_CUDA_CHECK(cudaEventDestroy(b));
+  return median(t);
+}
+
+uint64_t next(uint64_t& s) {
+  s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+  return s * 0x2545f4914f6cdd1dull;
+}
+
+// A bf16 cuda tensor, uniform in +-sqrt(3) (unit variance).
+Tensor dev_input(const Shape& shape, uint64_t seed) {
+  Tensor host = Tensor::empty(shape, DType::F32);
+  uint64_t s = 0x9e3779b97f4a7c15ull ^ (seed * 0xbf58476d1ce4e5b9ull);
+  float* p = host.data<float>();
+  for (int64_t i = 0; i < host.numel(); ++i)
+    p[i] = float(1.7320508 * (2.0 * double(next(s) >> 40) * 0x1p-24 - 1.0));
+  return host.to(DType::BF16).to(Device::CUDA);
+}
+
+struct Case {
+  int64_t T, H, D;
+  bool gated;
+};
+
+struct Row {
+  Case c;
+  int64_t B = 0;
+  double firing = 1.0;  // fraction of firing rows
+  double fwd_us = 0, bwd_us = 0, both_us = 0;
+  double fwd_flops = 0;
+};
+
+double tflops(double flops, double us) { return flops / (us * 1e-6) / 1e12; }
+
+std::string label(const Case& c) {
+  return std::string(c.gated ? "gated22" : "dense") + " T" + std::to_string(c.T) + " H" +
+         std::to_string(c.H) + " D" + std::to_string(c.D);
+}
+
+Row run_case(const Case& c, int reps) {
+  Row r{c};
+  r.B = kTokens / c.T;
+  const Shape qs{r.B, c.T, c.H, c.D};
+  Tensor q = dev_input(qs, 1), k = dev_input(qs, 2), v = dev_input(qs, 3), dout = dev_input(qs, 4);
+  Tensor gate;
+  if (c.gated) {
+    Tensor g = Tensor::empty({r.B, c.T}, DType::U8);
+    uint64_t s = 12345;
+    int64_t fired = 0;
+    for (int64_t i = 0; i < g.numel(); ++i) {
+      g.data<uint8_t>()[i] = double(next(s) >> 11) * 0x1p-53 < 0.22 ? 1 : 0;
+      fired += g.data<uint8_t>()[i];
+    }
+    r.firing = double(fired) / double(g.numel());
+    gate = g.to(Device::CUDA);
+  }
+  r.fwd_flops = 2.0 * 2.0 * double(r.B) * c.H * double(c.T) * double(c.T) * c.D / 2.0 * r.firing;
+  const AttentionOutput out = attention_forward(q, k, v, gate);
+  r.fwd_us = time_us(reps, [&] { attention_forward(q, k, v, gate); });
+  r.bwd_us = time_us(reps, [&] { attention_backward(q, k, v, gate, out.o, out.lse, dout); });
+  r.both_us = time_us(reps, [&] {
+    const AttentionOutput o = attention_forward(q, k, v, gate);
+    attention_backward(q, k, v, gate, o.o, o.lse, dout);
+  });
+  return r;
+}
+
+void print_header() {
+  std::printf("%-24s %4s %10s %10s %12s %9s %9s %9s\n", "case", "B", "fwd us", "bwd us",
+              "fwd+bwd us", "fwd TF/s", "bwd TF/s", "f+b TF/s");
+}
+
+void print_row(const Row& r) {
+  const double f = r.fwd_flops, b = 2.5 * r.fwd_flops;
+  std::printf("%-24s %4lld %10.1f %10.1f %12.1f %9.1f %9.1f %9.1f\n", label(r.c).c_str(),
+              static_cast<long long>(r.B), r.fwd_us, r.bwd_us, r.both_us, tflops(f, r.fwd_us),
+              tflops(b, r.bwd_us), tflops(f + b, r.both_us));
+  std::fflush(stdout);
+}
+
+void write_csv(const std::string& path, const std::vector<Row>& rows) {
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  AMOR_CHECK(f, "bench-attention: cannot write {}: {}", tmp, std::strerror(errno));
+  std::fprintf(f, "case,gated,B,T,H,D,firing,fwd_us,bwd_us,fwdbwd_us,fwd_tflops,bwd_tflops,"
+                  "fwdbwd_tflops\n");
+  for (const Row& r : rows) {
+    const double fl = r.fwd_flops;
+    std::fprintf(f, "%s,%d,%lld,%lld,%lld,%lld,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n",
+                 label(r.c).c_str(), r.c.gated ? 1 : 0, static_cast<long long>(r.B),
+                 static_cast<long long>(r.c.T), static_cast<long long>(r.c.H),
+                 static_cast<long long>(r.c.D), r.firing, r.fwd_us, r.bwd_us, r.both_us,
+                 tflops(fl, r.fwd_us), tflops(2.5 * fl, r.bwd_us), tflops(3.5 * fl, r.both_us));
+  }
+  const bool ok = std::fclose(f) == 0;
+  AMOR_CHECK(ok && std::rename(tmp.c_str(), path.c_str()) == 0, "bench-attention: cannot write {}",
+             path);
+}
+
+int run(int argc, char** argv) {
+  AMOR_CHECK(argc >= 2, "usage: bench-attention OUT.csv [--reps N] [--only SUBSTRING]");
+  const std::string csv = argv[1];
+  int reps = 20;
+  std::string only;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    AMOR_CHECK(i + 1 < argc, "bench-attention: {} needs a value", a);
+    if (a == "--reps") {
+      reps = std::stoi(argv[++i]);
+    } else if (a == "--only") {
+      only = argv[++i];
+    } else {
+      AMOR_CHECK(false, "bench-attention: unknown argument {}", a);
+    }
+  }
+  AMOR_CHECK(cuda_available(), "bench-attention: no CUDA GPU here");
+  std::vector<Case> cases;
+  for (int64_t T : {2048, 4096, 8192, 16384}) cases.push_back({T, 32, 64, false});
+  cases.push_back({4096, 16, 128, false});
+  for (int64_t T : {2048, 4096, 8192, 16384}) cases.push_back({T, 32, 64, true});
+  print_header();
+  std::vector<Row> rows;
+  for (const Case& c : cases) {
+    if (!only.empty() && label(c).find(only) == std::string::npos) continue;
+    rows.push_back(run_case(c, reps));
+    print_row(rows.back());
+  }
+  write_csv(csv, rows);
+  std::printf("wrote %s\n", csv.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace amor
+
+int main(int argc, char** argv) {
+  try {
+    return amor::run(argc, argv);
+  } catch (const amor::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+}

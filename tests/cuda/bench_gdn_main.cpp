@@ -1,0 +1,264 @@
+// bench-gdn: times the gated delta rule's CUDA kernels (forward, backward, forward + backward,
+// and the decode step) and compares the scan with OUR causal attention at the same B and T,
+// measured in the same run.
+//
+//   bench-gdn OUT.csv [--reps N] [--only SUBSTRING]
+//
+// Shapes: B*T = 16K tokens, T in {2K, 4K, 8K, 16K}; the 1.5B GDN preset's scan (d 2048: H = 24
+// heads, K = 64, V = 128, chunk 64), q, k, v, do in bf16 (q, k uniform in +-0.2: rows of norm
+// about 1, as the model's L2 norm hands them), g and beta in f32, no initial state.
+// Attention: q, k, v [B,T,32,64] bf16 (d 2048), causal, no gate. Each time is the median of N
+// calls (default 20) between CUDA events after two warm-up calls.
+//
+// FLOP counts (2 per multiply-add; what each algorithm computes, L x L products counted in full,
+// since the kernels compute them in full):
+//   GDN forward, per head and chunk of L rows: 2 L^2 (3K + 2V) [K K^T, W, U, Q K^T, P Vn]
+//     + 6 L K V [W S, the state update, Q S] + L^3 / 3 [the triangular solve].
+//   GDN backward: the forward's prepare and state pass again (2 L^2 (2K + V) + L^3/3 + 4 L K V),
+//     the dS pass (2 L^2 (K + V) + 6 L K V), the q/k kernel (2 L^2 (3K + V) + 6 L K V) and the WY
+//     kernel (2 L^2 (4K + 2V) + 4 L^3).
+//   Attention (causal, half the T x T scores): forward 2 B H T^2 D, backward 2.5x the forward.
+// "vs attn" = GDN time / attention time (below 1: the scan is faster). Decode: the step must read
+// and write the f32 state (2 B H K V 4 bytes, plus the small inputs); GB/s against that.
+// Prints a table and writes it as CSV (temp + rename).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/attention.h"
+#include "kernels/cast/cast.h"
+#include "kernels/core/backend.h"
+#include "kernels/core/caching_allocator.h"
+#include "kernels/core/cuda_check.h"
+#include "kernels/core/error.h"
+#include "kernels/gated_delta/gated_delta.h"
+
+namespace amor {
+namespace {
+
+constexpr int64_t kTokens = 16384, kH = 24, kK = 64, kV = 128, kL = 64;
+constexpr int64_t kAttnHeads = 32, kAttnD = 64;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Median time (us) of reps calls after two warm-up calls.
+double time_us(int reps, const std::function<void()>& run) {
+  cudaEvent_t a, b;
+  AMOR_CUDA_CHECK(cudaEventCreate(&a));
+  AMOR_CUDA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 2; ++i) run();
+  AMOR_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    AMOR_CUDA_CHECK(cudaEventRecord(a));
+    run();
+    AMOR_CUDA_CHECK(cudaEventRecord(b));
+    AMOR_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    AMOR_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1000.0);
+  }
+  AMOR_CUDA_CHECK(cudaEventDestroy(a));
+  AMOR_CUDA_CHECK(cudaEventDestroy(b));
+  return median(t);
+}
+
+// The FLOP counts of the header comment, for B*T tokens of H heads.
+double gdn_forward_flops(double tokens) {
+  const double L = kL, K = kK, V = kV;
+  const double per_chunk = 2 * L * L * (3 * K + 2 * V) + 6 * L * K * V + L * L * L / 3;
+  return tokens / L * kH * per_chunk;
+}
+double gdn_backward_flops(double tokens) {
+  const double L = kL, K = kK, V = kV;
+  const double per_chunk = (2 * L * L * (2 * K + V) + L * L * L / 3 + 4 * L * K * V) +
+                           (2 * L * L * (K + V) + 6 * L * K * V) +
+                           (2 * L * L * (3 * K + V) + 6 * L * K * V) +
+                           (2 * L * L * (4 * K + 2 * V) + 4 * L * L * L);
+  return tokens / L * kH * per_chunk;
+}
+double attn_forward_flops(double B, double T) { return 2 * B * kAttnHeads * T * T * kAttnD; }
+
+// A cuda tensor of dtype d with values uniform in [lo, hi) (xorshift64*, seeded).
+Tensor dev_uniform(const Shape& shape, uint64_t seed, double lo, double hi, DType d) {
+  Tensor host = Tensor::empty(shape, DType::F32);
+  uint64_t s = 0x9e3779b97f4a7c15ull ^ (seed * 0xbf58476d1ce4e5b9ull);
+  float* p = host.data<float>();
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+    p[i] = float(lo + (hi - lo) * double((s * 0x2545f4914f6cdd1dull) >> 40) * 0x1p-24);
+  }
+  return host.to(d).to(Device::CUDA);
+}
+
+struct Row {
+  std::string what, shape;
+  double us = 0, tflops = 0, attn_us = -1, gbs = -1;
+};
+
+std::string ratio_str(const Row& r) {
+  if (r.attn_us <= 0) return "n/a";
+  char s[32];
+  std::snprintf(s, sizeof(s), "%.2f", r.us / r.attn_us);
+  return s;
+}
+
+void print_row(const Row& r) {
+  char attn[32] = "n/a", perf[32] = "", gbs[32] = "";
+  if (r.attn_us > 0) std::snprintf(attn, sizeof(attn), "%.1f", r.attn_us);
+  if (r.tflops > 0) std::snprintf(perf, sizeof(perf), "%.1f", r.tflops);
+  if (r.gbs > 0) std::snprintf(gbs, sizeof(gbs), "%.0f", r.gbs);
+  std::printf("%-16s %-22s %11.1f %9s %9s %11s %8s\n", r.what.c_str(), r.shape.c_str(), r.us, perf,
+              gbs, attn, ratio_str(r).c_str());
+  std::fflush(stdout);
+}
+
+// The scan at T (B = kTokens / T) against attention at the same B, T.
+void bench_scan(int64_t T, int reps, std::vector<Row>& rows) {
+  const int64_t B = kTokens / T;
+  const double tokens = double(B * T);
+  const Tensor q = dev_uniform({B, T, kH, kK}, 1, -0.2, 0.2, DType::BF16);
+  const Tensor k = dev_uniform({B, T, kH, kK}, 2, -0.2, 0.2, DType::BF16);
+  const Tensor v = dev_uniform({B, T, kH, kV}, 3, -1.7, 1.7, DType::BF16);
+  const Tensor d_o = dev_uniform({B, T, kH, kV}, 4, -1.7, 1.7, DType::BF16);
+  const Tensor g = dev_uniform({B, T, kH}, 5, -0.5, -0.001, DType::F32);
+  const Tensor beta = dev_uniform({B, T, kH}, 6, 0.05, 0.95, DType::F32);
+  const double scale = gated_delta_default_scale(kK);
+  auto fwd = [&] { gated_delta_forward(q, k, v, g, beta, Tensor(), scale, kL); };
+  auto bwd = [&] { gated_delta_backward(q, k, v, g, beta, Tensor(), scale, d_o, Tensor(), kL); };
+  Row f{"gdn fwd"}, b{"gdn bwd"}, fb{"gdn fwd+bwd"};
+  f.shape = b.shape = fb.shape = "B" + std::to_string(B) + " T" + std::to_string(T) + " H24";
+  f.us = time_us(reps, fwd);
+  b.us = time_us(reps, bwd);
+  fb.us = time_us(reps, [&] {
+    fwd();
+    bwd();
+  });
+  f.tflops = gdn_forward_flops(tokens) / f.us / 1e6;
+  b.tflops = gdn_backward_flops(tokens) / b.us / 1e6;
+  fb.tflops = (gdn_forward_flops(tokens) + gdn_backward_flops(tokens)) / fb.us / 1e6;
+
+  // Our attention at the same B, T (d 2048 = 32 heads of 64); n/a where its cuda path throws.
+  const Shape as{B, T, kAttnHeads, kAttnD};
+  try {
+    const Tensor aq = dev_uniform(as, 7, -1.7, 1.7, DType::BF16);
+    const Tensor ak = dev_uniform(as, 8, -1.7, 1.7, DType::BF16);
+    const Tensor av = dev_uniform(as, 9, -1.7, 1.7, DType::BF16);
+    const Tensor ado = dev_uniform(as, 10, -1.7, 1.7, DType::BF16);
+    const AttentionOutput ao = attention_forward(aq, ak, av);
+    const double af = time_us(reps, [&] { attention_forward(aq, ak, av); });
+    const double ab =
+        time_us(reps, [&] { attention_backward(aq, ak, av, Tensor(), ao.o, ao.lse, ado); });
+    const double afb = time_us(reps, [&] {
+      const AttentionOutput o = attention_forward(aq, ak, av);
+      attention_backward(aq, ak, av, Tensor(), o.o, o.lse, ado);
+    });
+    f.attn_us = af;
+    b.attn_us = ab;
+    fb.attn_us = afb;
+    Row a{"attn fwd+bwd", "B" + std::to_string(B) + " T" + std::to_string(T) + " H32"};
+    a.us = afb;
+    a.tflops = 3.5 * attn_forward_flops(double(B), double(T)) / afb / 1e6;
+    for (const Row& r : {f, b, fb, a}) print_row(r), rows.push_back(r);
+    return;
+  } catch (const Error& e) {
+    std::printf("(attention on cuda: %s)\n", e.what());
+  }
+  for (const Row& r : {f, b, fb}) print_row(r), rows.push_back(r);
+}
+
+void bench_step(int64_t B, int reps, std::vector<Row>& rows) {
+  const Tensor q = dev_uniform({B, kH, kK}, 11, -0.2, 0.2, DType::BF16);
+  const Tensor k = dev_uniform({B, kH, kK}, 12, -0.2, 0.2, DType::BF16);
+  const Tensor v = dev_uniform({B, kH, kV}, 13, -1.7, 1.7, DType::BF16);
+  const Tensor g = dev_uniform({B, kH}, 14, -0.5, -0.001, DType::F32);
+  const Tensor beta = dev_uniform({B, kH}, 15, 0.05, 0.95, DType::F32);
+  Tensor state = dev_uniform({B, kH, kK, kV}, 16, -0.2, 0.2, DType::F32);
+  const double scale = gated_delta_default_scale(kK);
+  Row r{"gdn step", "B" + std::to_string(B) + " H24"};
+  r.us = time_us(reps, [&] { gated_delta_step(q, k, v, g, beta, scale, state); });
+  const double bytes = 2.0 * B * kH * kK * kV * 4 + B * kH * (2 * kK + 2 * kV) * 2.0 + B * kH * 8.0;
+  r.gbs = bytes / r.us / 1e3;
+  print_row(r);
+  rows.push_back(r);
+}
+
+void write_csv(const std::string& path, const std::vector<Row>& rows) {
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  AMOR_CHECK(f, "bench-gdn: cannot write {}: {}", tmp, std::strerror(errno));
+  std::fprintf(f, "what,shape,median_us,tflops,gb_per_s,attn_us,vs_attn\n");
+  for (const Row& r : rows)
+    std::fprintf(f, "\"%s\",\"%s\",%.3f,%.3f,%.1f,%.3f,%s\n", r.what.c_str(), r.shape.c_str(), r.us,
+                 r.tflops, r.gbs, r.attn_us, ratio_str(r).c_str());
+  const bool ok = std::fclose(f) == 0;
+  AMOR_CHECK(ok && std::rename(tmp.c_str(), path.c_str()) == 0, "bench-gdn: cannot write {}", path);
+}
+
+int run(int argc, char** argv) {
+  std::string csv, only;
+  int reps = 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--reps" && i + 1 < argc) {
+      reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else if (!a.empty() && a[0] != '-' && csv.empty()) {
+      csv = a;
+    } else {
+      std::fprintf(stderr, "usage: bench-gdn OUT.csv [--reps N] [--only scan|step]\n");
+      return 2;
+    }
+  }
+  if (csv.empty()) {
+    std::fprintf(stderr, "usage: bench-gdn OUT.csv [--reps N] [--only scan|step]\n");
+    return 2;
+  }
+  if (!cuda_available()) {
+    std::fprintf(stderr, "bench-gdn: no CUDA GPU on this machine\n");
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  AMOR_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf(
+      "bench-gdn on %s (%d SMs), median of %d calls; GDN H24 K64 V128 chunk 64 bf16, "
+      "attention H32 D64 causal bf16\n",
+      prop.name, prop.multiProcessorCount, reps);
+  std::printf("%-16s %-22s %11s %9s %9s %11s %8s\n", "what", "shape", "us", "TFLOP/s", "GB/s",
+              "attn us", "vs attn");
+  std::vector<Row> rows;
+  if (only.empty() || only == "scan") {
+    for (int64_t T : {2048, 4096, 8192, 16384}) {
+      bench_scan(T, reps, rows);
+      allocator(Device::CUDA).release_cached();
+    }
+  }
+  if (only.empty() || only == "step") {
+    for (int64_t B : {1, 16}) bench_step(B, reps, rows);
+  }
+  write_csv(csv, rows);
+  std::printf("wrote %s\n", csv.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace amor
+
+int main(int argc, char** argv) {
+  try {
+    return amor::run(argc, argv);
+  } catch (const amor::Error& e) {
+    std::fprintf(stderr, "bench-gdn: %s\n", e.what());
+    return 1;
+  }
+}

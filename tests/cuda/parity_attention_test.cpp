@@ -1,0 +1,175 @@
+// CUDA == cpu reference for causal GQA attention with the optional per-query gate, forward (o,
+// lse) and backward (dq, dk, dv): the bf16 tensor-core kernels (head dim 64 and 128) and the f32
+// SIMT kernels, at MHA and GQA, Tq = Tk and Tq < Tk (decode: Tq = 1), sequence lengths that are
+// and are not multiples of the 64-row tiles, and gates (AMOR's ~22% firing, all off, all on).
+//
+// CudaParity.AttentionSmall* are small enough for the CPU emulator (tests/cuda/emu); the realistic
+// shapes are in CudaParity.Attention* (GPU only). Sequence lengths >= 2048 use few heads: every
+// (b, h) pair is an independent block of the same code, while the cpu reference costs
+// O(B H T^2 D).
+//
+// Tolerances (rms(a - b) / rms(b)): bf16 o <= 5e-3, gradients <= 1e-2 (design §2). lse is f32 on
+// both sides: the scores are dot products of the same bf16 (or f32) values accumulated in f32 (a
+// few ulps of |s| ~ 1) and lse ~ 1 .. 9, so 1e-5 holds with room. The f32 path's results come from
+// sums over up to Tk terms in a different order than the cpu's (and dS = P (dP - delta) cancels),
+// so the f32 tolerance grows like sqrt(Tk): 1e-5 up to Tk = 256, 4e-5 at Tk = 4096.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "kernels/attention/attention.h"
+#include "tests/cuda/parity.h"
+
+namespace amor::parity {
+namespace {
+
+enum class Gate { None, Amor, AllOff, AllOn };
+
+struct AttnCase {
+  int64_t B, Tq, Tk, H, Hkv, D;
+  Gate gate;
+};
+
+std::string name(const AttnCase& c) {
+  const char* g[] = {"", " gate 22%", " gate all off", " gate all on"};
+  return "attention B" + std::to_string(c.B) + " Tq" + std::to_string(c.Tq) + " Tk" +
+         std::to_string(c.Tk) + " H" + std::to_string(c.H) + "/" + std::to_string(c.Hkv) + " D" +
+         std::to_string(c.D) + g[int(c.gate)];
+}
+
+// u8 [B, Tq]: AMOR's gate fires on ~22% of the rows (a fixed LCG, so the test is reproducible).
+Tensor make_gate(const AttnCase& c, uint64_t seed) {
+  Tensor g = Tensor::empty({c.B, c.Tq}, DType::U8);
+  uint8_t* p = g.data<uint8_t>();
+  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (int64_t i = 0; i < c.B * c.Tq; ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    const double u = double(s >> 11) / double(1ull << 53);
+    p[i] = c.gate == Gate::AllOn ? 1 : c.gate == Gate::AllOff ? 0 : (u < 0.22 ? 1 : 0);
+  }
+  return g;
+}
+
+double f32_tol(const AttnCase& c) { return 1e-5 * std::max(1.0, std::sqrt(double(c.Tk) / 256.0)); }
+
+void check_case(const AttnCase& c, DType dt, uint64_t seed) {
+  const std::string op = name(c);
+  const Shape qs{c.B, c.Tq, c.H, c.D}, ks{c.B, c.Tk, c.Hkv, c.D}, ls{c.B, c.H, c.Tq};
+  Tensor q = input(qs, seed + 1, dt), k = input(ks, seed + 2, dt), v = input(ks, seed + 3, dt);
+  Tensor dout = input(qs, seed + 4, dt);
+  Tensor gate, ggate;
+  if (c.gate != Gate::None) {
+    gate = make_gate(c, seed + 5);
+    ggate = gate.to(Device::CUDA);
+  }
+  const double otol = dt == DType::F32 ? f32_tol(c) : out_tol(dt);
+  const double gtol = dt == DType::F32 ? f32_tol(c) : grad_tol(dt);
+
+  AttentionOutput r = attention_forward(q, k, v, gate);
+  poison({{qs, dt}, {ls, DType::F32}});
+  AttentionOutput g = attention_forward(up(q, dt), up(k, dt), up(v, dt), ggate);
+  EXPECT_EQ(g.lse.dtype(), DType::F32);
+  EXPECT_EQ(g.o.dtype(), dt);
+  expect_close(op, "o", g.o, r.o, otol);
+  expect_close(op, "lse", g.lse, r.lse, std::max(kF32Tol, dt == DType::F32 ? otol : 0.0));
+  if (c.gate == Gate::AllOff) {  // exactly zero, not merely close
+    expect_equal(op, "o (all off)", g.o, r.o);
+    expect_equal(op, "lse (all off)", g.lse, r.lse);
+  }
+
+  AttentionGrads rg = attention_backward(q, k, v, gate, r.o, r.lse, dout);
+  poison({{qs, dt}, {ks, dt}});
+  AttentionGrads gg = attention_backward(up(q, dt), up(k, dt), up(v, dt), ggate, g.o, g.lse,
+                                         up(dout, dt));
+  EXPECT_EQ(gg.dk.dtype(), dt);
+  expect_close(op, "dq", gg.dq, rg.dq, gtol);
+  expect_close(op, "dk", gg.dk, rg.dk, gtol);
+  expect_close(op, "dv", gg.dv, rg.dv, gtol);
+  if (c.gate == Gate::AllOff) {
+    expect_equal(op, "dq (all off)", gg.dq, rg.dq);
+    expect_equal(op, "dk (all off)", gg.dk, rg.dk);
+  }
+  if (c.gate == Gate::Amor) {  // gated-off rows are exactly zero in o and dq
+    Tensor go = down(g.o), gdq = down(gg.dq);
+    const uint8_t* gp = gate.data<uint8_t>();
+    const int64_t row = c.H * c.D;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < c.B * c.Tq; ++i)
+      if (!gp[i])
+        for (int64_t e = 0; e < row; ++e)
+          bad += go.data<float>()[i * row + e] != 0.0f || gdq.data<float>()[i * row + e] != 0.0f;
+    EXPECT_EQ(bad, 0) << op << ": nonzero o or dq at gated-off rows";
+  }
+}
+
+void run_cases(const std::vector<AttnCase>& cases, const std::vector<DType>& dtypes,
+               uint64_t seed) {
+  for (const AttnCase& c : cases)
+    for (DType dt : dtypes) check_case(c, dt, seed += 10);
+}
+
+// Emulator-sized: every kernel (tensor-core forward, dq, dk/dv; SIMT; compaction) at tiny shapes
+// with tails (17 and 100 are not multiples of 64).
+TEST(CudaParity, AttentionSmall) {
+  AMOR_REQUIRE_GPU();
+  run_cases({{2, 17, 17, 2, 2, 64, Gate::None}, {1, 100, 100, 2, 1, 64, Gate::None}},
+            {DType::BF16, DType::F32}, 5000);
+}
+
+TEST(CudaParity, AttentionSmallGate) {
+  AMOR_REQUIRE_GPU();
+  run_cases({{2, 100, 100, 2, 1, 64, Gate::Amor}, {1, 20, 20, 1, 1, 64, Gate::AllOff},
+             {1, 70, 70, 1, 1, 64, Gate::AllOn}},
+            {DType::BF16}, 5100);
+  run_cases({{2, 40, 40, 2, 1, 64, Gate::Amor}}, {DType::F32}, 5150);
+}
+
+TEST(CudaParity, AttentionSmallDecode) {
+  AMOR_REQUIRE_GPU();
+  // Tq < Tk (queries are the last Tq positions), decode (Tq = 1), head dim 128.
+  run_cases({{2, 1, 70, 2, 1, 64, Gate::None}, {1, 5, 70, 2, 2, 128, Gate::None},
+             {1, 9, 80, 2, 1, 64, Gate::Amor}},
+            {DType::BF16, DType::F32}, 5200);
+}
+
+// The realistic and awkward shapes (GPU only).
+TEST(CudaParity, Attention) {
+  AMOR_REQUIRE_GPU();
+  run_cases({{4, 1, 1, 16, 16, 64, Gate::None},
+             {3, 17, 17, 32, 32, 64, Gate::None},
+             {2, 64, 64, 16, 16, 64, Gate::None},
+             {1, 100, 100, 32, 32, 64, Gate::None},
+             {2, 1000, 1000, 16, 16, 64, Gate::None},
+             {1, 2048, 2048, 8, 8, 64, Gate::None},
+             {1, 4096, 4096, 4, 4, 64, Gate::None},
+             {2, 1000, 1000, 8, 8, 128, Gate::None},
+             {1, 2048, 2048, 4, 4, 128, Gate::None}},
+            {DType::BF16, DType::F32}, 6000);
+}
+
+TEST(CudaParity, AttentionGqaAndDecode) {
+  AMOR_REQUIRE_GPU();
+  run_cases({{2, 100, 100, 8, 2, 64, Gate::None},
+             {2, 1000, 1000, 8, 2, 64, Gate::None},
+             {2, 1, 300, 8, 2, 64, Gate::None},
+             {3, 1, 300, 16, 16, 64, Gate::None},
+             {2, 37, 300, 16, 16, 64, Gate::None},
+             {2, 37, 300, 8, 2, 128, Gate::None},
+             {1, 1, 4096, 8, 2, 64, Gate::None}},
+            {DType::BF16, DType::F32}, 7000);
+}
+
+TEST(CudaParity, AttentionGate) {
+  AMOR_REQUIRE_GPU();
+  run_cases({{2, 1000, 1000, 16, 16, 64, Gate::Amor},
+             {1, 2048, 2048, 8, 2, 64, Gate::Amor},
+             {2, 1000, 1000, 8, 8, 128, Gate::Amor},
+             {2, 37, 300, 8, 2, 64, Gate::Amor},
+             {4, 1, 300, 8, 8, 64, Gate::Amor},
+             {2, 100, 100, 16, 16, 64, Gate::AllOff},
+             {2, 100, 100, 16, 16, 64, Gate::AllOn}},
+            {DType::BF16, DType::F32}, 8000);
+}
+
+}  // namespace
+}  // namespace amor::parity
