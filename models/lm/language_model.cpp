@@ -138,11 +138,14 @@ StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, Inf
     check_dtype(op, "targets", tg, DType::I32);
     check_shape(op, "targets", tg, tokens.shape());
   } else {
-    tg = Tensor::full<int32_t>({B, T}, -100).to(tokens.device());
+    tg = Tensor::full<int32_t>({B, T}, -100);
   }
   StepOutput out;
   gather(embed_->unit);
-  Tensor h = body_infer(embedding_forward(tokens, embed_->value), state, out).view({B * T, d});
+  // Token ids may come from the host (generation feeds back what it decoded): the model's device.
+  const Device dev = embed_->value.device();
+  tg = tg.to(dev);
+  Tensor h = body_infer(embedding_forward(tokens.to(dev), embed_->value), state, out).view({B * T, d});
   LmHeadLossOut head = lm_head_loss_forward(h, embed_->value, tg.view({B * T}), cfg_.vocab_chunk);
   out.token_loss = head.loss.view({B, T});
   out.entropy = head.entropy.view({B, T});

@@ -5,6 +5,7 @@
 #include "kernels/conv1d/conv1d.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/gated_delta/gated_delta.h"
+#include "models/core/scan_dtype.h"
 #include "kernels/l2norm/l2norm.h"
 #include "kernels/rmsnorm/rmsnorm_gated.h"
 #include "models/infer/recurrent_state.h"
@@ -149,10 +150,10 @@ Tensor GdnMixer::forward(const Tensor& x, const MixerContext&) {
   a_in_ = a_.forward(x);
   dt_ = bias_softplus_forward(a_in_, dt_bias_->value);
   neg_a_ = neg_exp(a_log_->value);
-  g_ = channel_scale_forward(dt_, neg_a_);
+  g_ = scan_input(channel_scale_forward(dt_, neg_a_));
 
   const double scale = gated_delta_default_scale(K);
-  scan_o_ = gated_delta_forward(qn_, kn_, v4_, g_, beta_, Tensor(), scale, chunk_).o;
+  scan_o_ = gated_delta_forward(qn_, kn_, v4_, g_, scan_input(beta_), Tensor(), scale, chunk_).o;
   z_ = gate_.forward(x).view({B, T, H, V});
   RMSNormOut n = rmsnorm_gated_forward(scan_o_, z_, o_norm_w_->value, V, norm_eps_,
                                        /*norm_before_gate=*/true);
@@ -168,16 +169,16 @@ Tensor GdnMixer::backward(const Tensor& dy) {
   accumulate(o_norm_w_, ng.dw);
   Tensor dx = gate_.backward(ng.dz.view({B, T, H * V}));
 
-  GatedDeltaGrads sg = gated_delta_backward(qn_, kn_, v4_, g_, beta_, Tensor(),
+  GatedDeltaGrads sg = gated_delta_backward(qn_, kn_, v4_, g_, scan_input(beta_), Tensor(),
                                             gated_delta_default_scale(K), ng.dx, Tensor(), chunk_);
 
   // g = neg_a * dt per head: d neg_a / d A_log = neg_a, so dA_log = neg_a * sum(dg * dt).
-  ChannelScaleGrads cs = channel_scale_backward(dt_, neg_a_, sg.dg);
+  ChannelScaleGrads cs = channel_scale_backward(dt_, neg_a_, grad_like(sg.dg, dt_));
   accumulate(a_log_, mul(cs.ds, neg_a_));
   BiasSoftplusGrads sp = bias_softplus_backward(a_in_, dt_bias_->value, cs.dx);
   accumulate(dt_bias_, sp.dbias);
   add_(dx, a_.backward(sp.dx));
-  add_(dx, b_.backward(sigmoid_backward(beta_, sg.dbeta)));
+  add_(dx, b_.backward(sigmoid_backward(beta_, grad_like(sg.dbeta, beta_))));
 
   add_(dx, q_.backward(l2norm_backward(qc_, q_rstd_, sg.dq).view({B, T, H * K})));
   add_(dx, k_.backward(l2norm_backward(kc_, k_rstd_, sg.dk).view({B, T, H * K})));
@@ -216,7 +217,8 @@ Tensor GdnMixer::infer(const Tensor& x, const MixerContext&, MixerCache& cache) 
   Tensor beta = sigmoid_forward(b_.apply(x));
   Tensor g = channel_scale_forward(bias_softplus_forward(a_.apply(x), dt_bias_->value),
                                    neg_exp(a_log_->value));
-  Tensor o = gated_delta_infer(q, k, v, g, beta, gated_delta_default_scale(K), chunk_, c.state);
+  Tensor o = gated_delta_infer(q, k, v, scan_input(g), scan_input(beta), gated_delta_default_scale(K),
+                               chunk_, c.state);
   RMSNormOut n = rmsnorm_gated_forward(o, gate_.apply(x).view({B, T, H, V}), o_norm_w_->value, V,
                                        norm_eps_, /*norm_before_gate=*/true);
   c.length += T;

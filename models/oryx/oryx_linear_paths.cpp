@@ -95,20 +95,20 @@ Tensor OryxGdnPath::forward(const Tensor& x, const Tensor& q, const Tensor& k, c
   a_pre_ = a_.forward(x);
   sp_ = bias_softplus_forward(a_pre_, dt_bias_->value);
   decay_ = neg_exp(A_log_->value);
-  g_ = channel_scale_forward(sp_, decay_);
-  return gated_delta_forward(qn_, kn_, v, g_, beta_, Tensor(), scale_, chunk_).o;
+  g_ = scan_input(channel_scale_forward(sp_, decay_));
+  return gated_delta_forward(qn_, kn_, v, g_, scan_input(beta_), Tensor(), scale_, chunk_).o;
 }
 
 OryxLinearPath::Grads OryxGdnPath::backward(const Tensor& do_) {
   GatedDeltaGrads gd =
-      gated_delta_backward(qn_, kn_, v_, g_, beta_, Tensor(), scale_, do_, Tensor(), chunk_);
-  ChannelScaleGrads cs = channel_scale_backward(sp_, decay_, gd.dg);
+      gated_delta_backward(qn_, kn_, v_, g_, scan_input(beta_), Tensor(), scale_, do_, Tensor(), chunk_);
+  ChannelScaleGrads cs = channel_scale_backward(sp_, decay_, grad_like(gd.dg, sp_));
   accumulate(A_log_, mul(cs.ds, decay_));  // d(-exp(a))/da = -exp(a)
   BiasSoftplusGrads bs = bias_softplus_backward(a_pre_, dt_bias_->value, cs.dx);
   accumulate(dt_bias_, bs.dbias);
   Grads g;
   g.dx = a_.backward(bs.dx);
-  add_(g.dx, b_.backward(sigmoid_backward(beta_, gd.dbeta)));
+  add_(g.dx, b_.backward(sigmoid_backward(beta_, grad_like(gd.dbeta, beta_))));
   g.dq = l2norm_backward(q_, q_rstd_, gd.dq);
   g.dk = l2norm_backward(k_, k_rstd_, gd.dk);
   g.dv = gd.dv;
@@ -121,8 +121,8 @@ Tensor OryxGdnPath::infer(const Tensor& x, const Tensor& q, const Tensor& k, con
   Tensor beta = sigmoid_forward(b_.apply(x));
   Tensor g = channel_scale_forward(bias_softplus_forward(a_.apply(x), dt_bias_->value),
                                    neg_exp(A_log_->value));
-  return gated_delta_infer(l2norm_forward(q).y, l2norm_forward(k).y, v, g, beta, scale_, chunk_,
-                           state);
+  return gated_delta_infer(l2norm_forward(q).y, l2norm_forward(k).y, v, scan_input(g),
+                           scan_input(beta), scale_, chunk_, state);
 }
 
 void OryxGdnPath::drop_saved() {

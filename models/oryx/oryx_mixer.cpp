@@ -42,10 +42,12 @@ InitFn conv_init(int64_t kernel) {
   return init_uniform(-b, b);
 }
 
-// 1 at rows whose mode is linear (0), over [B,T,H,hd]: the linear output's mask (built on the cpu).
+// 1 at rows whose mode is linear (0), over [B,T,H,hd]: the linear output's mask (built on the cpu
+// in f32 or f64, then converted: 0 and 1 are exact in every float dtype, bf16 included).
 Tensor linear_row_mask(const Tensor& modes, int64_t H, int64_t hd, DType dtype) {
   const int64_t rows = modes.numel(), width = H * hd;
-  Tensor m = Tensor::empty({modes.size(0), modes.size(1), H, hd}, dtype);
+  const DType host = dtype == DType::F64 ? DType::F64 : DType::F32;
+  Tensor m = Tensor::empty({modes.size(0), modes.size(1), H, hd}, host);
   const uint8_t* md = modes.data<uint8_t>();
   dispatch_float("OryxMixer", m, [&](auto tag) {
     using T = decltype(tag);
@@ -53,7 +55,7 @@ Tensor linear_row_mask(const Tensor& modes, int64_t H, int64_t hd, DType dtype) 
     for (int64_t r = 0; r < rows; ++r)
       std::fill(p + r * width, p + (r + 1) * width, T(md[r] == 0 ? 1 : 0));
   });
-  return m;
+  return m.to(dtype);
 }
 
 }  // namespace
@@ -100,7 +102,7 @@ Tensor OryxMixer::forward(const Tensor& x, const MixerContext& ctx) {
   kc_ = conv1d_forward(k_pre_, k_conv_->value, Tensor(), conv_silu_).y.view({B, T, H, hd});
   vc_ = conv1d_forward(v_pre_, v_conv_->value, Tensor(), conv_silu_).y.view({B, T, H, hd});
 
-  Tensor o = Tensor::zeros({B, T, H, hd}, x.dtype());
+  Tensor o = Tensor::zeros({B, T, H, hd}, x.dtype(), x.device());
   if (any_attention_) {
     qa_rot_ = rope_forward(q_attn_.forward(x).view({B, T, H, hd}), 0, rope_base_);
     k_rot_ = rope_forward(kc_, 0, rope_base_);
@@ -132,8 +134,8 @@ Tensor OryxMixer::backward(const Tensor& dy) {
   accumulate(o_norm_, ng.dw);
   Tensor dx = g_.backward(ng.dz.view({B, T, H * hd}));
 
-  Tensor dkc = Tensor::zeros({B, T, H, hd}, dy.dtype());
-  Tensor dvc = Tensor::zeros({B, T, H, hd}, dy.dtype());
+  Tensor dkc = Tensor::zeros({B, T, H, hd}, dy.dtype(), dy.device());
+  Tensor dvc = Tensor::zeros({B, T, H, hd}, dy.dtype(), dy.device());
   if (any_attention_) {
     AttentionGrads ag = attention_backward(qa_rot_, k_rot_, vc_, modes_, attn_o_, lse_, ng.dx);
     add_(dx, q_attn_.backward(rope_backward(ag.dq, 0, rope_base_).view({B, T, H * hd})));
