@@ -174,7 +174,7 @@ Tensor GdnMixer::backward(const Tensor& dy) {
 
   // g = neg_a * dt per head: d neg_a / d A_log = neg_a, so dA_log = neg_a * sum(dg * dt).
   ChannelScaleGrads cs = channel_scale_backward(dt_, neg_a_, grad_like(sg.dg, dt_));
-  accumulate(a_log_, mul(cs.ds, neg_a_));
+  accumulate(a_log_, mul(cs.ds, scan_input(neg_a_)));  // ds is f32 on cuda
   BiasSoftplusGrads sp = bias_softplus_backward(a_in_, dt_bias_->value, cs.dx);
   accumulate(dt_bias_, sp.dbias);
   add_(dx, a_.backward(sp.dx));

@@ -103,7 +103,7 @@ OryxLinearPath::Grads OryxGdnPath::backward(const Tensor& do_) {
   GatedDeltaGrads gd =
       gated_delta_backward(qn_, kn_, v_, g_, scan_input(beta_), Tensor(), scale_, do_, Tensor(), chunk_);
   ChannelScaleGrads cs = channel_scale_backward(sp_, decay_, grad_like(gd.dg, sp_));
-  accumulate(A_log_, mul(cs.ds, decay_));  // d(-exp(a))/da = -exp(a)
+  accumulate(A_log_, mul(cs.ds, scan_input(decay_)));  // d(-exp(a))/da = -exp(a); ds is f32 on cuda
   BiasSoftplusGrads bs = bias_softplus_backward(a_pre_, dt_bias_->value, cs.dx);
   accumulate(dt_bias_, bs.dbias);
   Grads g;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -18,8 +19,10 @@
 #include "models/io/safetensors.h"
 #include "runner/config/canonical.h"
 #include "runner/config/config_error.h"
+#include "runner/config/eval_checks.h"
 #include "runner/config/sweep.h"
 #include "runner/dist/mpi_communicator.h"
+#include "runner/eval/run_config_tasks.h"
 #include "runner/output/run_file.h"
 #include "runner/output/sweep_index.h"
 #include "runner/train/data_setup.h"
@@ -37,7 +40,17 @@ struct Outcome {
   int status = 0;  // 0 pending, 1 done, 2 skipped (already DONE), 3 stopped, 4 failed
   double final_loss = NAN, valid_loss = NAN, mqar_acc = NAN, fire_rate = NAN;
   std::string message;
+  std::vector<double> evals;  // the run's eval_columns, in order
 };
+
+// The evaluation scores a run reports in the summary and index.csv: "<task>_<headline metric>"
+// per harness task (mqar's accuracy has its own column, mqar_acc).
+std::vector<std::string> eval_columns(const config::RunConfig& cfg) {
+  std::vector<std::string> cols;
+  for (const auto& t : eval::harness_tasks(cfg))
+    if (t != "mqar") cols.push_back(t + "_" + eval::headline_metric(t));
+  return cols;
+}
 
 double metric(const std::map<std::string, double>& m, const char* k) {
   auto it = m.find(k);
@@ -88,6 +101,7 @@ int run_sweeps(const CliOptions& o) {
     config::ExpandOptions eo;
     eo.resolve = [](config::RunConfig& cfg, const config::KeyLocations& set_at) {
       apply_model_preset(cfg, set_at);
+      config::check_eval_config(cfg, set_at, {"the run config", 0});
     };
     runs = config::expand_sweep(o.sweep_files, o.overrides, eo);
   } catch (const Error& e) {
@@ -199,6 +213,7 @@ int run_sweeps(const CliOptions& o) {
         out.valid_loss = metric(res.metrics, "valid_loss");
         out.mqar_acc = metric(res.metrics, "mqar_acc");
         out.fire_rate = metric(res.metrics, "fire_rate");
+        for (const auto& c : eval_columns(spec.config)) out.evals.push_back(metric(res.metrics, c.c_str()));
         out.message = res.message;
         if (res.status == TrainStatus::Done) {
           out.status = 1;
@@ -219,26 +234,53 @@ int run_sweeps(const CliOptions& o) {
     // Collect outcomes at world rank 0: each group's rank 0 knows its runs.
     for (size_t i = 0; i < runs.size(); ++i) {
       const int owner = static_cast<int>(i % static_cast<size_t>(groups)) * static_cast<int>(per_run);
-      double vals[5] = {static_cast<double>(outcomes[i].status), outcomes[i].final_loss,
-                        outcomes[i].valid_loss, outcomes[i].mqar_acc, outcomes[i].fire_rate};
+      const size_t ncol = eval_columns(runs[i].config).size();
+      outcomes[i].evals.resize(ncol, NAN);
+      std::vector<double> vals = {static_cast<double>(outcomes[i].status), outcomes[i].final_loss,
+                                  outcomes[i].valid_loss, outcomes[i].mqar_acc, outcomes[i].fire_rate};
+      vals.insert(vals.end(), outcomes[i].evals.begin(), outcomes[i].evals.end());
+      const int n = static_cast<int>(vals.size());
       if (owner != 0) {
-        if (world_rank == owner) MPI_Send(vals, 5, MPI_DOUBLE, 0, 1000 + static_cast<int>(i), MPI_COMM_WORLD);
+        if (world_rank == owner) MPI_Send(vals.data(), n, MPI_DOUBLE, 0, 1000 + static_cast<int>(i), MPI_COMM_WORLD);
         if (world_root) {
-          MPI_Recv(vals, 5, MPI_DOUBLE, owner, 1000 + static_cast<int>(i), MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-          outcomes[i] = {static_cast<int>(vals[0]), vals[1], vals[2], vals[3], vals[4], ""};
+          MPI_Recv(vals.data(), n, MPI_DOUBLE, owner, 1000 + static_cast<int>(i), MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          outcomes[i] = {static_cast<int>(vals[0]), vals[1], vals[2], vals[3], vals[4], "",
+                         std::vector<double>(vals.begin() + 5, vals.end())};
         }
       }
     }
     if (world_root) {
       std::map<std::string, std::vector<SweepIndexRow>> index;
-      std::printf("\n%-44s %-8s %10s %10s %8s %8s\n", "run", "status", "loss", "valid", "recall", "fire");
+      // Evaluation columns: every task any run evaluated (first-seen order), headed by the task.
+      std::vector<std::string> cols;
+      for (const auto& r : runs)
+        for (const auto& c : eval_columns(r.config))
+          if (std::find(cols.begin(), cols.end(), c) == cols.end()) cols.push_back(c);
+      auto task_of = [&](const std::string& col) {
+        for (const auto& r : runs)
+          for (const auto& t : eval::harness_tasks(r.config))
+            if (col == t + "_" + eval::headline_metric(t)) return t;
+        return col;
+      };
+      std::string head = fmt::format("\n{:<44} {:<8} {:>10} {:>10} {:>8} {:>8}", "run", "status", "loss",
+                                     "valid", "recall", "fire");
+      for (const auto& c : cols) head += fmt::format(" {:>{}}", task_of(c), std::max<size_t>(8, task_of(c).size()));
+      std::printf("%s\n", head.c_str());
       for (size_t i = 0; i < runs.size(); ++i) {
         const auto& r = runs[i];
         const Outcome& oc = outcomes[i];
         static const char* names[] = {"pending", "done", "done", "stopped", "failed"};
-        std::printf("%-44s %-8s %10s %10s %8s %8s\n", r.id().c_str(), names[oc.status],
-                    fmt_num(oc.final_loss).c_str(), fmt_num(oc.valid_loss).c_str(),
-                    fmt_num(oc.mqar_acc, "{:.3f}").c_str(), fmt_num(oc.fire_rate, "{:.3f}").c_str());
+        std::string line = fmt::format("{:<44} {:<8} {:>10} {:>10} {:>8} {:>8}", r.id(), names[oc.status],
+                                       fmt_num(oc.final_loss), fmt_num(oc.valid_loss),
+                                       fmt_num(oc.mqar_acc, "{:.3f}"), fmt_num(oc.fire_rate, "{:.3f}"));
+        const auto own = eval_columns(r.config);
+        for (const auto& c : cols) {
+          auto it = std::find(own.begin(), own.end(), c);
+          const double v = it == own.end() ? NAN : oc.evals.at(static_cast<size_t>(it - own.begin()));
+          line += fmt::format(" {:>{}}", it == own.end() ? std::string("") : fmt_num(v, "{:.3f}"),
+                              std::max<size_t>(8, task_of(c).size()));
+        }
+        std::printf("%s\n", line.c_str());
         SweepIndexRow row;
         row.run = r.name;
         row.hash = r.hash8;
@@ -250,6 +292,8 @@ int run_sweeps(const CliOptions& o) {
                             {"valid_loss", oc.valid_loss}, {"mqar_acc", oc.mqar_acc},
                             {"fire_rate", oc.fire_rate}})
           if (!std::isnan(v)) row.metrics.emplace_back(k, v);
+        for (size_t c = 0; c < own.size(); ++c)
+          if (!std::isnan(oc.evals.at(c))) row.metrics.emplace_back(own[c], oc.evals[c]);
         row.error = oc.message;
         index[r.sweep].push_back(row);
         if (oc.status == 4) status_code = std::max(status_code, 1);

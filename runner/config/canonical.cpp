@@ -97,6 +97,15 @@ std::string json_leaf(const FieldValue& v, int depth) {
       out += pad + python_quote((*list)[i]) + (i + 1 < list->size() ? ",\n" : "\n");
     return out + std::string(2 * (depth + 1), ' ') + "]";
   }
+  auto numbers = [&](const auto& list) {
+    if (list.empty()) return std::string("[]");
+    std::string pad(2 * (depth + 2), ' '), out = "[\n";
+    for (size_t i = 0; i < list.size(); ++i)
+      out += pad + format_value(FieldValue(list[i])) + (i + 1 < list.size() ? ",\n" : "\n");
+    return out + std::string(2 * (depth + 1), ' ') + "]";
+  };
+  if (const auto* list = std::get_if<std::vector<int64_t>>(&v)) return numbers(*list);
+  if (const auto* list = std::get_if<std::vector<double>>(&v)) return numbers(*list);
   return format_value(v);
 }
 

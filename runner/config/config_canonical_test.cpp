@@ -56,7 +56,7 @@ TEST(ConfigCanonical, JsonHoldsEveryKeySorted) {
 TEST(ConfigCanonical, PinnedHashOfTheDefaults) {
   // Pins cross-platform, cross-version stability: this changes only when the schema or a default
   // changes (which re-identifies every run, so it should be a deliberate edit).
-  EXPECT_EQ(hash8(canonical_json(resolved_defaults())), "9b5afa88");
+  EXPECT_EQ(hash8(canonical_json(resolved_defaults())), "96e5c5c0");
 }
 
 TEST(ConfigCanonical, YamlHasTheSameContent) {
@@ -85,6 +85,16 @@ FieldValue another_value(const Field& f, const FieldValue& v) {
     case FieldType::StringList: {
       auto l = std::get<std::vector<std::string>>(v);
       l.push_back("extra");
+      return l;
+    }
+    case FieldType::IntList: {
+      auto l = std::get<std::vector<int64_t>>(v);
+      l.push_back(l.empty() ? 1 : l.back() + 1);
+      return l;
+    }
+    case FieldType::FloatList: {
+      auto l = std::get<std::vector<double>>(v);
+      l.push_back(l.empty() ? 0.5 : l.back() / 3);  // stays within [0, 100] and not an integer
       return l;
     }
   }

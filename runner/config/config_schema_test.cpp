@@ -55,7 +55,7 @@ TEST(ConfigSchema, EveryModelConfigFieldIsAKey) {
         "model.amor.fixed_offset", "model.oryx.linear", "model.oryx.chunk",
         "model.oryx.p_attention", "model.oryx.schedule"})
     EXPECT_NE(find_field(k), nullptr) << k;
-  EXPECT_EQ(fields().size(), 80u);  // model 50, data 8, train 15, eval 2, checkpoint 3, 1, device
+  EXPECT_EQ(fields().size(), 119u);  // model 50, data 8, train 15, eval 41, checkpoint 3, 1, device
 }
 
 TEST(ConfigSchema, KeysReachTheirMembers) {
@@ -187,7 +187,7 @@ TEST(ConfigSchema, RulesBetweenKeys) {
             "cfg.yaml:2: key 'train.dtype': bf16 needs device cuda (cpu runs f32 or f64)");
   EXPECT_EQ(error("device: cuda\ntrain.dtype: f64\n"),
             "cfg.yaml:2: key 'train.dtype': f64 is not available with device cuda (cuda runs "
-            "bf16)");
+            "bf16, or f32 to compare with the cpu)");
   EXPECT_EQ(error("model.kind: serial"),
             "cfg.yaml:1: key 'model.kind': model.kind serial needs model.pattern (e.g. MMMA)");
   EXPECT_EQ(error("data.source: shards"),

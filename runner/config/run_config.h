@@ -52,9 +52,61 @@ struct TrainConfig {
   int64_t eval_every = 0;           // 0 = evaluate only at the end
 };
 
+// `eval.*`: what to evaluate after training (runner/eval/README.md has each task's definition),
+// and existing weights to evaluate without training (train.steps: 0). Per-task options live in
+// one section per task family; 0 / "" / [] mean "derived from the run" where a comment says so.
+struct EvalFileTask {
+  std::string path;                 // the task's jsonl file (lm-eval's public format)
+  int64_t limit = 0;                // first this many examples; 0 = eval.max_examples (0 = all)
+};
+
+struct EvalNeedleConfig {           // niah_* and passkey (RULER's grid)
+  std::vector<int64_t> lengths = {256, 512};   // context lengths in tokens
+  std::vector<double> depths = {0, 50, 100};   // needle depths in percent
+  int64_t samples_per_cell = 1;
+  std::string essay_path;           // haystack text for the essay variants; "" = the KJV corpus
+};
+
+struct EvalMqarConfig {             // the harness's mqar (Zoology's test split, seed eval.seed + 10)
+  int64_t vocab_size = 0;           // 0 = model.vocab (at most the tokenizer's ids)
+  int64_t seq_len = 0;              // 0 = data.seq_len
+  int64_t kv_pairs = 0;             // 0 = data.mqar.num_kv_pairs
+  int64_t examples = 256;
+};
+
+struct EvalPplConfig {              // ppl_by_position
+  std::string path;                 // .txt or .jsonl {"text"}; "" = the built-in KJV corpus
+  int64_t seq_len = 0;              // 0 = 4 * data.seq_len (beyond the training length)
+  int64_t bucket_size = 0;          // 0 = data.seq_len
+  int64_t num_sequences = 8;
+};
+
+struct EvalOryxSwitchConfig {       // oryx_switch (model.kind oryx only)
+  std::string path;                 // as ppl_by_position's
+  int64_t seq_len = 0;              // 0 = 2 * data.seq_len
+  int64_t switch_at = 0;            // the switch position s; 0 = seq_len / 2
+  int64_t window = 0;               // offsets -window .. window-1 around s; 0 = s and seq_len - s
+  std::string before = "linear";    // linear | attention: the mixer of positions < s
+  std::string after = "attention";  // the mixer of positions >= s
+  int64_t num_sequences = 8;
+};
+
 struct EvalConfig {
   std::vector<std::string> tasks;   // evaluation task names, run in this order
-  int64_t max_examples = 0;         // per task; 0 = all
+  int64_t max_examples = 0;         // validation sequences and the default per-task limit; 0 = all
+  int64_t tokens_per_task = 16;     // sequences per task recorded in run.h5 /tokens/<task>
+  int64_t max_length = 2048;        // context window (lm-eval HFLM's default when a model has none)
+  int64_t batch_size = 8;           // sequences per forward / decode batch
+  int64_t seed = 42;                // generated tasks (niah, passkey, mqar)
+  std::string weights;              // a safetensors file (models/io/model_weights.h) to start from
+  std::string checkpoint;           // a run folder or checkpoint folder to evaluate (train.steps: 0)
+  EvalFileTask lambada, hellaswag, piqa, arc_easy, arc_challenge, winogrande;
+  std::string longbench_dir;        // LongBench's data/ folder: longbench_<d> reads <dir>/<d>.jsonl
+  int64_t longbench_limit = 0;
+  EvalNeedleConfig niah;
+  EvalMqarConfig mqar;
+  EvalPplConfig ppl_by_position;
+  EvalOryxSwitchConfig oryx_switch;
 };
 
 struct CheckpointConfig {

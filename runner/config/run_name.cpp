@@ -66,6 +66,13 @@ std::string name_part(const std::string& short_name, const Field& field, const F
       for (const std::string& s : l) joined += (joined.empty() ? "" : "+") + s;
       return short_name + "_" + (l.empty() ? "none" : joined);
     }
+    case FieldType::IntList:
+    case FieldType::FloatList: {
+      std::string joined = format_value(v);  // "[256, 512]"
+      joined = joined.substr(1, joined.size() - 2);
+      for (size_t p; (p = joined.find(", ")) != std::string::npos;) joined.replace(p, 2, "+");
+      return short_name + "_" + (joined.empty() ? "none" : joined);
+    }
   }
   return short_name;
 }

@@ -37,6 +37,10 @@ Field make_field(std::string key, Acc acc, Check check = {}, Choices choices = {
     f.type = FieldType::Float;
   } else if constexpr (std::is_same_v<T, std::string>) {
     f.type = choices.values.empty() ? FieldType::String : FieldType::Enum;
+  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    f.type = FieldType::IntList;
+  } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+    f.type = FieldType::FloatList;
   } else {
     static_assert(std::is_same_v<T, std::vector<std::string>>, "unsupported config field type");
     f.type = FieldType::StringList;
@@ -77,6 +81,26 @@ Check positive() { return within(0.0, kInf, true); }
 Check non_negative() { return within(0.0, kInf); }
 Check unit_interval() { return within(0.0, 1.0); }
 Check below_one() { return within(0.0, 1.0, false, true); }
+
+Check all_at_least(int64_t lo) {
+  return [lo](const FieldValue& v) {
+    const auto& l = std::get<std::vector<int64_t>>(v);
+    for (size_t i = 0; i < l.size(); ++i)
+      if (l[i] < lo) return fmt::format("item {}: must be at least {}, got {}", i + 1, lo, l[i]);
+    return std::string();
+  };
+}
+
+Check all_within(double lo, double hi) {
+  return [=](const FieldValue& v) {
+    const auto& l = std::get<std::vector<double>>(v);
+    for (size_t i = 0; i < l.size(); ++i)
+      if (!(l[i] >= lo && l[i] <= hi))
+        return fmt::format("item {}: must be in [{}, {}], got {}", i + 1, format_double(lo),
+                           format_double(hi), format_double(l[i]));
+    return std::string();
+  };
+}
 
 Check only_chars(std::string allowed) {
   return [allowed](const FieldValue& v) {
@@ -173,6 +197,45 @@ std::vector<Field> build_fields() {
       // eval.*
       AMOR_KEY("eval.tasks", eval.tasks),
       AMOR_KEY("eval.max_examples", eval.max_examples, at_least(0)),
+      AMOR_KEY("eval.tokens_per_task", eval.tokens_per_task, at_least(0)),
+      AMOR_KEY("eval.max_length", eval.max_length, at_least(1)),
+      AMOR_KEY("eval.batch_size", eval.batch_size, at_least(1)),
+      AMOR_KEY("eval.seed", eval.seed, at_least(0)),
+      AMOR_KEY("eval.weights", eval.weights),
+      AMOR_KEY("eval.checkpoint", eval.checkpoint),
+      AMOR_KEY("eval.lambada.path", eval.lambada.path),
+      AMOR_KEY("eval.lambada.limit", eval.lambada.limit, at_least(0)),
+      AMOR_KEY("eval.hellaswag.path", eval.hellaswag.path),
+      AMOR_KEY("eval.hellaswag.limit", eval.hellaswag.limit, at_least(0)),
+      AMOR_KEY("eval.piqa.path", eval.piqa.path),
+      AMOR_KEY("eval.piqa.limit", eval.piqa.limit, at_least(0)),
+      AMOR_KEY("eval.arc_easy.path", eval.arc_easy.path),
+      AMOR_KEY("eval.arc_easy.limit", eval.arc_easy.limit, at_least(0)),
+      AMOR_KEY("eval.arc_challenge.path", eval.arc_challenge.path),
+      AMOR_KEY("eval.arc_challenge.limit", eval.arc_challenge.limit, at_least(0)),
+      AMOR_KEY("eval.winogrande.path", eval.winogrande.path),
+      AMOR_KEY("eval.winogrande.limit", eval.winogrande.limit, at_least(0)),
+      AMOR_KEY("eval.longbench.dir", eval.longbench_dir),
+      AMOR_KEY("eval.longbench.limit", eval.longbench_limit, at_least(0)),
+      AMOR_KEY("eval.niah.lengths", eval.niah.lengths, all_at_least(1)),
+      AMOR_KEY("eval.niah.depths", eval.niah.depths, all_within(0, 100)),
+      AMOR_KEY("eval.niah.samples_per_cell", eval.niah.samples_per_cell, at_least(1)),
+      AMOR_KEY("eval.niah.essay_path", eval.niah.essay_path),
+      AMOR_KEY("eval.mqar.vocab_size", eval.mqar.vocab_size, at_least(0)),
+      AMOR_KEY("eval.mqar.seq_len", eval.mqar.seq_len, at_least(0)),
+      AMOR_KEY("eval.mqar.kv_pairs", eval.mqar.kv_pairs, at_least(0)),
+      AMOR_KEY("eval.mqar.examples", eval.mqar.examples, at_least(1)),
+      AMOR_KEY("eval.ppl_by_position.path", eval.ppl_by_position.path),
+      AMOR_KEY("eval.ppl_by_position.seq_len", eval.ppl_by_position.seq_len, at_least(0)),
+      AMOR_KEY("eval.ppl_by_position.bucket_size", eval.ppl_by_position.bucket_size, at_least(0)),
+      AMOR_KEY("eval.ppl_by_position.num_sequences", eval.ppl_by_position.num_sequences, at_least(1)),
+      AMOR_KEY("eval.oryx_switch.path", eval.oryx_switch.path),
+      AMOR_KEY("eval.oryx_switch.seq_len", eval.oryx_switch.seq_len, at_least(0)),
+      AMOR_KEY("eval.oryx_switch.switch_at", eval.oryx_switch.switch_at, at_least(0)),
+      AMOR_KEY("eval.oryx_switch.window", eval.oryx_switch.window, at_least(0)),
+      AMOR_KEY("eval.oryx_switch.before", eval.oryx_switch.before, {}, Choices{{"linear", "attention"}}),
+      AMOR_KEY("eval.oryx_switch.after", eval.oryx_switch.after, {}, Choices{{"attention", "linear"}}),
+      AMOR_KEY("eval.oryx_switch.num_sequences", eval.oryx_switch.num_sequences, at_least(1)),
       // checkpoint.*
       AMOR_KEY("checkpoint.every", checkpoint.every, at_least(0)),
       AMOR_KEY("checkpoint.keep", checkpoint.keep, at_least(1)),
@@ -235,6 +298,8 @@ std::string expected(const Field& f) {
     case FieldType::Float: return "a number";
     case FieldType::String: return "a string";
     case FieldType::StringList: return "a list of strings";
+    case FieldType::IntList: return "a list of integers";
+    case FieldType::FloatList: return "a list of numbers";
     case FieldType::Enum: {
       std::string s = "one of ";
       for (size_t i = 0; i < f.choices.size(); ++i)
@@ -243,6 +308,36 @@ std::string expected(const Field& f) {
     }
   }
   return "?";
+}
+
+// Types a scalar as an integer (ints) or a number into `out`: "" when fine, kWrongType when the
+// node is not such a literal, else the problem (out of range).
+const std::string kWrongType = "\x01wrong type";
+std::string type_number(const YAML::Node& n, bool ints, FieldValue& out) {
+  if (is_null(n) || !n.IsScalar() || is_quoted(n)) return kWrongType;
+  const std::string& s = n.Scalar();
+  if (ints) {
+    int64_t i = 0;
+    if (std::regex_match(s, int_re())) {
+      const char* b = s.data() + (s[0] == '+' ? 1 : 0);
+      auto [p, ec] = std::from_chars(b, s.data() + s.size(), i);
+      if (ec != std::errc() || p != s.data() + s.size())
+        return "'" + s + "' is out of the 64-bit integer range";
+    } else if (std::regex_match(s, int_exp_re())) {
+      double d = std::strtod(s.c_str(), nullptr);
+      if (d != std::floor(d) || std::fabs(d) > 9007199254740992.0) return kWrongType;
+      i = static_cast<int64_t>(d);
+    } else {
+      return kWrongType;
+    }
+    out = i;
+    return "";
+  }
+  if (!std::regex_match(s, float_re())) return kWrongType;
+  double d = std::strtod(s.c_str(), nullptr);
+  if (!std::isfinite(d)) return "'" + s + "' is out of the double range";
+  out = d;
+  return "";
 }
 
 }  // namespace
@@ -317,6 +412,23 @@ FieldValue parse_value(const Field& f, const YAML::Node& n, const Location& wher
       items.push_back(item.Scalar());
     }
     v = std::move(items);
+  } else if (f.type == FieldType::IntList || f.type == FieldType::FloatList) {
+    if (!n.IsSequence()) return wrong_type();
+    const bool ints = f.type == FieldType::IntList;
+    std::vector<int64_t> is;
+    std::vector<double> ds;
+    for (size_t i = 0; i < n.size(); ++i) {
+      FieldValue item;
+      std::string problem = type_number(n[i], ints, item);
+      if (problem == kWrongType)
+        return bad(fmt::format("item {}: expected {}, got {}", i + 1, ints ? "an integer" : "a number",
+                               describe_node(n[i])));
+      if (!problem.empty()) return bad(fmt::format("item {}: {}", i + 1, problem));
+      if (ints) is.push_back(std::get<int64_t>(item));
+      else ds.push_back(std::get<double>(item));
+    }
+    if (ints) v = std::move(is);
+    else v = std::move(ds);
   } else {
     if (is_null(n) || !n.IsScalar()) return wrong_type();
     const std::string& s = n.Scalar();
@@ -332,29 +444,11 @@ FieldValue parse_value(const Field& f, const YAML::Node& n, const Location& wher
           return wrong_type();
         }
         break;
-      case FieldType::Int: {
-        if (quoted) return wrong_type();
-        int64_t i = 0;
-        if (std::regex_match(s, int_re())) {
-          const char* b = s.data() + (s[0] == '+' ? 1 : 0);
-          auto [p, ec] = std::from_chars(b, s.data() + s.size(), i);
-          if (ec != std::errc() || p != s.data() + s.size())
-            return bad("'" + s + "' is out of the 64-bit integer range");
-        } else if (std::regex_match(s, int_exp_re())) {
-          double d = std::strtod(s.c_str(), nullptr);
-          if (d != std::floor(d) || std::fabs(d) > 9007199254740992.0) return wrong_type();
-          i = static_cast<int64_t>(d);
-        } else {
-          return wrong_type();
-        }
-        v = i;
-        break;
-      }
+      case FieldType::Int:
       case FieldType::Float: {
-        if (quoted || !std::regex_match(s, float_re())) return wrong_type();
-        double d = std::strtod(s.c_str(), nullptr);
-        if (!std::isfinite(d)) return bad("'" + s + "' is out of the double range");
-        v = d;
+        std::string problem = type_number(n, f.type == FieldType::Int, v);
+        if (problem == kWrongType) return wrong_type();
+        if (!problem.empty()) return bad(problem);
         break;
       }
       case FieldType::String:
@@ -367,6 +461,8 @@ FieldValue parse_value(const Field& f, const YAML::Node& n, const Location& wher
         v = s;
         break;
       case FieldType::StringList:
+      case FieldType::IntList:
+      case FieldType::FloatList:
         break;
     }
   }
@@ -414,9 +510,13 @@ std::string format_value(const FieldValue& v) {
           return format_double(x);
         } else if constexpr (std::is_same_v<T, std::string>) {
           return x;
-        } else {
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
           std::string s = "[";
           for (size_t i = 0; i < x.size(); ++i) s += (i ? ", " : "") + x[i];
+          return s + "]";
+        } else {
+          std::string s = "[";
+          for (size_t i = 0; i < x.size(); ++i) s += (i ? ", " : "") + format_value(FieldValue(x[i]));
           return s + "]";
         }
       },

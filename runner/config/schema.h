@@ -17,9 +17,10 @@
 namespace amor::config {
 
 // A typed value of one key. Integers and floats stay distinct so `d_model: 64.5` is an error.
-using FieldValue = std::variant<bool, int64_t, double, std::string, std::vector<std::string>>;
+using FieldValue = std::variant<bool, int64_t, double, std::string, std::vector<std::string>,
+                                std::vector<int64_t>, std::vector<double>>;
 
-enum class FieldType { Bool, Int, Float, String, Enum, StringList };
+enum class FieldType { Bool, Int, Float, String, Enum, StringList, IntList, FloatList };
 
 struct Field {
   std::string key;                   // dotted: "model.amor.kappa"
@@ -45,12 +46,12 @@ std::string suggest_config_key(std::string_view key);
 // Integers: decimal literals (also exponent forms that are exact integers, "1e4"); numbers:
 // YAML 1.2 float or integer literals (no inf/nan); booleans: true/false; strings: any scalar but
 // null; enums: one of the choices; string lists: a list of such scalars. Quoted scalars are
-// strings, never numbers or booleans.
+// strings, never numbers or booleans. Integer and number lists: lists of such literals.
 FieldValue parse_value(const Field& field, const YAML::Node& node, const Location& where,
                        const std::string& context = "");
 
 // The canonical text of a value, as written into run names, --dry-run listings and YAML:
-// 768, 0.001, 1e-08, 10000.0, true, amor, [lambada, piqa]. Floats are written as Python's repr
+// 768, 0.001, 1e-08, 10000.0, true, amor, [lambada, piqa], [256, 512], [0.0, 50.0]. Floats are written as Python's repr
 // writes them: the shortest text that reads back to the same double, always with '.' or 'e' so
 // they stay floats.
 std::string format_value(const FieldValue& v);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "data/tokenizer/tokenizer.h"
+#include "kernels/core/error.h"
 
 namespace amor::eval {
 
@@ -54,6 +55,13 @@ class EvalModel {
   virtual std::vector<TeacherForcedResult> teacher_forced(
       const std::vector<TeacherForcedRequest>& requests) = 0;
   virtual std::vector<std::string> generate(const std::vector<GenRequest>& requests) = 0;
+  // Oryx (multi-mixer) models: teacher_forced with each position's mixer given, modes[i][t] = 1
+  // for attention, 0 for the linear mixer (oryx_switch). Models without mixer modes refuse.
+  virtual std::vector<TeacherForcedResult> teacher_forced_modes(
+      const std::vector<TeacherForcedRequest>& /*requests*/,
+      const std::vector<std::vector<uint8_t>>& /*modes*/) {
+    throw Error("oryx_switch: this model has no mixer modes (only model.kind oryx switches mixer)");
+  }
   // The context window in tokens: loglikelihood pairs are cut to max_length() + 1 tokens and
   // LongBench prompts to max_length() - max_new_tokens. NIAH, passkey and ppl_by_position are never
   // truncated (their lengths are the experiment). A model without a hard window may return a

@@ -10,7 +10,7 @@
 namespace amor::eval {
 namespace {
 
-enum class Family { Lambada, MultipleChoice, Winogrande, Needle, LongBench, Mqar, PplByPosition };
+enum class Family { Lambada, MultipleChoice, Winogrande, Needle, LongBench, Mqar, PplByPosition, OryxSwitch };
 
 bool is_longbench(const std::string& name) {
   const std::string prefix = "longbench_";
@@ -19,16 +19,21 @@ bool is_longbench(const std::string& name) {
   return std::find(ds.begin(), ds.end(), name.substr(prefix.size())) != ds.end();
 }
 
-std::vector<std::string> known_names() {
+}  // namespace
+
+std::vector<std::string> known_task_names() {
   std::vector<std::string> names = {"lambada", "hellaswag", "piqa", "arc_easy", "arc_challenge",
                                     "winogrande"};
   for (const auto& n : synthetic::niah_task_names()) names.push_back(n);
   names.push_back("passkey");
   names.push_back("mqar");
   names.push_back("ppl_by_position");
+  names.push_back("oryx_switch");
   for (const auto& d : longbench_datasets()) names.push_back("longbench_" + d);
   return names;
 }
+
+namespace {
 
 Family family(const std::string& name) {
   if (name == "lambada") return Family::Lambada;
@@ -40,16 +45,17 @@ Family family(const std::string& name) {
   if (std::find(niah.begin(), niah.end(), name) != niah.end()) return Family::Needle;
   if (name == "mqar") return Family::Mqar;
   if (name == "ppl_by_position") return Family::PplByPosition;
+  if (name == "oryx_switch") return Family::OryxSwitch;
   if (is_longbench(name)) return Family::LongBench;
   std::string list;
-  for (const auto& n : known_names()) list += (list.empty() ? "" : ", ") + n;
+  for (const auto& n : known_task_names()) list += (list.empty() ? "" : ", ") + n;
   throw Error(fmt::format("eval: unknown task '{}' (known: {})", name, list));
 }
 
 }  // namespace
 
 bool is_known_task(const std::string& name) {
-  const auto names = known_names();
+  const auto names = known_task_names();
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
@@ -72,6 +78,10 @@ EvalTaskSpec task_layout(const TaskSpec& spec) {
         t.metrics.push_back(fmt::format("ppl_{}_{}", a, b));
       t.per_example = {"position", "loss"};
       break;
+    case Family::OryxSwitch:
+      t.metrics = {"ppl_before", "ppl_after"};
+      t.per_example = {"offset", "loss"};
+      break;
   }
   return t;
 }
@@ -85,6 +95,7 @@ TaskResult run_task(const TaskSpec& spec, EvalModel& model) {
     case Family::LongBench: return run_longbench(spec, model);
     case Family::Mqar: return run_mqar(spec, model);
     case Family::PplByPosition: return run_ppl_by_position(spec, model);
+    case Family::OryxSwitch: return run_oryx_switch(spec, model);
   }
   throw Error(fmt::format("eval: unhandled task '{}'", spec.name));
 }

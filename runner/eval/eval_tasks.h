@@ -11,6 +11,7 @@
 //   longbench_<dataset> (English LongBench)   score, score_0_4k, score_4_8k, score_8k_plus
 //                                                                  | score, length
 //   ppl_by_position                           ppl, ppl_<a>_<b>...  | position, loss (per bucket)
+//   oryx_switch (Oryx models)                 ppl_before, ppl_after | offset, loss (per offset)
 // All scores are fractions in [0, 1]; perplexities are exp of a mean NLL.
 #pragma once
 #include <cstdint>
@@ -48,6 +49,13 @@ struct TaskSpec {
   int64_t seq_len = 4096;
   int64_t bucket_size = 512;
   int64_t num_sequences = 8;
+
+  // oryx_switch: sequences of seq_len tokens (text as ppl_by_position's) scored with the mixer
+  // `before` (0 linear, 1 attention) at positions < switch_at and `after` from there; offsets
+  // -window .. window-1 around switch_at. seq_len and num_sequences as above.
+  int64_t switch_at = 128;
+  int64_t window = 64;
+  uint8_t before = 0, after = 1;
 };
 
 struct TaskResult {
@@ -57,6 +65,8 @@ struct TaskResult {
 
 // True for every name run_task accepts.
 bool is_known_task(const std::string& name);
+// Every known name, in documentation order (for messages).
+std::vector<std::string> known_task_names();
 // The English LongBench datasets (longbench_<dataset>).
 std::vector<std::string> longbench_datasets();
 // The metric attributes and per-example datasets of a task (ppl_by_position's metric names depend

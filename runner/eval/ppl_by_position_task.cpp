@@ -47,31 +47,42 @@ std::vector<std::pair<int64_t, int64_t>> position_buckets(int64_t seq_len, int64
   return out;
 }
 
-TaskResult run_ppl_by_position(const TaskSpec& spec, EvalModel& model) {
-  const auto buckets = position_buckets(spec.seq_len, spec.bucket_size);
-  AMOR_CHECK(spec.num_sequences > 0, "{}: num_sequences must be positive, got {}", spec.name,
-             spec.num_sequences);
-  const Tokenizer& tok = model.tokenizer();
-  AMOR_CHECK(tok.eos_id() >= 0, "{}: tokenizer '{}' has no EOS to separate documents", spec.name,
+std::vector<std::vector<int32_t>> packed_sequences(const std::string& task, const std::string& path,
+                                                   int64_t seq_len, int64_t num_sequences,
+                                                   const Tokenizer& tok) {
+  AMOR_CHECK(num_sequences > 0, "{}: num_sequences must be positive, got {}", task, num_sequences);
+  AMOR_CHECK(seq_len > 0, "{}: seq_len must be positive, got {}", task, seq_len);
+  AMOR_CHECK(tok.eos_id() >= 0, "{}: tokenizer '{}' has no EOS to separate documents", task,
              tok.name());
-  const auto L = static_cast<size_t>(spec.seq_len);
-  const size_t needed = static_cast<size_t>(spec.num_sequences) * L + 1;
+  const auto L = static_cast<size_t>(seq_len);
+  const size_t needed = static_cast<size_t>(num_sequences) * L + 1;
+  TaskSpec where;
+  where.name = task;
+  where.path = path;
   std::vector<int32_t> stream;
-  for (const auto& d : documents(spec)) {
+  for (const auto& d : documents(where)) {
     if (stream.size() >= needed) break;
     tok.encode_into(d, stream);
     stream.push_back(tok.eos_id());
   }
   AMOR_CHECK(stream.size() >= needed,
-             "{}: {} holds {} tokens, fewer than the {} that {} sequences of {} tokens need",
-             spec.name, spec.path.empty() ? std::string("the KJV corpus") : spec.path, stream.size(),
-             needed, spec.num_sequences, spec.seq_len);
-  std::vector<TeacherForcedRequest> requests;
-  for (size_t k = 0; k < static_cast<size_t>(spec.num_sequences); ++k) {
+             "{}: {} holds {} tokens, fewer than the {} that {} sequences of {} tokens need", task,
+             path.empty() ? std::string("the KJV corpus") : path, stream.size(), needed,
+             num_sequences, seq_len);
+  std::vector<std::vector<int32_t>> out;
+  for (size_t k = 0; k < static_cast<size_t>(num_sequences); ++k) {
     auto begin = stream.begin() + static_cast<std::ptrdiff_t>(k * L);
-    requests.push_back({std::vector<int32_t>(begin, begin + static_cast<std::ptrdiff_t>(L)),
-                        std::vector<int32_t>(begin + 1, begin + static_cast<std::ptrdiff_t>(L) + 1)});
+    out.emplace_back(begin, begin + static_cast<std::ptrdiff_t>(L) + 1);
   }
+  return out;
+}
+
+TaskResult run_ppl_by_position(const TaskSpec& spec, EvalModel& model) {
+  const auto buckets = position_buckets(spec.seq_len, spec.bucket_size);
+  const auto L = static_cast<size_t>(spec.seq_len);
+  std::vector<TeacherForcedRequest> requests;
+  for (auto& s : packed_sequences(spec.name, spec.path, spec.seq_len, spec.num_sequences, model.tokenizer()))
+    requests.push_back({std::vector<int32_t>(s.begin(), s.end() - 1), std::vector<int32_t>(s.begin() + 1, s.end())});
   model.begin_task(spec.name);
   const auto results = model.teacher_forced(requests);
   AMOR_CHECK(results.size() == requests.size(), "{}: the model answered {} of {} requests",

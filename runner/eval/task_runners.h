@@ -14,6 +14,13 @@ TaskResult run_needle_task(const TaskSpec& spec, EvalModel& model);      // niah
 TaskResult run_longbench(const TaskSpec& spec, EvalModel& model);        // longbench_<dataset>
 TaskResult run_mqar(const TaskSpec& spec, EvalModel& model);
 TaskResult run_ppl_by_position(const TaskSpec& spec, EvalModel& model);
+TaskResult run_oryx_switch(const TaskSpec& spec, EvalModel& model);  // needs mode control
+
+// ppl_by_position's text source: num_sequences sequences of seq_len + 1 tokens (input and shifted
+// target), documents packed with EOS between them (path: .txt, .jsonl {"text"}, "" = KJV corpus).
+std::vector<std::vector<int32_t>> packed_sequences(const std::string& task, const std::string& path,
+                                                   int64_t seq_len, int64_t num_sequences,
+                                                   const Tokenizer& tokenizer);
 
 // The bucket boundaries [a, b) of ppl_by_position: bucket_size wide, the last one cut at seq_len.
 std::vector<std::pair<int64_t, int64_t>> position_buckets(int64_t seq_len, int64_t bucket_size);

@@ -65,7 +65,9 @@ std::string gate_state_to_json(const std::vector<model::AmorGateState>& s) {
 
 std::vector<model::AmorGateState> gate_state_from_json(const std::string& text) {
   std::vector<model::AmorGateState> out;
-  for (const auto& v : json::parse(text, "checkpoint amor_gates").as_array("amor_gates")) {
+  // The parsed document must outlive the loop (a range-for over a temporary's member dangles).
+  const json::Value doc = json::parse(text, "checkpoint amor_gates");
+  for (const auto& v : doc.as_array("amor_gates")) {
     model::AmorGateState g;
     g.m = v.at("m").as_double("amor_gates m");
     g.s = v.at("s").as_double("amor_gates s");

@@ -9,6 +9,7 @@
 #include "data/synthetic/token_task.h"
 #include "kernels/core/error.h"
 #include "models/amor/amor_model.h"
+#include "models/io/model_weights.h"
 #include "models/io/safetensors.h"
 #include "models/lm/language_model.h"
 #include "runner/app/version.h"
@@ -17,6 +18,8 @@
 #include "runner/dist/entropy_gather.h"
 #include "runner/dist/fsdp.h"
 #include "runner/dist/mpi_communicator.h"
+#include "runner/eval/model_eval.h"
+#include "runner/eval/run_config_tasks.h"
 #ifdef AMOR_HAVE_CUDA
 #include "runner/dist/nccl_communicator.h"
 #endif
@@ -169,6 +172,35 @@ EvalResult evaluate(dist::Fsdp& fsdp, BatchSource& valid, bool recall, int64_t m
   return r;
 }
 
+// An unsharded copy of the model for the evaluation harness (collective: every rank of the run
+// gathers every unit), with AMOR's frozen thresholds. On the run's device, in the master dtype.
+std::unique_ptr<model::LanguageModel> eval_replica(const config::RunConfig& cfg, dist::Fsdp& fsdp,
+                                                   model::LanguageModel& trained, DType dtype, Device dev) {
+  auto full = fsdp.full_parameters();
+  auto replica = model::build_model(cfg.model, dtype);
+  const auto& params = replica->params().params();
+  AMOR_CHECK(params.size() == full.size(), "eval: the replica has {} parameters, the run {}",
+             params.size(), full.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    AMOR_CHECK(params[i]->name == full[i].first, "eval: replica parameter {} is '{}', the run's '{}'",
+               i, params[i]->name, full[i].first);
+    params[i]->value = full[i].second.to(dev);
+  }
+  auto* from = dynamic_cast<model::AmorModel*>(&trained);
+  if (auto* to = dynamic_cast<model::AmorModel*>(replica.get()); to && from) to->set_gate_state(from->gate_state());
+  return replica;
+}
+
+// eval.checkpoint: a checkpoint folder (holding fsdp.json) or a run folder (its newest checkpoint).
+fs::path eval_checkpoint_dir(const std::string& path) {
+  const fs::path p(path);
+  if (fs::exists(p / "fsdp.json")) return p;
+  if (fs::is_directory(p / "checkpoints"))
+    if (auto latest = Checkpoints(p / "checkpoints", 1).latest()) return *latest;
+  throw Error(fmt::format("eval.checkpoint: '{}' is neither a checkpoint folder (with fsdp.json) nor a "
+                          "run folder with a complete checkpoint under checkpoints/", path));
+}
+
 }  // namespace
 
 RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const TrainerOptions& opt) {
@@ -196,6 +228,13 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
   // Model, sharding, data. Initialised on the host (the same numbers on every device), then moved.
   auto model = model::build_model(cfg.model, dtypes.master);
   model->params().initialize(static_cast<uint64_t>(cfg.train.seed));
+  if (!cfg.eval.weights.empty()) {  // existing weights: to evaluate (train.steps 0) or to start from
+    try {
+      model::load_model_weights(cfg.eval.weights, model->params());
+    } catch (const Error& e) {
+      throw Error(fmt::format("eval.weights: {}", e.what()));
+    }
+  }
   if (dev != Device::CPU)
     for (auto& p : model->params().params()) p->value = p->value.to(dev);
   if (auto* stack = dynamic_cast<model::StackModel*>(model.get()))
@@ -223,6 +262,23 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
     data.train->set_position(c.extra.at("data_position"));
     tokens_seen = std::stoll(c.extra.at("tokens_seen"));
     if (amor_model) amor_model->set_gate_state(gate_state_from_json(c.extra.at("amor_gates")));
+  } else if (!cfg.eval.checkpoint.empty()) {  // evaluate another run's checkpoint (train.steps 0)
+    const fs::path dir = eval_checkpoint_dir(cfg.eval.checkpoint);
+    dist::FsdpCheckpoint c = fsdp.load(dir.string());
+    if (amor_model && c.extra.count("amor_gates"))
+      amor_model->set_gate_state(gate_state_from_json(c.extra.at("amor_gates")));
+  }
+
+  // The harness's tasks (runner/eval): specs resolved from eval.*, the tokenizer the data uses.
+  const std::vector<std::string> tasks = eval::harness_tasks(cfg);
+  std::vector<eval::TaskSpec> task_specs;
+  std::unique_ptr<Tokenizer> eval_tokenizer;
+  if (!tasks.empty()) eval_tokenizer = make_tokenizer(cfg.data.tokenizer);
+  for (const auto& t : tasks) {
+    task_specs.push_back(eval::task_spec(cfg, t));
+    // mqar's default vocabulary (model.vocab) stops at the tokenizer's ids.
+    if (t == "mqar" && cfg.eval.mqar.vocab_size == 0)
+      task_specs.back().mqar_vocab_size = std::min(task_specs.back().mqar_vocab_size, eval_tokenizer->vocab_size());
   }
 
   // run.h5 (rank 0).
@@ -249,6 +305,10 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
       layout.eval_tasks.push_back({"memory", {"param_bytes", "grad_bytes", "optimizer_bytes",
                                               "peak_gathered_bytes", "model_param_bytes", "world_size"}, {}});
       layout.token_sets = {"valid"};
+      for (const auto& ts : task_specs) {
+        layout.eval_tasks.push_back(eval::task_layout(ts));
+        layout.token_sets.push_back(ts.name);
+      }
       layout.amor_blocks = amor_blocks;
       h5.emplace(RunFile::create(h5_path.string(), attrs, layout));
     }
@@ -278,6 +338,29 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
                        {{"acc", e.per_example_acc}});
       h5->write_tokens("valid", step, e.sequences);
       h5->flush();
+    }
+    if (!task_specs.empty()) {
+      // The harness on an unsharded replica; batches dealt over the run's ranks (model_eval.h).
+      auto replica = eval_replica(cfg, fsdp, *model, dtypes.master, dev);
+      eval::ModelEvalOptions mo;
+      mo.max_length = cfg.eval.max_length;
+      mo.batch_size = cfg.eval.batch_size;
+      mo.tokens_per_task = cfg.eval.tokens_per_task;
+      eval::ModelEval em(*replica, *eval_tokenizer, &comm, mo);
+      for (const auto& ts : task_specs) {
+        eval::TaskResult tr;
+        try {
+          tr = eval::run_task(ts, em);
+        } catch (const Error& err) {
+          throw Error(fmt::format("eval task {}: {}", ts.name, err.what()));
+        }
+        result.metrics[ts.name + "_" + eval::headline_metric(ts.name)] = tr.metrics.at(eval::headline_metric(ts.name));
+        if (h5) {
+          h5->write_eval(ts.name, step, tr.metrics, tr.per_example);
+          h5->write_tokens(ts.name, step, em.records(ts.name));
+          h5->flush();
+        }
+      }
     }
     return e;
   };
@@ -386,6 +469,12 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
   }
 
   EvalResult final_eval = run_eval(cfg.train.steps);
+  {
+    // The final weights as one safetensors file (models/io/model_weights.h): what eval.weights
+    // reads, and what tests/torch_ref loads into PyTorch. Collective; rank 0 writes.
+    auto full = eval_replica(cfg, fsdp, *model, dtypes.master, Device::CPU);
+    if (root) model::save_model_weights((opt.run_dir / "model.safetensors").string(), full->params(), cfg.model, version());
+  }
   result.metrics["final_loss"] = last_loss;
   if (!std::isnan(final_eval.fire_rate)) result.metrics["fire_rate"] = final_eval.fire_rate;
   if (h5) {
@@ -397,6 +486,10 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
     std::string summary = fmt::format("done: final loss {:.4f}, valid loss {:.4f}", last_loss, final_eval.loss);
     if (result.metrics.count("mqar_acc")) summary += fmt::format(", recall acc {:.3f}", result.metrics["mqar_acc"]);
     if (!std::isnan(final_eval.fire_rate)) summary += fmt::format(", fire rate {:.3f}", final_eval.fire_rate);
+    for (const auto& ts : task_specs) {
+      const std::string m = eval::headline_metric(ts.name);
+      summary += fmt::format(", {} {} {:.3f}", ts.name, m, result.metrics[ts.name + "_" + m]);
+    }
     progress.finish(summary);
   }
   return result;

@@ -292,6 +292,131 @@ def nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint():
     assert all(not c.endswith(".partial") for c in ckpts), ckpts
 
 
+
+# --- evaluation (issue #8): harness tasks after training, eval-only from weights / checkpoints ---
+
+EVAL = """  eval:
+    tasks: [niah_single_1, passkey, ppl_by_position, mqar, lambada]
+    niah: {lengths: [512], depths: [0, 100]}
+    mqar: {examples: 8}
+    lambada: {path: LAMBADA}
+    ppl_by_position: {num_sequences: 3}
+    tokens_per_task: 2
+    batch_size: 2
+"""
+EVAL_TASKS = {  # task -> (metrics, per-example datasets): the results contract
+    "niah_single_1": (["score"], ["score", "length", "depth"]),
+    "passkey": (["score"], ["score", "length", "depth"]),
+    "ppl_by_position": (["ppl", "ppl_0_32", "ppl_32_64", "ppl_64_96", "ppl_96_128"], ["position", "loss"]),
+    "mqar": (["acc"], ["acc"]),
+    "lambada": (["acc", "ppl"], ["acc", "logprob"]),
+}
+
+
+def eval_sweep(d, steps=6, extra=""):
+    os.makedirs(d, exist_ok=True)
+    lambada = os.path.join(d, "lambada_openai.jsonl")
+    with open(lambada, "w") as f:  # lm-eval's lambada_openai format: {"text": ...} per line
+        for t in ["In the beginning God created the heaven and the earth",
+                  "And God said, Let there be light: and there was light",
+                  "And the evening and the morning were the first day"]:
+            f.write('{"text": "%s"}\n' % t)
+    return write_sweep(d, kind="amor", steps=steps,
+                       extra=EVAL.replace("LAMBADA", lambada) + extra)
+
+
+def eval_scores(run):
+    with h5py.File(os.path.join(run, "run.h5"), "r") as f:
+        return {t: ({m: f["eval"][t].attrs[m] for m in EVAL_TASKS[t][0]},
+                    {x: f["eval"][t][x][:] for x in EVAL_TASKS[t][1]}) for t in EVAL_TASKS}
+
+
+def same_scores(a, b):
+    for t in EVAL_TASKS:
+        for m in EVAL_TASKS[t][0]:
+            x, y = a[t][0][m], b[t][0][m]
+            assert (np.isnan(x) and np.isnan(y)) or x == y, (t, m, x, y)
+        for x in EVAL_TASKS[t][1]:
+            assert np.array_equal(a[t][1][x], b[t][1][x], equal_nan=True), (t, x)
+
+
+EVAL_OUT = os.path.join(TMP, "eval_trained")
+
+
+@scenario
+def eval_tasks_after_training_write_eval_and_tokens():
+    sweep = eval_sweep(os.path.join(TMP, "ev"))
+    r = amor_run([sweep, "--output", EVAL_OUT])
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    run = run_dir(EVAL_OUT)
+    assert os.path.exists(os.path.join(run, "model.safetensors"))
+    with h5py.File(os.path.join(run, "run.h5"), "r") as f:
+        for t, (metrics, per_example) in EVAL_TASKS.items():
+            g = f["eval"][t]
+            assert g.attrs["step"] == 6, (t, g.attrs["step"])
+            for m in metrics:
+                assert m in g.attrs, (t, m)
+            n = {len(g[x]) for x in per_example}
+            assert len(n) == 1 and n.pop() > 0, (t, {x: len(g[x]) for x in per_example})
+            assert list(g["history/step"][:]) == [6], t
+            tok = f["tokens"][t]
+            assert len(tok["offsets"]) == 3, (t, tok["offsets"][:])  # tokens_per_task: 2
+            total = tok["offsets"][-1]
+            assert tok["token_ids"].shape == (total,) and tok["entropy"].shape == (total,)
+            assert tok["gate"].shape == (f.attrs["amor_blocks"], total), tok["gate"].shape
+            assert np.all((tok["entropy"][:] >= 0) & (tok["entropy"][:] <= 1))
+        assert 0 <= f["eval/niah_single_1"].attrs["score"] <= 1
+        assert 0 <= f["eval/lambada"].attrs["acc"] <= 1
+        assert f["eval/ppl_by_position"].attrs["ppl"] > 1
+        # lambada: per-example acc is 0/1 and ppl = exp(-mean logprob)
+        lp = f["eval/lambada/logprob"][:]
+        assert np.isclose(f["eval/lambada"].attrs["ppl"], np.exp(-lp.mean()))
+    # the summary and index.csv show each task's headline metric
+    assert "niah_single_1" in r.stdout and "ppl_by_position" in r.stdout, r.stdout[-1500:]
+    index = open(os.path.join(EVAL_OUT, "e2e", "index.csv")).read()
+    for col in ["niah_single_1_score", "passkey_score", "ppl_by_position_ppl", "lambada_acc", "mqar_acc"]:
+        assert col in index.splitlines()[0], index
+
+
+@scenario
+def eval_only_from_weights_same_scores_at_np1_and_np2():
+    trained = run_dir(EVAL_OUT)
+    weights = os.path.join(trained, "model.safetensors")
+    runs = {}
+    for np_ in (1, 2):
+        out = os.path.join(TMP, f"eval_weights_np{np_}")
+        sweep = eval_sweep(os.path.join(TMP, f"ew{np_}"), steps=0, extra=f"    weights: {weights}\n")
+        r = amor_run([sweep, "--output", out, f"parallel.ranks_per_run={np_}"], np_=np_)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        runs[np_] = run_dir(out)
+        with h5py.File(os.path.join(runs[np_], "run.h5"), "r") as f:
+            assert f["train/step"].shape == (0,)
+            assert f.attrs["world_size"] == np_
+    same_scores(eval_scores(runs[1]), eval_scores(runs[2]))
+
+
+@scenario
+def eval_only_from_a_checkpoint_equals_the_trained_run():
+    trained = run_dir(EVAL_OUT)
+    out = os.path.join(TMP, "eval_ckpt")
+    sweep = eval_sweep(os.path.join(TMP, "ec"), steps=0, extra=f"    checkpoint: {trained}\n")
+    r = amor_run([sweep, "--output", out, "parallel.ranks_per_run=2"], np_=2)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    # the checkpoint holds the final weights and AMOR's thresholds: the trained run's own scores
+    same_scores(eval_scores(trained), eval_scores(run_dir(out)))
+
+
+@scenario
+def missing_task_file_fails_that_run_naming_the_file():
+    out = os.path.join(TMP, "eval_missing")
+    sweep = eval_sweep(os.path.join(TMP, "em"), steps=1)
+    missing = os.path.join(TMP, "no_such_lambada.jsonl")
+    r = amor_run([sweep, "--output", out, f"eval.lambada.path={missing}"])
+    assert r.returncode == 1, (r.returncode, r.stdout[-500:], r.stderr[-500:])
+    assert missing in r.stderr and "lambada" in r.stderr, r.stderr[-1000:]
+    assert not os.path.exists(os.path.join(run_dir(out), "DONE"))
+
+
 shutil.rmtree(TMP, ignore_errors=True)
 passed = sum(results)
 print(f"{passed} passed, {len(results) - passed} failed")

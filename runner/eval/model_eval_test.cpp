@@ -1,0 +1,149 @@
+// ModelEval over real models: loglikelihood = the negated sum of the continuation's per-token
+// losses of one full forward; teacher_forced = forward's losses and predictions (batched and
+// padded, or one at a time: the same); generate = greedy_generate's text, cut by a stop string;
+// /tokens records of the first tokens_per_task sequences; oryx_switch only on Oryx models.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "data/tokenizer/byte_tokenizer.h"
+#include "models/infer/greedy_generate.h"
+#include "runner/eval/eval_tasks.h"
+#include "runner/eval/model_eval.h"
+#include "tests/common/tiny_models.h"
+
+namespace amor::eval {
+namespace {
+
+std::unique_ptr<model::LanguageModel> tiny(const std::string& kind) {
+  model::ModelConfig c = amor::testing::tiny_model(kind, /*d_model=*/16, /*n_layers=*/2, /*vocab=*/260);
+  c.init_std = 0.3;  // spread-out predictions
+  auto m = model::build_model(c, DType::F64);
+  m->params().initialize(7);
+  return m;
+}
+
+// The full forward's loss at each position of one sequence (targets: -100 = none).
+std::vector<double> forward_losses(model::LanguageModel& m, const std::vector<int32_t>& x,
+                                   const std::vector<int32_t>& y) {
+  const auto T = static_cast<int64_t>(x.size());
+  model::Batch b{Tensor::from_vector<int32_t>({1, T}, x), Tensor::from_vector<int32_t>({1, T}, y), {}, {}};
+  auto out = m.forward(b, false);
+  std::vector<double> l;
+  for (int64_t t = 0; t < T; ++t) l.push_back(out.token_loss.item(t));
+  return l;
+}
+
+TEST(ModelEval, LoglikelihoodIsTheSumOfTheForwardsLosses) {
+  for (const char* kind : {"transformer", "gdn", "amor", "oryx"}) {
+    auto m = tiny(kind);
+    ByteTokenizer tok;
+    ModelEval em(*m, tok, nullptr, {2048, /*batch_size=*/2, /*tokens_per_task=*/2});
+    std::vector<LoglikRequest> reqs = {{tok.encode("In the beginning"), tok.encode(" God")},
+                                       {tok.encode("And"), tok.encode(" the earth was")},
+                                       {tok.encode("x"), tok.encode("y")}};
+    em.begin_task("lambada");
+    auto got = em.loglikelihood(reqs);
+    ASSERT_EQ(got.size(), reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      std::vector<int32_t> x = reqs[i].context, y(reqs[i].context.size() - 1, -100);
+      x.insert(x.end(), reqs[i].continuation.begin(), reqs[i].continuation.end() - 1);
+      y.insert(y.end(), reqs[i].continuation.begin(), reqs[i].continuation.end());
+      double want = 0;
+      for (double l : forward_losses(*m, x, y)) want -= l;
+      EXPECT_NEAR(got[i].logprob, want, 1e-9 * std::max(1.0, std::abs(want))) << kind << " " << i;
+      EXPECT_LT(got[i].logprob, 0) << kind;
+    }
+    // Records: the first two sequences (tokens_per_task), loss only at the continuation.
+    TokenSequences r = em.records("lambada");
+    ASSERT_EQ(r.lengths.size(), 2u) << kind;
+    EXPECT_EQ(r.lengths[0], static_cast<int64_t>(reqs[0].context.size() + reqs[0].continuation.size() - 1));
+    EXPECT_TRUE(std::isnan(r.loss[0]));
+    EXPECT_FALSE(std::isnan(r.loss[static_cast<size_t>(r.lengths[0]) - 1]));
+    EXPECT_EQ(r.gate.size(), r.token_ids.size() * static_cast<size_t>(em.amor_blocks()));
+    for (float e : r.entropy) EXPECT_TRUE(e >= 0 && e <= 1);
+  }
+}
+
+TEST(ModelEval, BatchSizeDoesNotChangeTeacherForcedResults) {
+  auto m = tiny("gdn");
+  ByteTokenizer tok;
+  std::vector<TeacherForcedRequest> reqs;
+  for (const char* s : {"abcdefghij", "abc", "the quick brown fox"}) {
+    auto x = tok.encode(s);
+    std::vector<int32_t> y(x.begin() + 1, x.end());
+    y.push_back(-100);
+    reqs.push_back({x, y});
+  }
+  ModelEval one(*m, tok, nullptr, {2048, 1, 0}), three(*m, tok, nullptr, {2048, 3, 0});
+  auto a = one.teacher_forced(reqs), b = three.teacher_forced(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto want = forward_losses(*m, reqs[i].tokens, reqs[i].targets);
+    ASSERT_EQ(b[i].nll.size(), want.size());
+    EXPECT_EQ(a[i].argmax, b[i].argmax);
+    for (size_t t = 0; t < want.size(); ++t) {
+      if (reqs[i].targets[t] < 0) {
+        EXPECT_TRUE(std::isnan(b[i].nll[t]));
+        continue;
+      }
+      EXPECT_NEAR(b[i].nll[t], want[t], 1e-9);
+      EXPECT_NEAR(a[i].nll[t], want[t], 1e-9);
+    }
+  }
+}
+
+TEST(ModelEval, GenerateIsGreedyGenerateCutByStopStrings) {
+  auto m = tiny("transformer");
+  ByteTokenizer tok;
+  ModelEval em(*m, tok, nullptr, {2048, 2, 1});
+  const auto prompt = tok.encode("Let there be");
+  model::GenerateOptions go;
+  go.max_new_tokens = 12;
+  go.eos = tok.eos_id();
+  auto ref = model::greedy_generate(*m, {prompt}, go);
+  const std::string full = tok.decode(ref[0].tokens, true);
+  em.begin_task("passkey");
+  auto got = em.generate({{prompt, 12, {}}});
+  EXPECT_EQ(got[0], full);
+  ASSERT_GE(full.size(), 3u);
+  // A stop string made of the 2nd and 3rd generated characters stops after the 3rd token.
+  const std::string stop = full.substr(1, 2);
+  auto cut = em.generate({{prompt, 12, {stop}}});
+  EXPECT_EQ(cut[0].substr(0, full.find(stop) + 2), full.substr(0, full.find(stop) + 2));
+  EXPECT_LE(cut[0].size(), full.size());
+  TokenSequences r = em.records("passkey");
+  ASSERT_EQ(r.lengths.size(), 1u);  // tokens_per_task: 1
+  EXPECT_EQ(r.lengths[0], static_cast<int64_t>(prompt.size() + ref[0].tokens.size() - 1));
+}
+
+TEST(ModelEval, OryxSwitchRunsOnOryxAndIsRefusedElsewhere) {
+  ByteTokenizer tok;
+  TaskSpec s;
+  s.name = "oryx_switch";
+  s.seq_len = 24;
+  s.switch_at = 12;
+  s.window = 4;
+  s.num_sequences = 2;
+  auto oryx = tiny("oryx");
+  ModelEval eo(*oryx, tok, nullptr, {});
+  TaskResult r = run_task(s, eo);
+  EXPECT_EQ(r.per_example.at("offset"), (std::vector<double>{-4, -3, -2, -1, 0, 1, 2, 3}));
+  EXPECT_GT(r.metrics.at("ppl_before"), 1);
+  EXPECT_GT(r.metrics.at("ppl_after"), 1);
+  // All-attention (before = after = 1) differs from the switch: the modes reach the model.
+  TaskSpec same = s;
+  same.before = 1;
+  TaskResult r2 = run_task(same, eo);
+  EXPECT_NE(r2.metrics.at("ppl_before"), r.metrics.at("ppl_before"));
+  auto gdn = tiny("gdn");
+  ModelEval eg(*gdn, tok, nullptr, {});
+  try {
+    run_task(s, eg);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("oryx_switch: model.kind gdn has no mixer modes"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace amor::eval
