@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Training throughput per model kind and scale on the GPU (issue #7): tokens/s, model FLOPs
+utilisation against the cuBLASLt bf16 GEMM peak measured in the same run, and peak GPU memory.
+
+Usage: bench_train.py BUILD_BIN_DIR OUT_DIR [--presets transformer-1.5b,amor-1.5b,...]
+         [--seq-len 2048] [--micro-batch 4] [--steps 8]
+
+For each preset: runs bench-gemm first (its peak is the reference), then amor-run on a one-run
+sweep (device cuda, bf16, synthetic MQAR data of seq_len tokens, micro_batch sequences per step,
+1 rank), samples nvidia-smi's memory.used every 200 ms for the peak, and reads
+/train/tokens_per_s from run.h5 (the median over the steps after the first two, which include
+warm-up: first cuBLASLt plans and allocations).
+
+Model FLOPs per token (documented choice, as in the PaLM/Megatron MFU convention):
+  6 * (parameters)                      every weight once forward, twice backward (the tied LM
+                                        head included: 6 * V * d)
+  + 6 * T * d per attention layer       causal QK^T and PV (2 * 2 * T * d / 2 forward, x3 with
+                                        backward); AMOR's post-hoc blocks weighted by their
+                                        measured fire rate (they compute only firing rows)
+The scans' own FLOPs (SSD, gated delta rule) are not counted (the usual convention for
+recurrent models), which makes the recurrent models' MFU conservative.
+MFU = FLOPs/token * tokens/s / peak. Writes OUT_DIR/bench_train.csv (temp + rename) and prints a
+table.
+"""
+import csv
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import h5py
+import numpy as np
+
+SWEEP = """name: bench-train
+base:
+  model: {preset: PRESET}
+  device: cuda
+  data:
+    source: mqar
+    seq_len: SEQ
+    mqar: {num_kv_pairs: 32, num_train: 256, num_valid: 4}
+  train: {steps: STEPS, micro_batch: MB, lr: 1.0e-4, warmup_steps: 0, log_every: 1}
+  checkpoint: {every: 0, keep: 1}
+"""
+
+
+def arg(name, default):
+    for a in sys.argv:
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    return default
+
+
+def gemm_peak(bin_dir, out_dir):
+    csv_path = os.path.join(out_dir, "bench_gemm_peak.csv")
+    subprocess.run([os.path.join(bin_dir, "bench-gemm"), csv_path, "--only", "none-but-peak",
+                    "--reps", "20"], check=True, capture_output=True, text=True)
+    with open(csv_path) as f:
+        for row in csv.DictReader(f):
+            if row["op"] == "cublaslt_gemm_peak":
+                return float(row["tflops"])
+    raise SystemExit("bench-gemm wrote no peak row")
+
+
+class MemorySampler:
+    def __init__(self):
+        self.peak_mib, self._stop = 0, False
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        while not self._stop:
+            r = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                               capture_output=True, text=True)
+            try:
+                self.peak_mib = max(self.peak_mib, int(r.stdout.split()[0]))
+            except (ValueError, IndexError):
+                pass
+            time.sleep(0.2)
+
+    def stop(self):
+        self._stop = True
+        self._t.join()
+        return self.peak_mib
+
+
+def attention_layers(cfg, fire_rate):
+    m = cfg["model"]
+    kind, L = m["kind"], m["n_layers"]
+    if kind == "transformer":
+        return float(L)
+    if kind in ("serial",):
+        pat = m["pattern"]
+        return float(sum(1 for i in range(L) if pat[i % len(pat)] == "A"))
+    if kind == "fused":
+        return float(L)  # every fused layer holds an attention path over all tokens
+    if kind == "amor":
+        return m["amor"]["blocks"] * (fire_rate if np.isfinite(fire_rate) else 1.0)
+    if kind == "oryx":
+        return float(L) * 0.5  # training modes: about half the chunks in attention (see models/oryx)
+    return 0.0
+
+
+def main():
+    bin_dir, out_dir = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    presets = arg("--presets", "transformer-1.5b,mamba2-1.5b,gdn-1.5b,amor-1.5b").split(",")
+    seq, mb, steps = int(arg("--seq-len", 2048)), int(arg("--micro-batch", 4)), int(arg("--steps", 8))
+    os.makedirs(out_dir, exist_ok=True)
+    peak = gemm_peak(bin_dir, out_dir)
+    print("reference: cuBLASLt bf16 GEMM peak %.1f TFLOP/s (bench-gemm, this run)" % peak)
+    print("%-20s %10s %12s %10s %8s %10s  %s" % ("preset", "params", "tokens/s", "TFLOP/s", "MFU",
+                                                 "peak GiB", "status"))
+    rows = []
+    for preset in presets:
+        work = tempfile.mkdtemp(prefix="amor_bench_train_")
+        sweep = os.path.join(work, "s.yaml")
+        with open(sweep, "w") as f:
+            f.write(SWEEP.replace("PRESET", preset).replace("SEQ", str(seq)).replace("MB", str(mb))
+                    .replace("STEPS", str(steps)))
+        sampler = MemorySampler()
+        t0 = time.time()
+        r = subprocess.run([os.path.join(bin_dir, "amor-run"), sweep, "--output", work],
+                           capture_output=True, text=True, env=dict(os.environ, AMOR_PROGRESS="plain"))
+        wall = time.time() - t0
+        peak_mib = sampler.stop()
+        row = {"preset": preset, "seq_len": seq, "micro_batch": mb, "status": "ok", "wall_s": round(wall, 1),
+               "peak_gpu_mib": peak_mib, "peak_tflops": round(peak, 1)}
+        h5s = glob.glob(os.path.join(work, "bench-train", "*", "run.h5"))
+        if r.returncode != 0 or not h5s:
+            row["status"] = "failed: " + (r.stderr.strip().splitlines() or ["?"])[-1][:200]
+        else:
+            run_dir = os.path.dirname(h5s[0])
+            cfg = json.load(open(os.path.join(run_dir, "config.json")))
+            with h5py.File(h5s[0], "r") as f:
+                tps = f["train/tokens_per_s"][:]
+                fire = f["train/fire_rate"][:]
+            tok_s = float(np.median(tps[2:])) if len(tps) > 2 else float(np.median(tps))
+            n_params = count_params(bin_dir, sweep)
+            m = cfg["model"]
+            fire_rate = float(np.nanmean(fire)) if np.isfinite(fire).any() else float("nan")
+            flops_tok = 6.0 * n_params + 6.0 * seq * m["d_model"] * attention_layers(cfg, fire_rate)
+            tflops = flops_tok * tok_s / 1e12
+            row.update({"params": n_params, "tokens_per_s": round(tok_s, 1), "flops_per_token": flops_tok,
+                        "model_tflops": round(tflops, 2), "mfu": round(tflops / peak, 4),
+                        "fire_rate": fire_rate})
+        rows.append(row)
+        print("%-20s %10s %12s %10s %8s %10.1f  %s" % (
+            preset, "%.0fM" % (row.get("params", 0) / 1e6), "%.0f" % row.get("tokens_per_s", 0),
+            "%.1f" % row.get("model_tflops", 0), "%.3f" % row.get("mfu", 0), peak_mib / 1024.0,
+            row["status"]))
+        sys.stdout.flush()
+        if row["status"] != "ok":
+            print(r.stdout[-1500:], r.stderr[-1500:])
+        shutil.rmtree(work, ignore_errors=True)
+    path = os.path.join(out_dir, "bench_train.csv")
+    keys = sorted({k for row in rows for k in row})
+    with open(path + ".tmp", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(path + ".tmp", path)
+    print("wrote", path)
+    return 0 if all(r["status"] == "ok" for r in rows) else 1
+
+
+def count_params(bin_dir, sweep):
+    """The run's exact parameter count, from amor-run --dry-run (it prints e.g. '1524.03M')."""
+    r = subprocess.run([os.path.join(bin_dir, "amor-run"), sweep, "--dry-run"], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        for tok in line.split():
+            if tok.endswith("M"):
+                try:
+                    return float(tok[:-1]) * 1e6
+                except ValueError:
+                    pass
+    raise SystemExit("no parameter count in amor-run --dry-run output:\n" + r.stdout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
