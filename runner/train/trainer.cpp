@@ -149,7 +149,9 @@ EvalResult evaluate(dist::Fsdp& fsdp, BatchSource& valid, bool recall, int64_t m
         const int64_t j = i * T + t;
         r.sequences.token_ids.push_back(batch.tokens.data<int32_t>()[j]);
         r.sequences.entropy.push_back(static_cast<float>(out.entropy.item(j)));
-        r.sequences.loss.push_back(static_cast<float>(out.token_loss.item(j)));
+        // NaN where there is no target (design §6), not the 0 the loss tensor holds there.
+        const bool scored = batch.targets.data<int32_t>()[j] != synthetic::kIgnore;
+        r.sequences.loss.push_back(scored ? static_cast<float>(out.token_loss.item(j)) : NAN);
         r.sequences.mode.push_back(out.modes.defined() ? out.modes.data<uint8_t>()[j] : 0);
         for (int k = 0; k < amor_blocks; ++k) gates[static_cast<size_t>(k)].push_back(out.gates[static_cast<size_t>(k)].data<uint8_t>()[j]);
       }
