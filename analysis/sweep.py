@@ -36,6 +36,14 @@ class Sweep:
             for path in sorted(glob.glob(os.path.join(self.dir, "*", "run.h5"))):
                 folder = os.path.basename(os.path.dirname(path))
                 self.paths[folder.rsplit("-", 1)[0]] = path
+        if not self.paths and self.index is None:
+            # Most likely a folder above the sweeps (results/ instead of results/<sweep>).
+            below = sorted(d for d in os.listdir(self.dir)
+                           if glob.glob(os.path.join(self.dir, d, "*", "run.h5")))
+            hint = ("; it holds the sweep folder(s) " + ", ".join(below) + ": pass one of those"
+                    if below else "")
+            raise FileNotFoundError(f"{self.dir} is not a sweep folder: no index.csv and no "
+                                    f"<run>/run.h5 in it{hint}")
         self.runs = {name: Run(path, name) for name, path in self.paths.items()}
 
     def __repr__(self):

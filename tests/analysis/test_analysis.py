@@ -248,6 +248,16 @@ class ReportAndNotebooks(unittest.TestCase):
             self.assertIn(f"figures/{os.path.basename(p)}", md)
         return md, [os.path.basename(p) for p in pngs]
 
+    def test_report_on_a_folder_that_is_not_a_sweep(self):
+        # results/ instead of results/<sweep>: a message naming the sweep inside, exit 2, no traceback
+        r = subprocess.run([sys.executable, "-m", "analysis", "report", os.path.dirname(FAKE),
+                            "--out", os.path.join(TMP, "report_parent")],
+                           env=ENV, capture_output=True, text=True, timeout=600, cwd=TMP)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("is not a sweep folder", r.stderr)
+        self.assertIn(os.path.basename(FAKE), r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+
     def test_report_fake(self):
         md, pngs = self.report(FAKE, "fake")
         self.assertEqual(len(pngs), 8, pngs)
