@@ -22,9 +22,13 @@
 // The per-chunk kernels tile as the forward's (256 threads per (b, h, chunk); rows of x, dy [Q,P]
 // and B, C [Q,N] as f32 in shared memory; 4x4 register tiles). Each output element has one
 // writer per kernel and the kernels run in order, so no atomics: the result has the same bits on
-// every run. Memory: besides the forward's, the f32 state gradients [B,H,nc,P,N] (written by
-// (3'), rewritten by (2'), read by dx and dB) and the per-head dB, dC [B,T,H,N] in f32 (written
-// once, read once by the sum over heads).
+// every run. bf16 storage: the dx and dB/dC kernels and the chunk outer products run on tensor
+// cores (ssd_backward_tc_cuda.cu, ssd_forward_tc_cuda.cu). Memory: besides the forward's, the
+// f32 state gradients [B,H,nc,P,N] (written by (3'), rewritten by (2'), read by dx and dB) and
+// the per-head dB, dC [B,T,H,N] in f32 (written once, read once by the sum over heads).
+#include <type_traits>
+
+#include "kernels/ssd/ssd_mma.cuh"
 #include "kernels/ssd/ssd_tile.cuh"
 
 namespace amor::cuda {
@@ -41,11 +45,26 @@ __global__ void state_grad_passing_kernel(Dims k, const float* __restrict__ cum,
   const int64_t bh = blockIdx.y;
   float g = dhT ? dhT[bh * PN + e] : 0.0f;
   float* gr = grads + bh * k.nc * PN + e;
-  for (int64_t c = k.nc - 1; c >= 0; --c) {
-    const int64_t last = (c + 1) * k.Q < k.T ? (c + 1) * k.Q - 1 : k.T - 1;
-    const float ds = gr[c * PN];
-    gr[c * PN] = g;
-    g = expf(cum[bh * k.T + last]) * g + ds;
+  constexpr int kAhead = 8;  // chunks whose loads are in flight together (as state passing)
+  for (int64_t c0 = k.nc - 1; c0 >= 0; c0 -= kAhead) {
+    float ds[kAhead], decay[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const int64_t c = c0 - u;
+      if (c >= 0) {
+        const int64_t last = (c + 1) * k.Q < k.T ? (c + 1) * k.Q - 1 : k.T - 1;
+        ds[u] = gr[c * PN];
+        decay[u] = expf(cum[bh * k.T + last]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const int64_t c = c0 - u;
+      if (c >= 0) {
+        gr[c * PN] = g;
+        g = decay[u] * g + ds[u];
+      }
+    }
   }
   if (dh0) dh0[bh * PN + e] = g;
 }
@@ -307,6 +326,7 @@ int64_t ssd_smem_bytes(const SsdDims& d) {
   const ssd::Dims k = ssd::dims_of(d);
   int64_t m = ssd::forward_smem(k);
   m = m > ssd::dx_smem(k) ? m : ssd::dx_smem(k);
+  m = m > ssd::backward_tc_smem(k) ? m : ssd::backward_tc_smem(k);
   return m > ssd::dbc_smem(k) ? m : ssd::dbc_smem(k);
 }
 
@@ -337,7 +357,14 @@ void ssd_backward(DType t, const SsdDims& d, const void* x, const float* dt, con
     const T_* B_ = static_cast<const T_*>(Bm);
     const T_* C_ = static_cast<const T_*>(Cm);
     const T_* dy_ = static_cast<const T_*>(dy);
-    if (work > 0) {
+    if constexpr (std::is_same_v<T_, bf16_t>) {  // tensor cores (ssd_backward_tc_cuda.cu)
+      if (work > 0) {
+        launch_dx_tc(k, x_, dt, B_, C_, D, dy_, sc.cum, sc.states, sc.grads,
+                     static_cast<T_*>(dx), ddt, sc.dcum, sc.partials, s);
+        launch_dbc_tc(k, x_, dt, B_, C_, dy_, sc.cum, sc.states, sc.grads, sc.dBh, sc.dCh,
+                      sc.dcum, s);
+      }
+    } else if (work > 0) {
       launch_chunks(dx_kernel<T_>, k, dx_smem(k), s, k, x_, dt, B_, C_, D, dy_, sc.cum,
                     sc.states, sc.grads, static_cast<T_*>(dx), ddt, sc.dcum, sc.partials);
       launch_chunks(dbc_kernel<T_>, k, dbc_smem(k), s, k, x_, dt, B_, C_, dy_, sc.cum, sc.states,

@@ -17,6 +17,9 @@
 // [B,H,nc,P,N] are written by (1), read and rewritten by (2) and read by (3): 4 * 4 P N bytes
 // per chunk and head, which at Q = 64, P = 64, N = 128 is 2 KiB per step and head against
 // 2 * P bytes of bf16 x. The final state is the state after the last chunk (f32).
+// bf16 storage: (1) and (3) run on tensor cores instead (ssd_forward_tc_cuda.cu, same math and
+// scratch); the f32 kernels here stay the path of f32 inputs (exact to ~1e-7).
+#include "kernels/ssd/ssd_mma.cuh"
 #include "kernels/ssd/ssd_tile.cuh"
 
 namespace amor::cuda {
@@ -70,7 +73,11 @@ __global__ void __launch_bounds__(kThreads)
   });
 }
 
-// (2) One thread per (b, h, p, n) element of the state, sequential over chunks.
+// (2) One thread per (b, h, p, n) element of the state, sequential over chunks. The loads of
+// kAhead chunks are issued before their recurrence steps, so that each thread keeps several
+// loads in flight (a long sequence has few (b, h) and many chunks); same order of operations.
+constexpr int kAhead = 8;
+
 __global__ void state_passing_kernel(Dims k, const float* __restrict__ cum,
                                      const float* __restrict__ h0, float* __restrict__ states,
                                      float* __restrict__ hT) {
@@ -80,11 +87,25 @@ __global__ void state_passing_kernel(Dims k, const float* __restrict__ cum,
   const int64_t bh = blockIdx.y;
   float s = h0 ? h0[bh * PN + e] : 0.0f;
   float* st = states + bh * k.nc * PN + e;
-  for (int64_t c = 0; c < k.nc; ++c) {
-    const int64_t last = (c + 1) * k.Q < k.T ? (c + 1) * k.Q - 1 : k.T - 1;
-    const float r = st[c * PN];
-    st[c * PN] = s;
-    s = expf(cum[bh * k.T + last]) * s + r;
+  for (int64_t c0 = 0; c0 < k.nc; c0 += kAhead) {
+    float r[kAhead], decay[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const int64_t c = c0 + u;
+      if (c < k.nc) {
+        const int64_t last = (c + 1) * k.Q < k.T ? (c + 1) * k.Q - 1 : k.T - 1;
+        r[u] = st[c * PN];
+        decay[u] = expf(cum[bh * k.T + last]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const int64_t c = c0 + u;
+      if (c < k.nc) {
+        st[c * PN] = s;
+        s = decay[u] * s + r[u];
+      }
+    }
   }
   if (hT) hT[bh * PN + e] = s;
 }
@@ -170,6 +191,11 @@ void launch_chunk_cumsum(const Dims& k, const float* dt, const float* A, float* 
 void launch_chunk_outer(DType t, const Dims& k, const void* u, const void* v, const float* dt,
                         const float* cum, bool to_end, float* out, cudaStream_t s) {
   if (k.nc * k.B * k.H == 0) return;
+  if (t == DType::BF16) {  // tensor cores (ssd_forward_tc_cuda.cu)
+    launch_chunk_outer_tc(k, static_cast<const bf16_t*>(u), static_cast<const bf16_t*>(v), dt,
+                          cum, to_end, out, s);
+    return;
+  }
   dispatch_storage(t, "cuda ssd", [&](auto tag) {
     using T = decltype(tag);
     launch_chunks(chunk_outer_kernel<T>, k, outer_smem(k), s, k, static_cast<const T*>(u),
@@ -186,8 +212,9 @@ void launch_state_passing(const Dims& k, const float* cum, const float* h0, floa
 }
 
 int64_t forward_smem(const Dims& k) {
-  const int64_t a = outer_smem(k), b = scan_smem(k);
-  return a > b ? a : b;
+  const int64_t a = outer_smem(k), b = scan_smem(k), c = forward_tc_smem(k);
+  const int64_t ab = a > b ? a : b;
+  return ab > c ? ab : c;
 }
 
 }  // namespace ssd
@@ -206,6 +233,12 @@ void ssd_forward(DType t, const SsdDims& d, const void* x, const float* dt, cons
   launch_chunk_outer(t, k, x, Bm, dt, sc.cum, true, sc.states, s);
   launch_state_passing(k, sc.cum, h0, sc.states, hT, s);
   if (k.nc * k.B * k.H == 0) return;
+  if (t == DType::BF16) {  // tensor cores (ssd_forward_tc_cuda.cu)
+    launch_chunk_scan_tc(k, static_cast<const bf16_t*>(x), dt, static_cast<const bf16_t*>(Bm),
+                         static_cast<const bf16_t*>(Cm), D, sc.cum, sc.states,
+                         static_cast<bf16_t*>(y), s);
+    return;
+  }
   dispatch_storage(t, "cuda ssd_forward", [&](auto tag) {
     using T = decltype(tag);
     launch_chunks(chunk_scan_kernel<T>, k, scan_smem(k), s, k, static_cast<const T*>(x), dt,

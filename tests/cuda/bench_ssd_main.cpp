@@ -18,6 +18,8 @@
 //   attention forward 2 T D (causal half of 4 T D), backward 2.5 x the forward
 // "vs attn" = attention's time / the SSD's time at the same B, T (> 1: the SSD is faster);
 // "n/a" where attention's CUDA path is not there (its error is printed once).
+// At T = 4K the f32 path (SIMT kernels) is timed too, as the reference of the bf16 path's tensor
+// cores ("bf16 vs f32" line).
 // Decode step: B in {1, 16}, H = 64, P = 64, N = 128; GB/s counts the f32 state read and written
 // (8 P N bytes per (b, h)), the only traffic that matters.
 #include <cuda_runtime.h>
@@ -220,6 +222,21 @@ int run(int argc, char** argv) {
                       -1, 0});
     }
     for (size_t i = rows.size() - (at_fwd > 0 ? 6 : 3); i < rows.size(); ++i) print_row(rows[i]);
+    if (T == 4096) {
+      // The f32 path (SIMT kernels) on the same values: the reference for the bf16 path's
+      // tensor cores, measured in the same run.
+      Tensor x32 = x.to(DType::F32), dy32 = dy.to(DType::F32);
+      Tensor B32 = Bm.to(DType::F32), C32 = Cm.to(DType::F32);
+      const double f32_both = time_us(std::min(reps, 5), [&] {
+        ssd_forward(x32, dt, A, B32, C32, D, Tensor(), kChunk);
+        ssd_backward(x32, dt, A, B32, C32, D, Tensor(), dy32, Tensor(), kChunk);
+      });
+      rows.push_back({"ssd fwd+bwd f32 simt", shape, f32_both,
+                      (fwd_flops + bwd_flops) / f32_both / 1e6, -1, 0});
+      print_row(rows.back());
+      std::printf("  bf16 (tensor cores) vs f32 (SIMT) fwd+bwd at %s: %.2fx faster\n",
+                  shape.c_str(), f32_both / ssd_both);
+    }
     allocator(Device::CUDA).release_cached();
   }
 

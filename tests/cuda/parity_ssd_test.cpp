@@ -126,6 +126,14 @@ TEST(CudaParity, SsdSmallRealisticHead) {
   check_scan({1, 70, 2, 64, 1, 128, 64, true, true}, 7500);
 }
 
+// Chunks of 128 and 96 (several warp tiles per warp in the bf16 kernels), head sizes that are not
+// multiples of 16 (padded tiles) and P = 40 (16-byte loads of padded rows).
+TEST(CudaParity, SsdSmallLongChunks) {
+  AMOR_REQUIRE_GPU();
+  check_scan({1, 300, 2, 40, 1, 24, 128, true, true}, 7800);
+  check_scan({2, 97, 3, 16, 1, 48, 96, false, true}, 7900);
+}
+
 TEST(CudaParity, SsdSmallStep) {
   AMOR_REQUIRE_GPU();
   check_steps(2, 4, 8, 2, 16, 3, 7600);

@@ -1,0 +1,166 @@
+// Mamba2 SSD scan forward on tensor cores, for bf16 storage: the chunk outer products (the chunk
+// states, and the backward's state gradients) and the chunk scan of ssd_forward_cuda.cu with the
+// same math, blocks (one per (b, h, chunk), 256 threads) and scratch; f32 inputs keep the SIMT
+// kernels there. The cumsum, the decays and the state passing stay f32.
+//
+// Per chunk of Q steps (Q = 64, P = 64, N = 128 at the 1.5B presets), with the operands as bf16
+// tiles in shared memory (ssd_mma.cuh) and f32 accumulation in mma m16n8k16:
+//   chunk outer  R[P, N] = (w x)^T B        A = (w x)^T (w_i x_i rounded to bf16), K = Q
+//   chunk scan   K[Q, Q] = C B^T            K = N, then M_ij = K_ij exp(cum_i - cum_j) dt_j on
+//                                           j <= i, rounded to bf16
+//                y[Q, P] = diag(exp(cum)) C S^T + M x + D x
+//                                           K = N (S_c rounded to bf16), then K = Q over the
+//                                           causal part only (column tiles up to the row tile)
+// bf16 rounding of the decay-weighted operands (w x, M, S) costs ~2e-3 relative (the scan's
+// bf16 tolerance is 2e-2, the output's 5e-3); everything else is f32.
+//
+// Shared memory (bf16, rows padded to pad16(W) + 8): scan Q (N+8) + max(Q, P) (N+8) + Q (P+8)
+// + Q (Q+8) elements = 52.5 KiB at the presets (3 blocks per SM, bound by its 77 registers; the
+// f32 kernel's 97.5 KiB fit two), outer Q (P+8) + Q (N+8) = 26 KiB. Memory traffic as the f32
+// kernels', with half the bytes for x, B, C.
+#include "kernels/ssd/ssd_mma.cuh"
+
+namespace amor::cuda {
+namespace ssd {
+namespace {
+
+using tc::pad16;
+using tc::stride_of;
+using tc::tile_bytes;
+using tc::WarpTile;
+
+// out[b,h,c] [P, N] f32 = sum_i wt_i u_i v_i^T (see launch_chunk_outer in ssd_tile.cuh).
+__global__ void __launch_bounds__(kThreads)
+    chunk_outer_tc_kernel(Dims k, const bf16_t* __restrict__ u, const bf16_t* __restrict__ v,
+                          const float* __restrict__ dt, const float* __restrict__ cum,
+                          bool to_end, float* __restrict__ out) {
+  extern __shared__ uint4 smem_raw[];
+  unsigned char* smem_tc = reinterpret_cast<unsigned char*>(smem_raw);
+  const Chunk ch = chunk_of_block(k);
+  const int Q = int(k.Q), P = int(k.P), N = int(k.N), L = ch.len;
+  const int su = stride_of(P), sv = stride_of(N);
+  bf16_t* us = reinterpret_cast<bf16_t*>(smem_tc);
+  bf16_t* vs = reinterpret_cast<bf16_t*>(smem_tc + tile_bytes(Q, P));
+  float* wt = reinterpret_cast<float*>(smem_tc + tile_bytes(Q, P) + tile_bytes(Q, N));
+  const float* cm = cum + ch.bh * k.T + ch.t0;
+  for (int i = threadIdx.x; i < L; i += blockDim.x) {
+    wt[i] = to_end ? expf(cm[L - 1] - cm[i]) * dt[(ch.b * k.T + ch.t0 + i) * k.H + ch.h]
+                   : expf(cm[i]);
+  }
+  __syncthreads();
+  tc::load_rows_bf16(us, su, u, ch.b, ch.h, ch.t0, L, L, k.T, k.H, P, wt);
+  tc::load_rows_bf16(vs, sv, v, ch.b, ch.g, ch.t0, L, L, k.T, k.G, N, nullptr);
+  __syncthreads();
+  float* o = out + (ch.bh * k.nc + ch.c) * int64_t(P) * N;
+  tc::for_warp_tiles<2, 2>(pad16(P), pad16(N), [&](int m0, int n0) {
+    WarpTile<2, 2> t(m0, n0, pad16(P), pad16(N));
+    t.mac<true, true>(us, su, vs, sv, 0, pad16(L));  // A(p, i) = us[i][p], B(i, n) = vs[i][n]
+    t.each([&](int p, int n, float& val) {
+      if (p < P && n < N) o[p * N + n] = val;
+    });
+  });
+}
+
+// y of one chunk (step (3) of ssd_forward_cuda.cu).
+__global__ void __launch_bounds__(kThreads)
+    chunk_scan_tc_kernel(Dims k, const bf16_t* __restrict__ x, const float* __restrict__ dt,
+                         const bf16_t* __restrict__ Bm, const bf16_t* __restrict__ Cm,
+                         const float* __restrict__ D, const float* __restrict__ cum,
+                         const float* __restrict__ states, bf16_t* __restrict__ y) {
+  extern __shared__ uint4 smem_raw[];
+  unsigned char* smem_tc = reinterpret_cast<unsigned char*>(smem_raw);
+  const Chunk ch = chunk_of_block(k);
+  const int Q = int(k.Q), P = int(k.P), N = int(k.N), L = ch.len;
+  const int QP = Q > P ? Q : P;
+  const int sN = stride_of(N), sP = stride_of(P), sQ = stride_of(Q);
+  unsigned char* at = smem_tc;
+  bf16_t* Cs = reinterpret_cast<bf16_t*>(at);
+  at += tile_bytes(Q, N);
+  bf16_t* BS = reinterpret_cast<bf16_t*>(at);  // B rows, then the state S_c as [P][N]
+  at += tile_bytes(QP, N);
+  bf16_t* xs = reinterpret_cast<bf16_t*>(at);
+  at += tile_bytes(Q, P);
+  bf16_t* Ms = reinterpret_cast<bf16_t*>(at);
+  at += tile_bytes(Q, Q);
+  float* cm = reinterpret_cast<float*>(at);
+  float* dts = cm + Q;
+  for (int i = threadIdx.x; i < L; i += blockDim.x) {
+    cm[i] = cum[ch.bh * k.T + ch.t0 + i];
+    dts[i] = dt[(ch.b * k.T + ch.t0 + i) * k.H + ch.h];
+  }
+  tc::load_rows_bf16(Cs, sN, Cm, ch.b, ch.g, ch.t0, L, L, k.T, k.G, N, nullptr);
+  tc::load_rows_bf16(BS, sN, Bm, ch.b, ch.g, ch.t0, L, L, k.T, k.G, N, nullptr);
+  tc::load_rows_bf16(xs, sP, x, ch.b, ch.h, ch.t0, L, L, k.T, k.H, P, nullptr);
+  __syncthreads();
+  const int Lp = pad16(L), Pp = pad16(P), Np = pad16(N);
+  // M_ij = (C_i . B_j) exp(cum_i - cum_j) dt_j for j <= i (the exponent is <= 0 there), else 0,
+  // over the whole Lp x Lp tile (the padding must be zero for the product below).
+  tc::for_warp_tiles<1, 2>(Lp, Lp, [&](int m0, int n0) {
+    WarpTile<1, 2> t(m0, n0, Lp, Lp);
+    if (n0 <= m0 + 15) t.mac<false, false>(Cs, sN, BS, sN, 0, Np);  // else all above the diagonal
+    t.each([&](int i, int j, float& kij) {
+      const float m = j <= i && i < L ? kij * expf(cm[i] - cm[j]) * dts[j] : 0.0f;
+      Ms[i * sQ + j] = from_f32<bf16_t>(m);
+    });
+  });
+  __syncthreads();
+  const float* Sc = states + (ch.bh * k.nc + ch.c) * int64_t(P) * N;
+  tc::load_state_bf16(BS, sN, Sc, P, N, nullptr);
+  __syncthreads();
+  const float d = D[ch.h];
+  bf16_t* yc = y + ((ch.b * k.T + ch.t0) * k.H + ch.h) * P;
+  tc::for_warp_tiles<1, 2>(Lp, Pp, [&](int m0, int n0) {
+    WarpTile<1, 2> t(m0, n0, Lp, Pp);
+    t.mac<false, false>(Cs, sN, BS, sN, 0, Np);  // (C S^T)_ip = sum_n C_in S_pn
+    t.each([&](int i, int, float& v) { v *= expf(cm[i < L ? i : L - 1]); });
+    t.mac<false, true>(Ms, sQ, xs, sP, 0, m0 + 16);  // sum_{j <= i} M_ij x_jp
+    t.each([&](int i, int p, float& v) {
+      if (i < L && p < P) {
+        yc[int64_t(i) * k.H * P + p] = from_f32<bf16_t>(v + d * to_f32(xs[i * sP + p]));
+      }
+    });
+  });
+}
+
+int64_t outer_tc_smem(const Dims& k) {
+  return tile_bytes(k.Q, k.P) + tile_bytes(k.Q, k.N) + 4 * k.Q;
+}
+int64_t scan_tc_smem(const Dims& k) {
+  const int64_t qp = k.Q > k.P ? k.Q : k.P;
+  return tile_bytes(k.Q, k.N) + tile_bytes(qp, k.N) + tile_bytes(k.Q, k.P) +
+         tile_bytes(k.Q, k.Q) + 8 * k.Q;
+}
+
+// Launches a per-chunk kernel (grid: chunks x batch*heads) with `bytes` of dynamic shared memory,
+// raising the kernel's limit above the default 48 KiB first.
+template <class K, class... Args>
+void launch_chunks(K kernel, const Dims& k, int64_t bytes, cudaStream_t s, Args... args) {
+  AMOR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(bytes)));
+  kernel<<<dim3(unsigned(k.nc), unsigned(k.B * k.H)), kThreads, size_t(bytes), s>>>(args...);
+  AMOR_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_chunk_outer_tc(const Dims& k, const bf16_t* u, const bf16_t* v, const float* dt,
+                           const float* cum, bool to_end, float* out, cudaStream_t s) {
+  if (k.nc * k.B * k.H == 0) return;
+  launch_chunks(chunk_outer_tc_kernel, k, outer_tc_smem(k), s, k, u, v, dt, cum, to_end, out);
+}
+
+void launch_chunk_scan_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t* Bm,
+                          const bf16_t* Cm, const float* D, const float* cum,
+                          const float* states, bf16_t* y, cudaStream_t s) {
+  if (k.nc * k.B * k.H == 0) return;
+  launch_chunks(chunk_scan_tc_kernel, k, scan_tc_smem(k), s, k, x, dt, Bm, Cm, D, cum, states,
+                y);
+}
+
+int64_t forward_tc_smem(const Dims& k) {
+  const int64_t a = outer_tc_smem(k), b = scan_tc_smem(k);
+  return a > b ? a : b;
+}
+
+}  // namespace ssd
+}  // namespace amor::cuda

@@ -1,0 +1,231 @@
+// Tensor-core pieces of the bf16 SSD kernels (ssd_forward_tc_cuda.cu, ssd_backward_tc_cuda.cu):
+// bf16 tiles in shared memory and warp tiles of the mma m16n8k16 bf16 -> f32 product
+// (kernels/core/mma.cuh), plus the tiles' loaders.
+//
+// Tiles: a matrix of R x W elements is stored row major as bf16 with R and W padded up to
+// multiples of 16 (the mma's k and m step) and zeros in the padding, so every product runs over
+// whole 16 x 16 fragments and the padding adds nothing. The row stride is pad16(W) + 8 elements:
+// rows stay 16-byte aligned (ldmatrix reads 16-byte rows) and the stride is an odd number of
+// 16-byte units, so the 8 rows of one ldmatrix matrix fall in 8 different bank groups.
+//
+// A warp tile covers (16 MT) x (16 NT) outputs; the 8 warps of a block take the warp tiles of an
+// output in turn. An operand is read either as stored (X[m][k] for A, X[n][k] for B: ldmatrix)
+// or transposed (X[k][m], X[k][n]: ldmatrix .trans), see the fragment layouts in mma.cuh:
+//   A plain:  lane l points at X[m0 + l % 8 + 8 ((l / 8) & 1)][k0 + 8 (l / 16)]
+//   A trans:  lane l points at X[k0 + l % 8 + 8 (l / 16)][m0 + 8 ((l / 8) & 1)]
+//   B plain:  lane l points at X[n0 + l % 8 + 8 (l / 16)][k0 + 8 ((l / 8) & 1)]
+//   B trans:  lane l points at X[k0 + l % 8 + 8 ((l / 8) & 1)][n0 + 8 (l / 16)]
+// (B's four 8 x 8 matrices are: n-tile n0 with k0 and k0 + 8, then n-tile n0 + 8.)
+#pragma once
+#include "kernels/core/mma.cuh"
+#include "kernels/ssd/ssd_tile.cuh"
+
+namespace amor::cuda::ssd::tc {
+
+constexpr int kWarps = kThreads / 32;
+
+__host__ __device__ inline int pad16(int v) { return (v + 15) / 16 * 16; }
+// Row stride, in elements, of a bf16 tile whose rows hold `width` elements.
+__host__ __device__ inline int stride_of(int width) { return pad16(width) + 8; }
+// Bytes of an R x W bf16 tile (R padded to 16), rounded up to 16 so that the next tile stays
+// 16-byte aligned.
+__host__ __device__ inline int64_t tile_bytes(int64_t rows, int64_t width) {
+  return (int64_t(pad16(int(rows))) * stride_of(int(width)) * 2 + 15) / 16 * 16;
+}
+
+// ---- loaders (block-wide; the caller synchronises afterwards)
+
+// dst (stride ld) = rows t0 .. t0 + len - 1 of a [B, T, X, W] bf16 tensor at (b, xi), each row
+// times scale[i] when scale is not null; zeros for the padding up to pad16(rows) x pad16(W).
+// 16 bytes at a time where W is a multiple of 8 and the tensor 16-byte aligned.
+__device__ inline void load_rows_bf16(bf16_t* dst, int ld, const bf16_t* __restrict__ src,
+                                      int64_t b, int64_t xi, int64_t t0, int len, int rows,
+                                      int64_t Tn, int64_t X, int W, const float* scale) {
+  const int R = pad16(rows), C = pad16(W);
+  const bool vec = W % 8 == 0 && (reinterpret_cast<uintptr_t>(src) & 15u) == 0;
+  if (vec) {
+    const int per = C / 8;
+    for (int e = threadIdx.x; e < R * per; e += blockDim.x) {
+      const int i = e / per, w = (e % per) * 8;
+      uint4 raw = make_uint4(0, 0, 0, 0);
+      if (i < len && w < W) {
+        raw = *reinterpret_cast<const uint4*>(src + ((b * Tn + t0 + i) * X + xi) * W + w);
+        if (scale) {
+          bf16_t v[8];
+          memcpy(v, &raw, 16);
+          const float s = scale[i];
+#pragma unroll
+          for (int q = 0; q < 8; ++q) v[q] = from_f32<bf16_t>(to_f32(v[q]) * s);
+          memcpy(&raw, v, 16);
+        }
+      }
+      *reinterpret_cast<uint4*>(dst + i * ld + w) = raw;
+    }
+    return;
+  }
+  for (int e = threadIdx.x; e < R * C; e += blockDim.x) {
+    const int i = e / C, w = e % C;
+    float v = 0.0f;
+    if (i < len && w < W) {
+      v = to_f32(src[((b * Tn + t0 + i) * X + xi) * W + w]);
+      if (scale) v *= scale[i];
+    }
+    dst[i * ld + w] = from_f32<bf16_t>(v);
+  }
+}
+
+// dst (stride ld) = one f32 [P, N] state rounded to bf16, zeros for the padding. Returns this
+// thread's part of sum_{p,n} src[p][n] other[p][n] (f32, unrounded) when `other` is not null,
+// else 0. Four elements at a time where N is a multiple of 4 and both states 16-byte aligned.
+__device__ inline float load_state_bf16(bf16_t* dst, int ld, const float* __restrict__ src, int P,
+                                        int N, const float* __restrict__ other) {
+  const int R = pad16(P), C = pad16(N);
+  float dot = 0.0f;
+  const bool vec = N % 4 == 0 && (reinterpret_cast<uintptr_t>(src) & 15u) == 0 &&
+                   (reinterpret_cast<uintptr_t>(other) & 15u) == 0;
+  if (vec) {
+    const int per = C / 4;
+    for (int e = threadIdx.x; e < R * per; e += blockDim.x) {
+      const int p = e / per, n = (e % per) * 4;
+      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (p < P && n < N) {
+        v = *reinterpret_cast<const float4*>(src + p * N + n);
+        if (other) {
+          const float4 o = *reinterpret_cast<const float4*>(other + p * N + n);
+          dot += v.x * o.x + v.y * o.y + v.z * o.z + v.w * o.w;
+        }
+      }
+      const uint32_t lo = mma::pack_bf16x2(v.x, v.y), hi = mma::pack_bf16x2(v.z, v.w);
+      *reinterpret_cast<uint2*>(dst + p * ld + n) = make_uint2(lo, hi);
+    }
+    return dot;
+  }
+  for (int e = threadIdx.x; e < R * C; e += blockDim.x) {
+    const int p = e / C, n = e % C;
+    float v = 0.0f;
+    if (p < P && n < N) {
+      v = src[p * N + n];
+      if (other) dot += v * other[p * N + n];
+    }
+    dst[p * ld + n] = from_f32<bf16_t>(v);
+  }
+  return dot;
+}
+
+// ---- warp tiles
+
+// Calls f(m0, n0) for each of this warp's warp tiles of an M x N output (M, N multiples of 16).
+// Warp-uniform: every lane of a warp gets the same tiles.
+template <int MT, int NT, class F>
+__device__ __forceinline__ void for_warp_tiles(int M, int N, F&& f) {
+  const int tm = (M + 16 * MT - 1) / (16 * MT), tn = (N + 16 * NT - 1) / (16 * NT);
+  for (int t = int(threadIdx.x) / 32; t < tm * tn; t += kWarps) {
+    f((t / tn) * 16 * MT, (t % tn) * 16 * NT);
+  }
+}
+
+// The f32 accumulators of one (16 MT) x (16 NT) warp tile at (m0, n0) of an M x N output:
+// c[i][j] is the C fragment of rows m0 + 16 i .., columns n0 + 8 j ...
+template <int MT, int NT>
+struct WarpTile {
+  int m0, n0, M, N;
+  float c[MT][2 * NT][4];
+
+  __device__ __forceinline__ WarpTile(int m0_, int n0_, int M_, int N_)
+      : m0(m0_), n0(n0_), M(M_), N(N_) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < 2 * NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) c[i][j][e] = 0.0f;
+  }
+
+  // Row and column of accumulator c[i][j][e] (mma.cuh: c[0], c[1] row g, c[2], c[3] row g + 8).
+  __device__ __forceinline__ int row(int i, int e) const {
+    return m0 + 16 * i + (int(threadIdx.x) % 32) / 4 + (e >= 2 ? 8 : 0);
+  }
+  __device__ __forceinline__ int col(int j, int e) const {
+    return n0 + 8 * j + 2 * (int(threadIdx.x) % 4) + (e & 1);
+  }
+
+  // c += sum_{k0 <= k < k1} A(m, k) B(k, n); k0, k1 multiples of 16. AT: A(m, k) = Am[k][m],
+  // else Am[m][k]; BT: B(k, n) = Bm[k][n], else Bm[n][k]. Fragments past M or N are skipped
+  // (warp-uniform tests).
+  template <bool AT, bool BT>
+  __device__ __forceinline__ void mac(const bf16_t* Am, int lda, const bf16_t* Bm, int ldb, int k0,
+                                      int k1) {
+    const int lane = int(threadIdx.x) % 32, r = lane % 8, q1 = (lane / 8) & 1, q2 = lane / 16;
+    for (int k = k0; k < k1; k += 16) {
+      uint32_t a[MT][4], b[NT][4];
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        const int m = m0 + 16 * i;
+        if (m >= M) continue;
+        if (AT) {
+          mma::ldmatrix_x4_trans(a[i], Am + (k + r + 8 * q2) * lda + m + 8 * q1);
+        } else {
+          mma::ldmatrix_x4(a[i], Am + (m + r + 8 * q1) * lda + k + 8 * q2);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int n = n0 + 16 * j;
+        if (n >= N) continue;
+        if (BT) {
+          mma::ldmatrix_x4_trans(b[j], Bm + (k + r + 8 * q1) * ldb + n + 8 * q2);
+        } else {
+          mma::ldmatrix_x4(b[j], Bm + (n + r + 8 * q2) * ldb + k + 8 * q1);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        if (m0 + 16 * i >= M) continue;
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          if (n0 + 16 * j >= N) continue;
+          const uint32_t lo[2] = {b[j][0], b[j][1]}, hi[2] = {b[j][2], b[j][3]};
+          mma::mma_bf16_16816(c[i][2 * j], a[i], lo);
+          mma::mma_bf16_16816(c[i][2 * j + 1], a[i], hi);
+        }
+      }
+    }
+  }
+
+  // f(row, col, value&) for every accumulator of the tile inside M x N.
+  template <class F>
+  __device__ __forceinline__ void each(F&& f) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < 2 * NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (row(i, e) < M && col(j, e) < N) f(row(i, e), col(j, e), c[i][j][e]);
+  }
+};
+
+}  // namespace amor::cuda::ssd::tc
+
+namespace amor::cuda::ssd {
+
+// ---- the bf16 (tensor-core) kernels' launchers. Forward (ssd_forward_tc_cuda.cu): the chunk
+// outer products of launch_chunk_outer and the chunk scan (step (3) of ssd_forward_cuda.cu).
+void launch_chunk_outer_tc(const Dims& k, const bf16_t* u, const bf16_t* v, const float* dt,
+                           const float* cum, bool to_end, float* out, cudaStream_t s);
+void launch_chunk_scan_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t* Bm,
+                          const bf16_t* Cm, const float* D, const float* cum,
+                          const float* states, bf16_t* y, cudaStream_t s);
+int64_t forward_tc_smem(const Dims& k);
+// Backward (ssd_backward_tc_cuda.cu): the dx and dB/dC kernels of ssd_backward_cuda.cu, with the
+// same inputs and outputs.
+void launch_dx_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t* Bm,
+                  const bf16_t* Cm, const float* D, const bf16_t* dy, const float* cum,
+                  const float* states, const float* grads, bf16_t* dx, float* ddt, float* dcum,
+                  float* partials, cudaStream_t s);
+void launch_dbc_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t* Bm,
+                   const bf16_t* Cm, const bf16_t* dy, const float* cum, const float* states,
+                   const float* grads, float* dBh, float* dCh, float* dcum, cudaStream_t s);
+int64_t backward_tc_smem(const Dims& k);
+
+}  // namespace amor::cuda::ssd
