@@ -1,4 +1,6 @@
 #include "runner/app/sweep_runner.h"
+
+#include "runner/app/run_lock.h"
 #include "runner/app/preset_resolve.h"
 
 #include <fnmatch.h>
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "models/presets/param_count.h"
@@ -183,18 +186,18 @@ int run_sweeps(const CliOptions& o) {
         continue;
       }
       try {
-
         std::string why;
+        std::optional<RunLock> lock;  // the group's rank 0 holds the folder while the run goes
         if (root) {
           try {
             check_run_folder(spec, output);
             fs::create_directories(dir);
+            lock.emplace(dir);
             if (!fs::exists(dir / "config.json")) {
               write_file_atomic((dir / "config.json").string(), spec.canonical + "\n");
               write_file_atomic((dir / "config.yaml").string(), config::canonical_yaml(spec.config));
             }
           } catch (const std::exception& e) {
-
             why = e.what();
           }
         }

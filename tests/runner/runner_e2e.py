@@ -7,7 +7,8 @@ Scenarios: an uninterrupted run; kill -9 mid-run then the same command resumes t
 losses; SIGTERM (as Slurm sends it, to the ranks) and the user signal (through mpirun) checkpoint
 and exit 75, and the next invocation resumes; DONE runs are skipped; a changed config is refused;
 4 ranks in groups of 2 do every run exactly once; run.h5 has design §6's layout and opens in h5py
-while the run is going; bad YAML exits 2 and creates nothing.
+while the run is going; a run folder in use by another invocation is refused, and resumes once
+that one is gone; bad YAML exits 2 and creates nothing.
 """
 import glob
 import os
@@ -247,6 +248,33 @@ def run_h5_is_readable_while_training():
     finally:
         p.wait(timeout=300)
     assert p.returncode == 0
+
+
+@scenario
+def a_run_folder_in_use_is_refused_then_resumes():
+    # Two invocations of one sweep at once (e.g. a resubmitted job): the second must not touch the
+    # run the first is training; once the first is gone the run resumes from its checkpoint.
+    d = os.path.join(TMP, "lock")
+    os.makedirs(d, exist_ok=True)
+    sweep = write_sweep(d, steps=150)
+    out = os.path.join(TMP, "lock_out")
+    p = subprocess.Popen(MPI + ["-np", "1", AMOR, sweep, "--output", out], env=ENV,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: any_checkpoint(out))
+        r = amor_run([sweep, "--output", out])
+        assert r.returncode == 1, f"exit {r.returncode}: {r.stdout[-1500:]} {r.stderr[-1500:]}"
+        assert "is in use by another amor-run" in r.stderr, r.stderr[-2000:]
+        assert not glob.glob(os.path.join(out, "e2e", "*", "DONE")) or p.poll() is not None
+    finally:
+        subprocess.run(["pkill", "-KILL", "-s", str(p.pid)])
+        p.wait()
+        wait_for(lambda: subprocess.run(["pgrep", "-s", str(p.pid)], capture_output=True).returncode != 0)
+    # kill -9 left the lock file behind; the lock itself died with its holder.
+    r = amor_run([sweep, "--output", out])
+    assert r.returncode == 0, r.stdout + r.stderr
+    steps, _ = losses(out)
+    assert list(steps) == list(range(1, 151)), f"steps after resume {list(steps)}"
 
 
 @scenario
