@@ -37,6 +37,7 @@
 #include "kernels/linear/linear.h"
 #include "kernels/lm_head_loss/lm_head_argmax.h"
 #include "kernels/lm_head_loss/lm_head_loss.h"
+#include "tests/cuda/bench_util.h"
 
 namespace amor {
 namespace {
@@ -61,44 +62,11 @@ struct Result {
   double us = 0;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+double time_us(int reps, const Run& run) { return bench::time_us(reps, run); }
 
-// Median microseconds of run() over reps calls, after two warm-up calls.
-double time_us(int reps, const Run& run) {
-  cudaEvent_t a, b;
-  AMOR_CUDA_CHECK(cudaEventCreate(&a));
-  AMOR_CUDA_CHECK(cudaEventCreate(&b));
-  run();
-  run();
-  AMOR_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    AMOR_CUDA_CHECK(cudaEventRecord(a));
-    run();
-    AMOR_CUDA_CHECK(cudaEventRecord(b));
-    AMOR_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    AMOR_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1e3);
-  }
-  AMOR_CUDA_CHECK(cudaEventDestroy(a));
-  AMOR_CUDA_CHECK(cudaEventDestroy(b));
-  return median(t);
-}
-
-// A cuda tensor of uniform values in [-scale, scale) (xorshift on the host), in dtype d.
+// A cuda tensor of uniform values in [-scale, scale), in dtype d.
 Tensor random_tensor(const Shape& shape, DType d, float scale, uint64_t seed) {
-  Tensor host = Tensor::empty(shape, DType::F32);
-  float* p = host.data<float>();
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
-  for (int64_t i = 0; i < host.numel(); ++i) {
-    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-    p[i] = (float((s * 0x2545f4914f6cdd1dull) >> 40) * 0x1p-24f * 2.0f - 1.0f) * scale;
-  }
-  return host.to(d).to(Device::CUDA);
+  return bench::random_uniform(shape, d, seed, -scale, scale);
 }
 
 // cuBLASLt's bf16 GEMM peak at n^3: the best of its top-8 heuristic algorithms, TFLOP/s.
@@ -214,24 +182,20 @@ std::vector<Case> cases() {
 }
 
 void write_csv(const std::string& path, const std::vector<Result>& rs, double peak) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  AMOR_CHECK(f, "bench-gemm: cannot write {}: {}", tmp, std::strerror(errno));
-  std::fprintf(f,
-               "op,shape,dtype,flops,exec_flops,median_us,tflops,exec_tflops,peak_tflops,"
-               "vs_peak,exec_vs_peak\n");
-  std::fprintf(f, "\"cublaslt_gemm_peak\",\"8192^3\",bf16,%.0f,%.0f,%.3f,%.2f,%.2f,%.2f,1,1\n",
-               2.0 * 8192.0 * 8192.0 * 8192.0, 2.0 * 8192.0 * 8192.0 * 8192.0,
-               2.0 * 8192.0 * 8192.0 * 8192.0 / peak / 1e6, peak, peak, peak);
-  for (const Result& r : rs) {
-    const double tf = r.c.flops / r.us / 1e6, etf = r.c.exec_flops / r.us / 1e6;
-    std::fprintf(f, "\"%s\",\"%s\",bf16,%.0f,%.0f,%.3f,%.2f,%.2f,%.2f,%.3f,%.3f\n",
-                 r.c.op.c_str(), r.c.shape.c_str(), r.c.flops, r.c.exec_flops, r.us, tf, etf, peak,
-                 tf / peak, etf / peak);
-  }
-  const bool ok = std::fclose(f) == 0;
-  AMOR_CHECK(ok && std::rename(tmp.c_str(), path.c_str()) == 0, "bench-gemm: cannot write {}",
-             path);
+  const double n3 = 2.0 * 8192.0 * 8192.0 * 8192.0;
+  bench::write_csv("bench-gemm", path,
+                   "op,shape,dtype,flops,exec_flops,median_us,tflops,exec_tflops,peak_tflops,"
+                   "vs_peak,exec_vs_peak",
+                   [&](FILE* f) {
+                     std::fprintf(f, "\"cublaslt_gemm_peak\",\"8192^3\",bf16,%.0f,%.0f,%.3f,%.2f,%.2f,%.2f,1,1\n",
+                                  n3, n3, n3 / peak / 1e6, peak, peak, peak);
+                     for (const Result& r : rs) {
+                       const double tf = r.c.flops / r.us / 1e6, etf = r.c.exec_flops / r.us / 1e6;
+                       std::fprintf(f, "\"%s\",\"%s\",bf16,%.0f,%.0f,%.3f,%.2f,%.2f,%.2f,%.3f,%.3f\n",
+                                    r.c.op.c_str(), r.c.shape.c_str(), r.c.flops, r.c.exec_flops, r.us,
+                                    tf, etf, peak, tf / peak, etf / peak);
+                     }
+                   });
 }
 
 int run(int argc, char** argv) {

@@ -37,6 +37,7 @@
 #include "kernels/rmsnorm/rmsnorm_gated.h"
 #include "kernels/rope/rope.h"
 #include "kernels/swiglu/swiglu.h"
+#include "tests/cuda/bench_util.h"
 
 namespace amor {
 namespace {
@@ -100,36 +101,10 @@ double sz(DType d) { return double(dtype_size(d)); }
 
 std::string shape_of(const Shape& s) { return shape_str(s); }
 
-float elapsed_us(cudaEvent_t a, cudaEvent_t b) {
-  float ms = 0;
-  AMOR_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  return ms * 1000.0f;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-// Median time of run(i % sets) over reps calls, after warm-up.
+// Median time of run(i % sets) over reps calls, after one warm-up pass over every set.
 template <class F>
 double time_us(int sets, int reps, F&& run) {
-  cudaEvent_t a, b;
-  AMOR_CUDA_CHECK(cudaEventCreate(&a));
-  AMOR_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < sets + 2; ++i) run(i % sets);
-  AMOR_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    AMOR_CUDA_CHECK(cudaEventRecord(a));
-    run(i % sets);
-    AMOR_CUDA_CHECK(cudaEventRecord(b));
-    AMOR_CUDA_CHECK(cudaEventSynchronize(b));
-    t.push_back(elapsed_us(a, b));
-  }
-  AMOR_CUDA_CHECK(cudaEventDestroy(a));
-  AMOR_CUDA_CHECK(cudaEventDestroy(b));
-  return median(t);
+  return bench::time_us(reps, [&](int i) { run(i % sets); }, sets + 2);
 }
 
 int sets_for(double bytes) {
@@ -338,19 +313,15 @@ std::vector<Case> cases(Inputs& in) {
 }
 
 void write_csv(const std::string& path, const std::vector<Result>& rs) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  AMOR_CHECK(f, "bench-ops: cannot write {}: {}", tmp, std::strerror(errno));
-  std::fprintf(f, "op,shape,dtype,bytes,median_us,gb_per_s,copy_us,copy_gb_per_s,vs_copy\n");
-  for (const Result& r : rs) {
-    std::fprintf(f, "\"%s\",\"%s\",%s,%.0f,%.3f,%.1f,%.3f,%.1f,%.3f\n", r.c.op.c_str(),
-                 r.c.shape.c_str(), dtype_name(r.c.dtype), r.c.bytes, r.op_us,
-                 r.c.bytes / r.op_us / 1e3, r.copy_us, r.c.bytes / r.copy_us / 1e3,
-                 r.copy_us / r.op_us);
-  }
-  const bool ok = std::fclose(f) == 0;
-  AMOR_CHECK(ok && std::rename(tmp.c_str(), path.c_str()) == 0, "bench-ops: cannot write {}",
-             path);
+  bench::write_csv("bench-ops", path,
+                   "op,shape,dtype,bytes,median_us,gb_per_s,copy_us,copy_gb_per_s,vs_copy",
+                   [&](FILE* f) {
+                     for (const Result& r : rs)
+                       std::fprintf(f, "\"%s\",\"%s\",%s,%.0f,%.3f,%.1f,%.3f,%.1f,%.3f\n",
+                                    r.c.op.c_str(), r.c.shape.c_str(), dtype_name(r.c.dtype),
+                                    r.c.bytes, r.op_us, r.c.bytes / r.op_us / 1e3, r.copy_us,
+                                    r.c.bytes / r.copy_us / 1e3, r.copy_us / r.op_us);
+                   });
 }
 
 int run(int argc, char** argv) {

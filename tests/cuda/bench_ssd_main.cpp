@@ -39,6 +39,7 @@
 #include "kernels/core/caching_allocator.h"
 #include "kernels/core/cuda_check.h"
 #include "kernels/ssd/ssd.h"
+#include "tests/cuda/bench_util.h"
 
 namespace amor {
 namespace {
@@ -46,43 +47,11 @@ namespace {
 constexpr int64_t kTokens = 16384, kH = 64, kP = 64, kN = 128, kChunk = 64;
 constexpr int64_t kAttnHeads = 32, kAttnDim = 64;
 
-// A cuda tensor of `shape` with values uniform in [lo, hi), made on the host (xorshift64*).
+using bench::time_us;
+
+// A cuda tensor of `shape` with values uniform in [lo, hi).
 Tensor random_tensor(const Shape& shape, DType d, uint64_t seed, float lo, float hi) {
-  Tensor host = Tensor::empty(shape, DType::F32);
-  float* p = host.data<float>();
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (int64_t i = 0; i < host.numel(); ++i) {
-    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-    p[i] = lo + (hi - lo) * (float((s * 0x2545f4914f6cdd1dull) >> 40) * 0x1p-24f);
-  }
-  return host.to(d).to(Device::CUDA);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-// Median time in microseconds of run() over reps calls, after two warm-up calls.
-double time_us(int reps, const std::function<void()>& run) {
-  cudaEvent_t a, b;
-  AMOR_CUDA_CHECK(cudaEventCreate(&a));
-  AMOR_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 2; ++i) run();
-  AMOR_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    AMOR_CUDA_CHECK(cudaEventRecord(a));
-    run();
-    AMOR_CUDA_CHECK(cudaEventRecord(b));
-    AMOR_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    AMOR_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1000.0);
-  }
-  AMOR_CUDA_CHECK(cudaEventDestroy(a));
-  AMOR_CUDA_CHECK(cudaEventDestroy(b));
-  return median(t);
+  return bench::random_uniform(shape, d, seed, lo, hi);
 }
 
 struct Row {
@@ -108,22 +77,18 @@ void print_row(const Row& r) {
 }
 
 void write_csv(const std::string& path, const std::vector<Row>& rows) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  AMOR_CHECK(f, "bench-ssd: cannot write {}: {}", tmp, std::strerror(errno));
-  std::fprintf(f, "op,shape,median_us,tflops,gb_per_s,attention_us,vs_attention\n");
-  for (const Row& r : rows) {
-    std::fprintf(f, "\"%s\",\"%s\",%.3f,%.3f,%.1f,", r.op.c_str(), r.shape.c_str(), r.us,
-                 r.tflops, r.gbs);
-    if (r.attn_us > 0) {
-      std::fprintf(f, "%.3f,%.3f\n", r.attn_us, r.attn_us / r.us);
-    } else {
-      std::fprintf(f, "n/a,n/a\n");
-    }
-  }
-  const bool ok = std::fclose(f) == 0;
-  AMOR_CHECK(ok && std::rename(tmp.c_str(), path.c_str()) == 0, "bench-ssd: cannot write {}",
-             path);
+  bench::write_csv("bench-ssd", path, "op,shape,median_us,tflops,gb_per_s,attention_us,vs_attention",
+                   [&](FILE* f) {
+                     for (const Row& r : rows) {
+                       std::fprintf(f, "\"%s\",\"%s\",%.3f,%.3f,%.1f,", r.op.c_str(), r.shape.c_str(),
+                                    r.us, r.tflops, r.gbs);
+                       if (r.attn_us > 0) {
+                         std::fprintf(f, "%.3f,%.3f\n", r.attn_us, r.attn_us / r.us);
+                       } else {
+                         std::fprintf(f, "n/a,n/a\n");
+                       }
+                     }
+                   });
 }
 
 int run(int argc, char** argv) {
