@@ -6,15 +6,22 @@
 //
 //   dV = P^T dO      dK = scale dS^T Q      dQ = scale dS K
 //
-// dk/dv kernel: a block of 4 warps per (key tile of 64 keys, kv head g, sequence b); warp w owns
-// keys 16w .. 16w+15 and keeps their dK, dV in registers. It walks the query heads of the group
-// and, per head, the query tiles (BQ rows: consecutive queries, or compacted firing rows) from the
-// first row that sees the tile's first key; Q and dO tiles are double-buffered (cp.async). Per
-// tile it computes the transposed products, so that P^T and dS^T come out of the MMAs in the
-// accumulator layout and go straight back in as A fragments:
+// dk/dv kernel: a block of 4 warps per (key tile, kv head g, sequence b): at D = 64 the tile is
+// 128 keys, warp w owning keys 32w .. 32w+31 as two m-tiles (each Q and dO fragment it loads from
+// shared memory feeds two MMAs); at D = 128, 64 keys, 16 per warp (dK and dV of 16 keys already
+// take 128 registers per thread). Each warp keeps its keys' dK, dV in registers. The block walks
+// the query heads of the group and, per head, the query tiles (32 rows: consecutive queries, or
+// compacted firing rows) from the first row that sees the tile's first key; Q and dO tiles are
+// double-buffered (cp.async). Per tile it computes the transposed products, so that P^T and dS^T
+// come out of the MMAs in the accumulator layout and go straight back in as A fragments:
 //   S^T = K Q^T, dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
-// dq kernel: as the forward (64 query rows per block, key tiles double-buffered):
+// A warp skips the query tiles whose last row does not see its first key (exact: P = dS = 0).
+// dq kernel: as the forward (128 query rows per block, 32 per warp as two m-tiles; key tiles of
+// 32, double-buffered; fully masked key tiles skipped per warp):
 //   S = Q K^T, dP = dO V^T, dQ += dS K.
+// Both kernels write their results once, so the backward is deterministic. The dq kernel
+// recomputes S and dP (7 products in all where a fused kernel with f32 atomics for dQ needs 5):
+// the price of determinism and of no f32 dQ scratch.
 #include <cmath>
 
 #include "kernels/attention/attention_tc.cuh"
@@ -23,9 +30,18 @@ namespace amor::cuda::attn {
 namespace {
 
 // ---------------------------------------------------------------------------------------- dq
+// 128 query rows per block, 32 per warp (two m-tiles, so each K and V fragment loaded from shared
+// memory feeds two MMAs), key tiles of 32. At D = 64 the warp keeps its Q and dO fragments in
+// registers; at D = 128 (dQ alone takes 128 registers per thread) it re-reads them per key tile.
+constexpr int kDqMTiles = 2;
+constexpr int kDqWarpRows = 16 * kDqMTiles;      // 32
+constexpr int kDqRows = kWarps * kDqWarpRows;    // 128
+constexpr int kDqKeys = 32;
+template <int D>
+constexpr bool kDqQInRegisters = D == 64;
 template <int D>
 constexpr int dq_smem_bytes() {
-  return 6 * kBlockRows * kLd<D> * int(sizeof(bf16_t));  // Q, dO, then K and V twice
+  return (2 * kDqRows + 4 * kDqKeys) * kLd<D> * int(sizeof(bf16_t));  // Q, dO, then K, V twice
 }
 
 template <int D>
@@ -34,116 +50,173 @@ __global__ void __launch_bounds__(kThreads)
               const bf16_t* __restrict__ v, RowMap map, int H, int Hkv, int Tk, float scale_log2,
               float scale, const float* __restrict__ lse, const float* __restrict__ delta,
               const bf16_t* __restrict__ dout, bf16_t* __restrict__ dq) {
+  constexpr int MT = kDqMTiles, BN = kDqKeys;
+  constexpr bool kRegs = kDqQInRegisters<D>;
   extern __shared__ uint4 smem_raw[];
-  __shared__ int s_pos[kBlockRows];
-  __shared__ int s_qi[kBlockRows];
-  __shared__ float s_lse[kBlockRows];
-  __shared__ float s_delta[kBlockRows];
+  __shared__ int s_pos[kDqRows];
+  __shared__ int s_qi[kDqRows];
+  __shared__ float s_lse[kDqRows];
+  __shared__ float s_delta[kDqRows];
   bf16_t* sQ = reinterpret_cast<bf16_t*>(smem_raw);
-  bf16_t* sdO = sQ + kBlockRows * kLd<D>;
-  bf16_t* sK[2] = {sQ + 2 * kBlockRows * kLd<D>, sQ + 4 * kBlockRows * kLd<D>};
-  bf16_t* sV[2] = {sQ + 3 * kBlockRows * kLd<D>, sQ + 5 * kBlockRows * kLd<D>};
+  bf16_t* sdO = sQ + kDqRows * kLd<D>;
+  // Buffer i of K, then of V (computed, not an array of pointers, which would go to local memory).
+  auto sK = [&](int i) { return sQ + (2 * kDqRows + 2 * BN * i) * kLd<D>; };
+  auto sV = [&](int i) { return sQ + (2 * kDqRows + 2 * BN * i + BN) * kLd<D>; };
 
   const int b = blockIdx.z, h = blockIdx.y;
-  const int tile = gridDim.x - 1 - blockIdx.x;
-  const int nrows = map.num_rows(b), row0 = tile * kBlockRows;
+  const int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
+  const int nrows = map.num_rows(b), row0 = tile * kDqRows;
   if (row0 >= nrows) return;
-  const int nvalid = nrows - row0 < kBlockRows ? nrows - row0 : kBlockRows;
+  const int nvalid = nrows - row0 < kDqRows ? nrows - row0 : kDqRows;
   const int g = h / (H / Hkv), Tq = map.Tq;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
 
-  if (tid < kBlockRows) {
-    const int qi = tid < nvalid ? map.query(b, row0 + tid) : -1;
-    s_qi[tid] = qi;
-    s_pos[tid] = qi >= 0 ? qi + map.offset : -1;
+  for (int r = tid; r < kDqRows; r += kThreads) {
+    const int qi = r < nvalid ? map.query(b, row0 + r) : -1;
+    s_qi[r] = qi;
+    s_pos[r] = qi >= 0 ? qi + map.offset : -1;
     const int64_t st = (int64_t(b) * H + h) * Tq + qi;
-    s_lse[tid] = qi >= 0 ? lse[st] * kLog2e : 0.0f;
-    s_delta[tid] = qi >= 0 ? delta[st] : 0.0f;
+    s_lse[r] = qi >= 0 ? lse[st] * kLog2e : 0.0f;
+    s_delta[r] = qi >= 0 ? delta[st] : 0.0f;
   }
   __syncthreads();
-  const int first_pos = s_pos[0], ntiles = s_pos[nvalid - 1] / kBlockKeys + 1;
+  const int ntiles = s_pos[nvalid - 1] / BN + 1;
   auto q_row = [&](int r) -> int64_t {
     return s_qi[r] >= 0 ? ((int64_t(b) * Tq + s_qi[r]) * H + h) * D : -1;
   };
   auto load_kv = [&](int kt, int buf) {
     auto kv_row = [&](int r) -> int64_t {
-      const int j = kt * kBlockKeys + r;
+      const int j = kt * BN + r;
       return j < Tk ? ((int64_t(b) * Tk + j) * Hkv + g) * D : -1;
     };
-    load_tile_async<D>(sK[buf], k, kv_row, kBlockKeys);
-    load_tile_async<D>(sV[buf], v, kv_row, kBlockKeys);
+    load_tile_async<D>(sK(buf), k, kv_row, BN);
+    load_tile_async<D>(sV(buf), v, kv_row, BN);
   };
-  load_tile_async<D>(sQ, q, q_row, kBlockRows);
-  load_tile_async<D>(sdO, dout, q_row, kBlockRows);
+  load_tile_async<D>(sQ, q, q_row, kDqRows);
+  load_tile_async<D>(sdO, dout, q_row, kDqRows);
   load_kv(0, 0);
   mma::cp_async_commit();
 
-  const int ra = warp * 16 + g4, rb = ra + 8;
-  const int pos_a = s_pos[ra], pos_b = s_pos[rb];
-  const float lse_a = s_lse[ra], lse_b = s_lse[rb], del_a = s_delta[ra], del_b = s_delta[rb];
-  float acc[D / 8][4] = {};
+  const int wr0 = warp * kDqWarpRows;  // the warp's first row in the tile
+  const int wlast = (nvalid < wr0 + kDqWarpRows ? nvalid : wr0 + kDqWarpRows) - 1;
+  const int warp_last_pos = wlast >= wr0 ? s_pos[wlast] : -1;  // -1: no real rows
+  // This thread's rows g4 and g4 + 8 of each m-tile; their lse and delta are read from shared
+  // memory where used (kept in registers, they made the D = 128 kernel spill).
+  int pos[MT][2], mt_first_pos[MT];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    mt_first_pos[mt] = s_pos[wr0 + mt * 16];
+    pos[mt][0] = s_pos[wr0 + mt * 16 + g4];
+    pos[mt][1] = s_pos[wr0 + mt * 16 + g4 + 8];
+  }
+  float acc[MT][D / 8][4] = {};
+  uint32_t qf[kRegs ? MT : 1][kRegs ? D / 16 : 1][4], of[kRegs ? MT : 1][kRegs ? D / 16 : 1][4];
 
   for (int kt = 0; kt < ntiles; ++kt) {
     mma::cp_async_wait<0>();
     __syncthreads();
     if (kt + 1 < ntiles) load_kv(kt + 1, (kt + 1) & 1);
     mma::cp_async_commit();
-    const bf16_t* cK = sK[kt & 1];
-    const bf16_t* cV = sV[kt & 1];
+    if (kRegs && kt == 0) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          load_a<D>(qf[kRegs ? mt : 0][kRegs ? kk : 0], sQ, wr0 + mt * 16, kk * 16);
+          load_a<D>(of[kRegs ? mt : 0][kRegs ? kk : 0], sdO, wr0 + mt * 16, kk * 16);
+        }
+    }
+    const int j0 = kt * BN;
+    if (j0 > warp_last_pos) continue;  // warp-uniform: every key of the tile is masked (dS = 0)
+    const bf16_t* cK = sK(kt & 1);
+    const bf16_t* cV = sV(kt & 1);
 
-    float s[8][4] = {}, dp[8][4] = {};
+    float s[MT][BN / 8][4] = {}, dp[MT][BN / 8][4] = {};
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t qa[4], da[4];
-      load_a<D>(qa, sQ, warp * 16, kk * 16);
-      load_a<D>(da, sdO, warp * 16, kk * 16);
+      uint32_t qa[MT][4], da[MT][4];
 #pragma unroll
-      for (int np = 0; np < 4; ++np) {
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (kRegs) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) qa[mt][i] = qf[mt][kk][i], da[mt][i] = of[mt][kk][i];
+        } else {
+          load_a<D>(qa[mt], sQ, wr0 + mt * 16, kk * 16);
+          load_a<D>(da[mt], sdO, wr0 + mt * 16, kk * 16);
+        }
+      }
+#pragma unroll
+      for (int np = 0; np < BN / 16; ++np) {
         uint32_t kb[4], vb[4];
         load_b_rows<D>(kb, cK, np * 16, kk * 16);
-        mma2(s[2 * np], s[2 * np + 1], qa, kb);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) mma2(s[mt][2 * np], s[mt][2 * np + 1], qa[mt], kb);
         load_b_rows<D>(vb, cV, np * 16, kk * 16);
-        mma2(dp[2 * np], dp[2 * np + 1], da, vb);
-      }
-    }
-    const int j0 = kt * kBlockKeys;
-    const bool masked = j0 + kBlockKeys - 1 > first_pos;
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const bool row_a = i < 2;
-        float p = exp2f(s[nt][i] * scale_log2 - (row_a ? lse_a : lse_b));
-        if (masked && j0 + nt * 8 + 2 * t4 + (i & 1) > (row_a ? pos_a : pos_b)) p = 0.0f;
-        s[nt][i] = p * (dp[nt][i] - (row_a ? del_a : del_b));  // dS
+        for (int mt = 0; mt < MT; ++mt) mma2(dp[mt][2 * np], dp[mt][2 * np + 1], da[mt], vb);
       }
     }
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      uint32_t dsa[4];
-      acc_to_a(dsa, s, kk);
+    for (int mt = 0; mt < MT; ++mt) {
+      const bool masked = j0 + BN - 1 > mt_first_pos[mt];
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; ++nt) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int r = i >> 1, row = wr0 + mt * 16 + g4 + 8 * r;
+          float p = mma::exp2_approx(fmaf(s[mt][nt][i], scale_log2, -s_lse[row]));
+          if (masked && j0 + nt * 8 + 2 * t4 + (i & 1) > pos[mt][r]) p = 0.0f;
+          s[mt][nt][i] = p * (dp[mt][nt][i] - s_delta[row]);  // dS
+        }
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      uint32_t dsa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) acc_to_a(dsa[mt], s[mt], kk);
 #pragma unroll
       for (int dn = 0; dn < D / 16; ++dn) {
         uint32_t kb[4];
         load_b_cols<D>(kb, cK, kk * 16, dn * 16);
-        mma2(acc[2 * dn], acc[2 * dn + 1], dsa, kb);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) mma2(acc[mt][2 * dn], acc[mt][2 * dn + 1], dsa[mt], kb);
       }
     }
   }
   mma::cp_async_wait<0>();
-  const int qa = s_qi[ra], qb = s_qi[rb];
-  bf16_t* da = qa >= 0 ? dq + ((int64_t(b) * Tq + qa) * H + h) * D : nullptr;
-  bf16_t* db = qb >= 0 ? dq + ((int64_t(b) * Tq + qb) * H + h) * D : nullptr;
-  store_acc_rows<D>(acc, scale, scale, da, db);
+
+  // scale dQ as bf16 into the warp's own rows of sQ (only this warp read them), then 16-byte
+  // stores of whole rows.
+  mma::sync_warp();
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    bf16_t* rows_smem = sQ + (wr0 + mt * 16 + g4) * kLd<D>;
+    store_acc_rows<D>(acc[mt], scale, scale, rows_smem, rows_smem + 8 * kLd<D>);
+  }
+  mma::sync_warp();
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  for (int c = lane; c < kDqWarpRows * kChunks; c += 32) {
+    const int row = wr0 + c / kChunks, ch = c % kChunks, qi = s_qi[row];
+    if (qi >= 0) {
+      *reinterpret_cast<uint4*>(dq + ((int64_t(b) * Tq + qi) * H + h) * D + ch * 8) =
+          *reinterpret_cast<const uint4*>(sQ + row * kLd<D> + ch * 8);
+    }
+  }
 }
 
 // -------------------------------------------------------------------------------------- dk dv
-// Query rows per tile: 64 at D = 64; 32 at D = 128, where dK and dV alone take 128 registers.
+// Keys per warp: 32 (two m-tiles of 16) at D = 64, so that each Q and dO fragment loaded from
+// shared memory feeds two MMAs; 16 at D = 128, where dK and dV of 16 keys already take 128
+// registers per thread. Query rows per step: 32.
 template <int D>
-constexpr int kDkdvRows = D == 64 ? 64 : 32;
+constexpr int kDkdvMTiles = D == 64 ? 2 : 1;
+template <int D>
+constexpr int kDkdvKeys = kWarps * 16 * kDkdvMTiles<D>;  // keys per block: 128 or 64
+constexpr int kDkdvRows = 32;
 template <int D>
 constexpr int dkdv_smem_bytes() {
-  return (2 * kBlockKeys + 4 * kDkdvRows<D>) * kLd<D> * int(sizeof(bf16_t));  // K, V; Q, dO x2
+  return (2 * kDkdvKeys<D> + 4 * kDkdvRows) * kLd<D> * int(sizeof(bf16_t));  // K, V; Q, dO x2
 }
 
 template <int D>
@@ -153,17 +226,19 @@ __global__ void __launch_bounds__(kThreads)
                 float scale_log2, float scale, const float* __restrict__ lse,
                 const float* __restrict__ delta, const bf16_t* __restrict__ dout,
                 bf16_t* __restrict__ dk, bf16_t* __restrict__ dv) {
-  constexpr int BQ = kDkdvRows<D>;
+  constexpr int MT = kDkdvMTiles<D>, BK = kDkdvKeys<D>, BQ = kDkdvRows;
   extern __shared__ uint4 smem_raw[];
   __shared__ int s_pos[2][BQ];
   __shared__ float s_lse[2][BQ];
   __shared__ float s_delta[2][BQ];
+  __shared__ int s_last_pos[2];  // the position of the step's last real row
   bf16_t* sK = reinterpret_cast<bf16_t*>(smem_raw);
-  bf16_t* sV = sK + kBlockKeys * kLd<D>;
-  bf16_t* sQ[2] = {sV + kBlockKeys * kLd<D>, sV + kBlockKeys * kLd<D> + 2 * BQ * kLd<D>};
-  bf16_t* sdO[2] = {sQ[0] + BQ * kLd<D>, sQ[1] + BQ * kLd<D>};
+  bf16_t* sV = sK + BK * kLd<D>;
+  // Buffer i of Q, then of dO (computed, not an array of pointers, which would go to local memory).
+  auto sQ = [&](int i) { return sV + (BK + 2 * BQ * i) * kLd<D>; };
+  auto sdO = [&](int i) { return sV + (BK + 2 * BQ * i + BQ) * kLd<D>; };
 
-  const int b = blockIdx.z, g = blockIdx.y, k0 = blockIdx.x * kBlockKeys;
+  const int b = blockIdx.z, g = blockIdx.y, k0 = blockIdx.x * BK;
   const int group = H / Hkv, Tq = map.Tq;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
   const int nrows = map.num_rows(b), r_start = map.first_row_seeing(b, k0);
@@ -174,16 +249,16 @@ __global__ void __launch_bounds__(kThreads)
     const int j = k0 + r;
     return j < Tk ? ((int64_t(b) * Tk + j) * Hkv + g) * D : -1;
   };
-  load_tile_async<D>(sK, k, kv_row, kBlockKeys);
-  load_tile_async<D>(sV, v, kv_row, kBlockKeys);
+  load_tile_async<D>(sK, k, kv_row, BK);
+  load_tile_async<D>(sV, v, kv_row, BK);
   // Step `it`: head g * group + it / ntile, rows r0 .. r0 + BQ - 1 of the sequence's row list.
   auto stage = [&](int it, int buf) {
     const int h = g * group + it / ntile, r0 = r_start + (it % ntile) * BQ;
     auto q_row = [&](int r) -> int64_t {
       return r0 + r < nrows ? ((int64_t(b) * Tq + map.query(b, r0 + r)) * H + h) * D : -1;
     };
-    load_tile_async<D>(sQ[buf], q, q_row, BQ);
-    load_tile_async<D>(sdO[buf], dout, q_row, BQ);
+    load_tile_async<D>(sQ(buf), q, q_row, BQ);
+    load_tile_async<D>(sdO(buf), dout, q_row, BQ);
     if (tid < BQ) {
       const bool valid = r0 + tid < nrows;
       const int qi = valid ? map.query(b, r0 + tid) : 0;
@@ -191,14 +266,21 @@ __global__ void __launch_bounds__(kThreads)
       s_pos[buf][tid] = valid ? qi + map.offset : -1;
       s_lse[buf][tid] = valid ? lse[st] * kLog2e : 0.0f;
       s_delta[buf][tid] = valid ? delta[st] : 0.0f;
+      if (valid && (tid == BQ - 1 || r0 + tid + 1 == nrows)) s_last_pos[buf] = qi + map.offset;
     }
   };
   if (total > 0) stage(0, 0);
   mma::cp_async_commit();
 
-  const int kr = warp * 16;                                    // the warp's keys in the tile
-  const int key_a = k0 + kr + g4, key_b = key_a + 8;           // this thread's two keys
-  float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};
+  const int kr = warp * 16 * MT;   // the warp's first key in the tile
+  const int warp_key0 = k0 + kr;   // and its position
+  int key[MT][2];                  // this thread's keys g4 and g4 + 8 of each m-tile
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    key[mt][0] = warp_key0 + mt * 16 + g4;
+    key[mt][1] = key[mt][0] + 8;
+  }
+  float dk_acc[MT][D / 8][4] = {}, dv_acc[MT][D / 8][4] = {};
 
   for (int it = 0; it < total; ++it) {
     mma::cp_async_wait<0>();
@@ -206,60 +288,82 @@ __global__ void __launch_bounds__(kThreads)
     if (it + 1 < total) stage(it + 1, (it + 1) & 1);
     mma::cp_async_commit();
     const int buf = it & 1;
-    const bf16_t* cQ = sQ[buf];
-    const bf16_t* cdO = sdO[buf];
+    // Warp-uniform: no row of the step sees the warp's first key (so none of its keys); skipping
+    // is exact, the step would add P = dS = 0.
+    if (s_last_pos[buf] < warp_key0) continue;
+    const bf16_t* cQ = sQ(buf);
+    const bf16_t* cdO = sdO(buf);
 
-    float st[BQ / 8][4] = {}, dpt[BQ / 8][4] = {};
+    float st[MT][BQ / 8][4] = {}, dpt[MT][BQ / 8][4] = {};
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t ka[4], va[4];
-      load_a<D>(ka, sK, kr, kk * 16);
-      load_a<D>(va, sV, kr, kk * 16);
+      uint32_t ka[MT][4], va[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        load_a<D>(ka[mt], sK, kr + mt * 16, kk * 16);
+        load_a<D>(va[mt], sV, kr + mt * 16, kk * 16);
+      }
 #pragma unroll
       for (int np = 0; np < BQ / 16; ++np) {
         uint32_t qb[4], ob[4];
         load_b_rows<D>(qb, cQ, np * 16, kk * 16);
-        mma2(st[2 * np], st[2 * np + 1], ka, qb);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) mma2(st[mt][2 * np], st[mt][2 * np + 1], ka[mt], qb);
         load_b_rows<D>(ob, cdO, np * 16, kk * 16);
-        mma2(dpt[2 * np], dpt[2 * np + 1], va, ob);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) mma2(dpt[mt][2 * np], dpt[mt][2 * np + 1], va[mt], ob);
       }
     }
-    // Rows are increasing: the tile needs no mask when its first row sees the last key and every
-    // row is a real one.
-    const bool masked = k0 + kBlockKeys - 1 > s_pos[buf][0] || s_pos[buf][BQ - 1] < 0;
+    // Rows are increasing: the step needs no mask when its first row sees the warp's last key and
+    // every row is a real one.
+    const bool masked = warp_key0 + 16 * MT - 1 > s_pos[buf][0] || s_pos[buf][BQ - 1] < 0;
 #pragma unroll
-    for (int nt = 0; nt < BQ / 8; ++nt) {
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int col = nt * 8 + 2 * t4 + (i & 1);
-        float p = exp2f(st[nt][i] * scale_log2 - s_lse[buf][col]);
-        if (masked && (i < 2 ? key_a : key_b) > s_pos[buf][col]) p = 0.0f;
-        st[nt][i] = p;                                        // P^T
-        dpt[nt][i] = p * (dpt[nt][i] - s_delta[buf][col]);    // dS^T
+      for (int nt = 0; nt < BQ / 8; ++nt) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int col = nt * 8 + 2 * t4 + (i & 1);
+          float p = mma::exp2_approx(fmaf(st[mt][nt][i], scale_log2, -s_lse[buf][col]));
+          if (masked && key[mt][i >> 1] > s_pos[buf][col]) p = 0.0f;
+          st[mt][nt][i] = p;                                           // P^T
+          dpt[mt][nt][i] = p * (dpt[mt][nt][i] - s_delta[buf][col]);  // dS^T
+        }
       }
     }
 #pragma unroll
     for (int kq = 0; kq < BQ / 16; ++kq) {
-      uint32_t pa[4], dsa[4];
-      acc_to_a(pa, st, kq);
-      acc_to_a(dsa, dpt, kq);
+      uint32_t pa[MT][4], dsa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        acc_to_a(pa[mt], st[mt], kq);
+        acc_to_a(dsa[mt], dpt[mt], kq);
+      }
 #pragma unroll
       for (int dn = 0; dn < D / 16; ++dn) {
         uint32_t ob[4], qb[4];
         load_b_cols<D>(ob, cdO, kq * 16, dn * 16);
-        mma2(dv_acc[2 * dn], dv_acc[2 * dn + 1], pa, ob);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          mma2(dv_acc[mt][2 * dn], dv_acc[mt][2 * dn + 1], pa[mt], ob);
         load_b_cols<D>(qb, cQ, kq * 16, dn * 16);
-        mma2(dk_acc[2 * dn], dk_acc[2 * dn + 1], dsa, qb);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          mma2(dk_acc[mt][2 * dn], dk_acc[mt][2 * dn + 1], dsa[mt], qb);
       }
     }
   }
   mma::cp_async_wait<0>();
-  const int64_t base_a = ((int64_t(b) * Tk + key_a) * Hkv + g) * D;
-  const int64_t base_b = ((int64_t(b) * Tk + key_b) * Hkv + g) * D;
-  store_acc_rows<D>(dk_acc, scale, scale, key_a < Tk ? dk + base_a : nullptr,
-                    key_b < Tk ? dk + base_b : nullptr);
-  store_acc_rows<D>(dv_acc, 1.0f, 1.0f, key_a < Tk ? dv + base_a : nullptr,
-                    key_b < Tk ? dv + base_b : nullptr);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const int ka = key[mt][0], kb = key[mt][1];
+    const int64_t base_a = ((int64_t(b) * Tk + ka) * Hkv + g) * D;
+    const int64_t base_b = ((int64_t(b) * Tk + kb) * Hkv + g) * D;
+    store_acc_rows<D>(dk_acc[mt], scale, scale, ka < Tk ? dk + base_a : nullptr,
+                      kb < Tk ? dk + base_b : nullptr);
+    store_acc_rows<D>(dv_acc[mt], 1.0f, 1.0f, ka < Tk ? dv + base_a : nullptr,
+                      kb < Tk ? dv + base_b : nullptr);
+  }
 }
 
 template <int D>
@@ -272,12 +376,12 @@ void launch_backward(const bf16_t* q, const bf16_t* k, const bf16_t* v, const Ro
   AMOR_CUDA_CHECK(
       cudaFuncSetAttribute(dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kDqSmem));
   const float scale_log2 = scale * kLog2e;
-  const dim3 kv_grid(unsigned(ceil_div(n.Tk, kBlockKeys)), unsigned(n.Hkv), unsigned(n.B));
+  const dim3 kv_grid(unsigned(ceil_div(n.Tk, kDkdvKeys<D>)), unsigned(n.Hkv), unsigned(n.B));
   dkdv_kernel<D><<<kv_grid, kThreads, kDkdvSmem, s>>>(q, k, v, map, int(n.H), int(n.Hkv),
                                                       int(n.Tk), scale_log2, scale, lse, delta,
                                                       dout, dk, dv);
   AMOR_CUDA_CHECK_LAUNCH();
-  const dim3 q_grid(unsigned(ceil_div(n.Tq, kBlockRows)), unsigned(n.H), unsigned(n.B));
+  const dim3 q_grid(unsigned(ceil_div(n.Tq, kDqRows)), unsigned(n.H), unsigned(n.B));
   dq_kernel<D><<<q_grid, kThreads, kDqSmem, s>>>(q, k, v, map, int(n.H), int(n.Hkv), int(n.Tk),
                                                  scale_log2, scale, lse, delta, dout, dq);
   AMOR_CUDA_CHECK_LAUNCH();

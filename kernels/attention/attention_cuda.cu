@@ -2,12 +2,17 @@
 //
 // Paths:
 //  - bf16, head dim 64 or 128, 16-byte aligned tensors: tensor-core kernels, FlashAttention-2
-//    style (attention_fwd_cuda.cu, attention_bwd_cuda.cu): tiles of 64 query rows x 64 keys,
-//    S = Q K^T and the products of the backward on mma.sync m16n8k16 (bf16 in, f32 accumulate),
-//    online softmax in f32 and log2 units, P kept in registers, no T x T matrix anywhere. The
-//    backward recomputes P from the saved lse: a dk/dv kernel per key tile (walking the query
-//    heads of its kv head, so GQA's sum over the group needs no atomics) and a dq kernel per query
-//    tile. Deterministic: no atomics, fixed summation order.
+//    style (attention_fwd_cuda.cu, attention_bwd_cuda.cu): 4 warps per block, each warp owning
+//    32 query rows (forward, dq) or, at D = 64, 32 keys (dk/dv) as two 16-row m-tiles, so every
+//    K/V (or Q/dO) fragment read from shared memory by ldmatrix feeds two MMAs; S = Q K^T and the
+//    products of the backward on mma.sync m16n8k16 (bf16 in, f32 accumulate); online softmax in
+//    f32 and log2 units (ex2.approx), P kept in registers as the A operand of P V, K/V (Q/dO)
+//    tiles double-buffered by cp.async; the causal mask only on tiles that cross a warp's
+//    diagonal, and tiles entirely above it skipped per warp; outputs of the forward and dq leave
+//    through shared memory as 16-byte row stores. No T x T matrix anywhere. The backward
+//    recomputes P from the saved lse: a dk/dv kernel per key tile (walking the query heads of its
+//    kv head, so GQA's sum over the group needs no atomics) and a dq kernel per query tile.
+//    Deterministic: no atomics, fixed summation order.
 //  - anything else (f32, other head dims, unaligned views): SIMT kernels below, one warp per
 //    (query row, head) or (key, kv head), f32 arithmetic throughout; they exist for exactness
 //    checks and odd shapes, not for speed.
@@ -26,7 +31,12 @@
 //
 // FLOPs (causal, T = Tq = Tk): forward 4 B H T^2 D / 2 (two T x T x D products, half of them
 // masked away); backward 2.5x that (five products; the separate dq kernel recomputes S and dP,
-// which makes seven in fact).
+// which makes seven in fact: the price of a deterministic backward without an f32 dQ scratch;
+// a fused kernel adding dQ with f32 atomics, as FlashAttention-2 does, would do five).
+//
+// Shared-memory traffic per FLOP, which bounded the earlier 64 x 64-tile version (16 rows per
+// warp): forward D = 64 reads 16 KB of K/V fragments per 32 x 64 x 64 tile pair of products
+// (31 B per kFLOP, half the former 62); dq D = 64 31 B/kFLOP (was 71); dk/dv D = 64 46 (was 69).
 #include <cmath>
 
 #include "kernels/attention/attention_cuda.h"
@@ -81,6 +91,40 @@ __global__ void delta_kernel(const T* __restrict__ o, const T* __restrict__ dout
       delta[(b * H + h) * Tq + i] = s;
     }
   }
+}
+
+// delta as delta_kernel, for bf16 rows whose D is a multiple of 8 with D / 8 a power of two <= 32
+// (16-byte aligned o, dout): D / 8 lanes per row, each with one 16-byte load of o and of dout, so
+// a warp takes 32 / (D / 8) rows at a time (4 at D = 64) in full-width loads.
+__global__ void delta_bf16x8_kernel(const bf16_t* __restrict__ o, const bf16_t* __restrict__ dout,
+                                    int64_t nrows, int Tq, int H, int D,
+                                    float* __restrict__ delta) {
+  const int lanes = D / 8, lane = threadIdx.x & 31, sub = lane % lanes, rows_per_warp = 32 / lanes;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x >> 5);
+  for (int64_t base = (int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)) *
+                      rows_per_warp;
+       base < nrows; base += warps * rows_per_warp) {  // warp-uniform bound: shuffles stay full
+    const int64_t row = base + lane / lanes;
+    float s = 0.0f;
+    if (row < nrows) {
+      float a[8], b[8];
+      load_vec<bf16_t, 8>(o + row * D + sub * 8, a);
+      load_vec<bf16_t, 8>(dout + row * D + sub * 8, b);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) s += a[i] * b[i];
+    }
+    s = subwarp_sum(s, lanes);
+    if (sub == 0 && row < nrows) {
+      const int64_t h = row % H, bi = row / H, i = bi % Tq, b = bi / Tq;
+      delta[(b * H + h) * Tq + i] = s;
+    }
+  }
+}
+
+bool delta_vectorizable(DType t, int64_t D, const void* o, const void* dout) {
+  const int64_t lanes = D / 8;
+  return t == DType::BF16 && D % 8 == 0 && lanes >= 1 && lanes <= 32 &&
+         (lanes & (lanes - 1)) == 0 && aligned16(o) && aligned16(dout);
 }
 
 // ---- SIMT kernels: one warp per block. Head dim D <= kMaxD; lane owns dims lane + 32 c.
@@ -304,13 +348,20 @@ void attention_backward(DType t, const void* q, const void* k, const void* v, co
     }
     return;
   }
-  dispatch_storage(t, "attention_backward", [&](auto tag) {
-    using T = decltype(tag);
-    delta_kernel<T><<<grid_for(qrows * 32, 256), 256, 0, s>>>(
-        static_cast<const T*>(o), static_cast<const T*>(dout), qrows, int(n.Tq), int(n.H),
-        int(n.D), delta);
+  if (delta_vectorizable(t, n.D, o, dout)) {
+    delta_bf16x8_kernel<<<grid_for(qrows * (n.D / 8), 256), 256, 0, s>>>(
+        static_cast<const bf16_t*>(o), static_cast<const bf16_t*>(dout), qrows, int(n.Tq),
+        int(n.H), int(n.D), delta);
     AMOR_CUDA_CHECK_LAUNCH();
-  });
+  } else {
+    dispatch_storage(t, "attention_backward", [&](auto tag) {
+      using T = decltype(tag);
+      delta_kernel<T><<<grid_for(qrows * 32, 256), 256, 0, s>>>(
+          static_cast<const T*>(o), static_cast<const T*>(dout), qrows, int(n.Tq), int(n.H),
+          int(n.D), delta);
+      AMOR_CUDA_CHECK_LAUNCH();
+    });
+  }
   const void* ptrs[] = {q, k, v, o, dout, dq, dk, dv};
   if (attention_uses_tensor_cores(t, n.D, ptrs, 8)) {
     const int32_t* rows = nullptr;

@@ -14,8 +14,7 @@
 namespace amor::cuda::attn {
 
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
-constexpr int kBlockRows = 64;  // query rows per forward / dq block (16 per warp)
-constexpr int kBlockKeys = 64;  // keys per key tile (and per dk/dv block, 16 per warp)
+// (The tile sizes are the kernels' own: attention_fwd_cuda.cu, attention_bwd_cuda.cu.)
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Shared-memory row stride of a [rows][D] bf16 tile: 16 bytes of padding shift consecutive rows

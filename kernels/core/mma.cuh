@@ -33,6 +33,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -69,6 +70,8 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool v
 __device__ __forceinline__ void cp_async_commit() {}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {}
+__device__ __forceinline__ float exp2_approx(float x) { return std::exp2(x); }
+__device__ __forceinline__ void sync_warp() { ::emu::syncwarp(); }
 
 #else
 
@@ -111,6 +114,17 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+
+// 2^x on the special-function unit (ex2.approx.ftz.f32: relative error ~2^-22, results below
+// 2^-126 flush to 0, 2^-inf = 0): one instruction where exp2f adds range handling. For softmax
+// probabilities that are rounded to bf16 or summed in f32.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+// A barrier of the warp's lanes that also orders their shared-memory accesses.
+__device__ __forceinline__ void sync_warp() { __syncwarp(); }
 
 #endif
 

@@ -1,7 +1,7 @@
 // CUDA == cpu reference for causal GQA attention with the optional per-query gate, forward (o,
 // lse) and backward (dq, dk, dv): the bf16 tensor-core kernels (head dim 64 and 128) and the f32
 // SIMT kernels, at MHA and GQA, Tq = Tk and Tq < Tk (decode: Tq = 1), sequence lengths that are
-// and are not multiples of the 64-row tiles, and gates (AMOR's ~22% firing, all off, all on).
+// and are not multiples of the kernels' tiles, and gates (AMOR's ~22% firing, all off, all on).
 //
 // CudaParity.AttentionSmall* are small enough for the CPU emulator (tests/cuda/emu); the realistic
 // shapes are in CudaParity.Attention* (GPU only). Sequence lengths >= 2048 use few heads: every
@@ -114,6 +114,23 @@ TEST(CudaParity, AttentionSmall) {
   AMOR_REQUIRE_GPU();
   run_cases({{2, 17, 17, 2, 2, 64, Gate::None}, {1, 100, 100, 2, 1, 64, Gate::None}},
             {DType::BF16, DType::F32}, 5000);
+}
+
+// Several query and key tiles of the tensor-core kernels (the forward's 128-row blocks, the
+// backward's tiles), partial last tiles, head dim 128, and a gate with more than one block of
+// firing rows (~22% of 700 rows, two forward blocks): bf16 only (the f32 SIMT kernels have no
+// tiles). Tk = Tq + 1 puts the last row of a warp (forward, dq) or of a query step (dk/dv) exactly
+// on the first key of a tile (or of a warp's keys): the edge of the kernels' per-warp skipping of
+// tiles that lie entirely above the diagonal, which an off-by-one there would get wrong.
+TEST(CudaParity, AttentionSmallTiles) {
+  AMOR_REQUIRE_GPU();
+  run_cases({{1, 300, 300, 2, 1, 64, Gate::None},
+             {1, 200, 200, 1, 1, 128, Gate::None},
+             {1, 90, 333, 2, 2, 128, Gate::None},
+             {1, 100, 101, 2, 1, 64, Gate::None},
+             {1, 60, 61, 1, 1, 128, Gate::None},
+             {1, 700, 700, 2, 1, 64, Gate::Amor}},
+            {DType::BF16}, 5300);
 }
 
 TEST(CudaParity, AttentionSmallGate) {

@@ -57,6 +57,7 @@ extern thread_local Ctx ctx;
 extern std::mutex atomic_mu;
 
 inline void syncthreads() { ctx.block->arrive_and_wait(); }
+inline void syncwarp() { ctx.warp->arrive_and_wait(); }  // __syncwarp of all 32 lanes
 
 template <class T>
 T shfl_xor(T v, int lane_mask) {
