@@ -18,11 +18,15 @@
 //     dW K^T diag(e)) diag(beta) (lower), dv = diag(beta) Tm^T dVn, z = Tm^T dW, dA = -Tm^T dTm
 //     Tm^T (strictly lower), then dk, dbeta, dgam from W, U and A, and dg as the reverse
 //     cumulative sum of dgam inside the chunk.
-// Everything is f32 in shared-memory tiles with SIMT block products (block_mm); the only
-// sequential work is pass 1 (and the recomputed forward state pass): NC steps per head.
+// Every tile is f32 in shared memory; the products go through block_mm_t<T> (gated_delta_tc.cuh:
+// tensor cores, bf16 operands and f32 accumulation for bf16 inputs; exact SIMT f32 for f32
+// inputs); pass 1's two products are each one product over a concatenated k ([P^T | diag(dec) K]
+// [dO; dS] and [scale diag(e) Q | -W]^T [dO; dVn]). The only sequential work is pass 1 (and the
+// recomputed forward state pass): NC steps per head.
 // Memory traffic beyond the forward's: the f32 scratch Tm [BH,T,L], dS per chunk (K*V f32),
 // dVn, dW and the partials; each written once and read once or twice.
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
+#include "kernels/gated_delta/gated_delta_tc.cuh"
 
 namespace amor::cuda {
 namespace gdn {
@@ -45,7 +49,7 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int idx = threadIdx.x; idx < K * w; idx += blockDim.x) {
     const int i = idx / w, c = idx % w;
-    s.dS[i * kVt + c] = dsf ? load_any(dsf, bh * KV + i * V + c0 + c, state_f32) : 0.0f;
+    s.dS[i * kVs + c] = dsf ? load_any(dsf, bh * KV + i * V + c0 + c, state_f32) : 0.0f;
   }
   for (int64_t ch = d.NC - 1; ch >= 0; --ch) {
     const int64_t t0 = ch * d.L, row0 = bh * d.T + t0;
@@ -53,11 +57,11 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // dS complete; the previous chunk's tiles no longer read
     for (int idx = threadIdx.x; idx < K * w; idx += blockDim.x) {
       const int i = idx / w, c = idx % w;
-      dS_out[(bh * d.NC + ch) * KV + i * V + c0 + c] = s.dS[i * kVt + c];
+      dS_out[(bh * d.NC + ch) * KV + i * V + c0 + c] = s.dS[i * kVs + c];
     }
     load_rows(q, d, b, h, t0, n, K, 0, int(K), s.q, KP);
     load_rows(k, d, b, h, t0, n, K, 0, int(K), s.k, KP);
-    load_rows(dO, d, b, h, t0, n, V, c0, w, s.dO, kVt);
+    load_rows(dO, d, b, h, t0, n, V, c0, w, s.dO, kVs);
     load_scratch(W, row0, n, K, 0, int(K), s.W, K);
     for (int r = threadIdx.x; r < n; r += blockDim.x) s.gam[r] = gam[row0 + r];
     __syncthreads();
@@ -66,7 +70,7 @@ __global__ void __launch_bounds__(kThreads)
       s.e[r] = expf(s.gam[r]);
       s.dec[r] = expf(glast - s.gam[r]);
     }
-    block_mm(
+    block_mm_t<T>(
         n, n, int(K), [&](int r, int i) { return s.q[r * KP + i]; },
         [&](int i, int j) { return s.k[j * KP + i]; },
         [&](int r, int j, float qk) {
@@ -74,32 +78,35 @@ __global__ void __launch_bounds__(kThreads)
         });
     __syncthreads();
     // dVn_j = sum_{r>=j} P_rj dO_r + D_{n-1,j} dS^T k_j
-    for (int idx = threadIdx.x; idx < n * w; idx += blockDim.x) {
-      const int j = idx / w, c = idx % w;
-      float pd = 0.0f, kd = 0.0f;
-      for (int r = j; r < n; ++r) pd += s.P[r * L + j] * s.dO[r * kVt + c];
-      for (int i = 0; i < K; ++i) kd += s.k[j * KP + i] * s.dS[i * kVt + c];
-      const float dvn = pd + s.dec[j] * kd;
-      s.dVn[j * kVt + c] = dvn;
-      dVn_out[(row0 + j) * V + c0 + c] = dvn;
-    }
+    // One product over the concatenated k = (the rows r, then K): [P^T | diag(dec) K] [dO; dS]
+    // (P is zero above the diagonal, so the r < j terms vanish).
+    block_mm_t<T>(
+        n, w, n + int(K),
+        [&](int j, int kk) {
+          return kk < n ? s.P[kk * L + j] : s.dec[j] * s.k[j * KP + (kk - n)];
+        },
+        [&](int kk, int c) { return kk < n ? s.dO[kk * kVs + c] : s.dS[(kk - n) * kVs + c]; },
+        [&](int j, int c, float dvn) {
+          s.dVn[j * kVs + c] = dvn;
+          dVn_out[(row0 + j) * V + c0 + c] = dvn;
+        });
     __syncthreads();
-    // dS <- e_{n-1} dS + scale sum_r e_r q_r dO_r^T - sum_r W_r dVn_r^T
-    for (int idx = threadIdx.x; idx < K * w; idx += blockDim.x) {
-      const int i = idx / w, c = idx % w;
-      float qd = 0.0f, wd = 0.0f;
-      for (int r = 0; r < n; ++r) {
-        qd += s.e[r] * s.q[r * KP + i] * s.dO[r * kVt + c];
-        wd += s.W[r * K + i] * s.dVn[r * kVt + c];
-      }
-      s.dS[i * kVt + c] = elast * s.dS[i * kVt + c] + scale * qd - wd;
-    }
+    // dS <- e_{n-1} dS + scale sum_r e_r q_r dO_r^T - sum_r W_r dVn_r^T, as one product
+    // [scale diag(e) Q | -W]^T [dO; dVn] over k = (the rows, twice); each dS element is read and
+    // written by the thread that owns it.
+    block_mm_t<T>(
+        int(K), w, 2 * n,
+        [&](int i, int kk) {
+          return kk < n ? scale * s.e[kk] * s.q[kk * KP + i] : -s.W[(kk - n) * K + i];
+        },
+        [&](int kk, int c) { return kk < n ? s.dO[kk * kVs + c] : s.dVn[(kk - n) * kVs + c]; },
+        [&](int i, int c, float x) { s.dS[i * kVs + c] = elast * s.dS[i * kVs + c] + x; });
   }
   __syncthreads();
   if (ds0) {
     for (int idx = threadIdx.x; idx < K * w; idx += blockDim.x) {
       const int i = idx / w, c = idx % w;
-      ds0[bh * KV + i * V + c0 + c] = s.dS[i * kVt + c];
+      ds0[bh * KV + i * V + c0 + c] = s.dS[i * kVs + c];
     }
   }
 }
@@ -138,19 +145,19 @@ __global__ void __launch_bounds__(kThreads)
     load_scratch(dS, 0, int(K), V, c0, w, s.dS, kVtPad);
     __syncthreads();
     // The V reductions, tile by tile (each accumulator element stays with one thread).
-    block_mm(
+    block_mm_t<T>(
         n, n, w, [&](int r, int c) { return s.dO[r * kVtPad + c]; },
         [&](int c, int j) { return s.Vn[j * kVtPad + c]; },
         [&](int r, int j, float x) { s.dP[r * L + j] += x; });
-    block_mm(
+    block_mm_t<T>(
         n, int(K), w, [&](int r, int c) { return s.dO[r * kVtPad + c]; },
         [&](int c, int i) { return s.S[i * kVtPad + c]; },
         [&](int r, int i, float x) { s.dqS[r * K + i] += x; });
-    block_mm(
+    block_mm_t<T>(
         n, int(K), w, [&](int j, int c) { return s.Vn[j * kVtPad + c]; },
         [&](int c, int i) { return s.dS[i * kVtPad + c]; },
         [&](int j, int i, float x) { s.dKh[j * K + i] += x; });
-    block_mm(
+    block_mm_t<T>(
         n, int(K), w, [&](int r, int c) { return s.dVn[r * kVtPad + c]; },
         [&](int c, int i) { return s.S[i * kVtPad + c]; },
         [&](int r, int i, float x) { s.dW[r * K + i] -= x; });
@@ -162,7 +169,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   sd = block_sum(sd, s.red);
   // P_rj = scale (q_r.k_j) D_rj; keep dP_rj P_rj in P and dP_rj D_rj in dP (j <= r, else 0).
-  block_mm(
+  block_mm_t<T>(
       n, n, int(K), [&](int r, int i) { return s.q[r * KP + i]; },
       [&](int i, int j) { return s.k[j * KP + i]; },
       [&](int r, int j, float qk) {
@@ -173,7 +180,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const float glast = s.gam[n - 1];
   // dq_r = scale (e_r S dO_r + sum_{j<=r} dP_rj D_rj k_j)
-  block_mm(
+  block_mm_t<T, Tri::kLower>(
       n, int(K), n, [&](int r, int j) { return s.dP[r * L + j]; },
       [&](int j, int i) { return s.k[j * KP + i]; },
       [&](int r, int i, float x) {
@@ -181,27 +188,41 @@ __global__ void __launch_bounds__(kThreads)
             from_f32<T>(scale * (expf(s.gam[r]) * s.dqS[r * K + i] + x));
       });
   // dk_j (partial) = scale sum_{r>=j} dP_rj D_rj q_r + D_{n-1,j} dKh_j; dW to the scratch.
-  block_mm(
+  block_mm_t<T, Tri::kUpper>(
       n, int(K), n, [&](int j, int r) { return s.dP[r * L + j]; },
       [&](int r, int i) { return s.q[r * KP + i]; },
       [&](int j, int i, float x) {
         dk_part[(row0 + j) * K + i] = scale * x + expf(glast - s.gam[j]) * s.dKh[j * K + i];
         dW_out[(row0 + j) * K + i] = s.dW[j * K + i];
       });
-  // x_j = D_{n-1,j} k_j . dKh_j
-  for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    float kd = 0.0f;
-    for (int i = 0; i < K; ++i) kd += s.k[j * KP + i] * s.dKh[j * K + i];
-    s.x[j] = expf(glast - s.gam[j]) * kd;
+  // The row reductions, one warp per row with the lanes along the row (a thread per row would read
+  // a column of these [*, 64] tiles, one bank 32 times): x_j = D_{n-1,j} k_j . dKh_j and
+  // rp_r = scale e_r q_r.(S dO_r) + sum_j dP_rj P_rj.
+  {
+    const int lane = int(threadIdx.x) % 32, nw = int(blockDim.x) / 32;
+    for (int r = int(threadIdx.x) / 32; r < n; r += nw) {  // warp-uniform (warp_sum)
+      float kd = 0.0f, qd = 0.0f, ps = 0.0f;
+      for (int i = lane; i < K; i += 32) {
+        kd += s.k[r * KP + i] * s.dKh[r * K + i];
+        qd += s.q[r * KP + i] * s.dqS[r * K + i];
+      }
+      for (int j = lane; j < n; j += 32) ps += s.P[r * L + j];
+      kd = warp_sum(kd);
+      qd = warp_sum(qd);
+      ps = warp_sum(ps);
+      if (lane == 0) {
+        s.x[r] = expf(glast - s.gam[r]) * kd;
+        s.rp[r] = scale * expf(s.gam[r]) * qd + ps;
+      }
+    }
   }
   __syncthreads();
   // dgam_r (partial) = scale e_r q_r.(S dO_r) + sum_j dP_rj P_rj - sum_r' dP_r'r P_r'r - x_r
-  //                    (+ e_{n-1} <dS', S> + sum_j x_j for the last row)
+  //                    (+ e_{n-1} <dS', S> + sum_j x_j for the last row); the column sum by a
+  //                    thread per column (consecutive threads, consecutive banks).
   for (int r = threadIdx.x; r < n; r += blockDim.x) {
-    float qd = 0.0f;
-    for (int i = 0; i < K; ++i) qd += s.q[r * KP + i] * s.dqS[r * K + i];
-    float a = scale * expf(s.gam[r]) * qd - s.x[r];
-    for (int j = 0; j < n; ++j) a += s.P[r * L + j] - s.P[j * L + r];
+    float a = s.rp[r] - s.x[r];
+    for (int j = 0; j < n; ++j) a -= s.P[j * L + r];
     if (r == n - 1) {
       a += expf(glast) * sd;
       for (int j = 0; j < n; ++j) a += s.x[j];
@@ -237,7 +258,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   // dTm_rj = beta_j e_j (dW_r . k_j) for j <= r; the V part joins tile by tile below.
-  block_mm(
+  block_mm_t<T>(
       n, n, int(K), [&](int r, int i) { return s.dW[r * K + i]; },
       [&](int i, int j) { return s.k[j * KP + i]; },
       [&](int r, int j, float x) {
@@ -250,14 +271,14 @@ __global__ void __launch_bounds__(kThreads)
     load_scratch(dVn, row0, n, V, c0, w, s.dVn, kVtPad);
     __syncthreads();
     // dTm_rj += beta_j (dVn_r . v_j)
-    block_mm(
+    block_mm_t<T>(
         n, n, w, [&](int r, int c) { return s.dVn[r * kVtPad + c]; },
         [&](int c, int j) { return s.v[j * kVtPad + c]; },
         [&](int r, int j, float x) {
           if (j <= r) s.dTm[r * L + j] += s.beta[j] * x;
         });
     // y_j = sum_{r>=j} Tm_rj dVn_r;  dv_j = beta_j y_j
-    block_mm(
+    block_mm_t<T, Tri::kUpper>(
         n, w, n, [&](int j, int r) { return s.Tm[r * L + j]; },
         [&](int r, int c) { return s.dVn[r * kVtPad + c]; },
         [&](int j, int c, float y) {
@@ -272,73 +293,93 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  // z_j = sum_{r>=j} Tm_rj dW_r;  M = Tm^T dTm
-  block_mm(
+  // z_j = sum_{r>=j} Tm_rj dW_r (into the V tiles' place, no longer read);  M = Tm^T dTm
+  block_mm_t<T, Tri::kUpper>(
       n, int(K), n, [&](int j, int r) { return s.Tm[r * L + j]; },
       [&](int r, int i) { return s.dW[r * K + i]; },
       [&](int j, int i, float z) { s.z[j * K + i] = z; });
-  block_mm(
+  block_mm_t<T, Tri::kUpper>(
       n, n, n, [&](int r, int a) { return s.Tm[a * L + r]; },
       [&](int a, int c) { return s.dTm[a * L + c]; },
       [&](int r, int c, float m) { s.M[r * L + c] = m; });
   __syncthreads();
-  // w_j = e_j (k_j . z_j): dbeta_j += w_j, dgam_j += beta_j w_j
-  for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    float kz = 0.0f;
-    for (int i = 0; i < K; ++i) kz += s.k[j * KP + i] * s.z[j * K + i];
-    const float wj = expf(s.gam[j]) * kz;
-    s.dbeta[j] += wj;
-    s.dgam[j] += s.beta[j] * wj;
+  // w_j = e_j (k_j . z_j): dbeta_j += w_j, dgam_j += beta_j w_j (a warp per row, lanes along it)
+  {
+    const int lane = int(threadIdx.x) % 32, nw = int(blockDim.x) / 32;
+    for (int j = int(threadIdx.x) / 32; j < n; j += nw) {  // warp-uniform (warp_sum)
+      float kz = 0.0f;
+      for (int i = lane; i < K; i += 32) kz += s.k[j * KP + i] * s.z[j * K + i];
+      kz = warp_sum(kz);
+      if (lane == 0) {
+        const float wj = expf(s.gam[j]) * kz;
+        s.dbeta[j] += wj;
+        s.dgam[j] += s.beta[j] * wj;
+      }
+    }
   }
   // dA = -(Tm^T dTm) Tm^T, strictly lower, into dTm (no longer read).
-  block_mm(
+  block_mm_t<T>(
       n, n, n, [&](int r, int c) { return s.M[r * L + c]; },
       [&](int c, int j) { return s.Tm[j * L + c]; },
       [&](int r, int j, float x) { s.dTm[r * L + j] = j < r ? -x : 0.0f; });
   __syncthreads();
   // The Gram matrix G_rj = k_r . k_j, into M (no longer read).
-  block_mm(
+  block_mm_t<T>(
       n, n, int(K), [&](int r, int i) { return s.k[r * KP + i]; },
       [&](int i, int j) { return s.k[j * KP + i]; },
       [&](int r, int j, float x) { s.M[r * L + j] = x; });
   __syncthreads();
-  // A_rj = beta_r G_rj D_rj: dbeta_r += sum_j dA_rj G_rj D_rj,
-  // dgam_r += sum_{j<r} dA_rj A_rj - sum_{r'>r} dA_r'r A_r'r
-  for (int r = threadIdx.x; r < n; r += blockDim.x) {
-    float db = 0.0f, dgm = 0.0f;
-    for (int j = 0; j < r; ++j) {
-      const float t = s.dTm[r * L + j] * s.M[r * L + j] * expf(s.gam[r] - s.gam[j]);
-      db += t;
-      dgm += s.beta[r] * t;
-    }
-    for (int r2 = r + 1; r2 < n; ++r2)
-      dgm -= s.dTm[r2 * L + r] * s.beta[r2] * s.M[r2 * L + r] * expf(s.gam[r2] - s.gam[r]);
-    s.dbeta[r] += db;
-    s.dgam[r] += dgm;
-  }
-  __syncthreads();
-  // E_rj = dA_rj beta_r D_rj in place; dk_r += sum_j (E_rj + E_jr) k_j.
+  // A_rj = beta_r G_rj D_rj: with t_rj = dA_rj G_rj D_rj (j < r),
+  //   dbeta_r += sum_j t_rj,   dgam_r += beta_r sum_j t_rj - sum_{r'>r} beta_r' t_r'r,
+  // and dk_r += sum_j (E_rj + E_jr) k_j with E_rj = dA_rj beta_r D_rj. One elementwise pass puts t
+  // into M (the Gram matrix, not read after) and E into dTm (in place), zero for j >= r.
   for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
     const int r = idx / n, j = idx % n;
-    if (j < r) s.dTm[r * L + j] *= s.beta[r] * expf(s.gam[r] - s.gam[j]);
+    if (j < r) {
+      const float D = expf(s.gam[r] - s.gam[j]), dA = s.dTm[r * L + j];
+      s.M[r * L + j] *= dA * D;
+      s.dTm[r * L + j] = dA * s.beta[r] * D;
+    } else {
+      s.M[r * L + j] = 0.0f;
+    }
   }
   __syncthreads();
-  block_mm(
+  // Row sums of t: one warp per row, lanes along the row (a thread per row would hit one bank).
+  {
+    const int lane = int(threadIdx.x) % 32, nw = int(blockDim.x) / 32;
+    for (int r = int(threadIdx.x) / 32; r < n; r += nw) {  // warp-uniform (warp_sum)
+      float ts = 0.0f;
+      for (int j = lane; j < n; j += 32) ts += s.M[r * L + j];
+      ts = warp_sum(ts);
+      if (lane == 0) {
+        s.dbeta[r] += ts;
+        s.dgam[r] += s.beta[r] * ts;
+      }
+    }
+  }
+  __syncthreads();
+  // Column sums of diag(beta) t: a thread per column.
+  for (int r = threadIdx.x; r < n; r += blockDim.x) {
+    float cs = 0.0f;
+    for (int r2 = r + 1; r2 < n; ++r2) cs += s.beta[r2] * s.M[r2 * L + r];
+    s.dgam[r] -= cs;
+  }
+  __syncthreads();
+  block_mm_t<T>(
       n, int(K), n, [&](int r, int j) { return s.dTm[r * L + j] + s.dTm[j * L + r]; },
       [&](int j, int i) { return s.k[j * KP + i]; },
       [&](int r, int i, float x) {
         dk[tok(r) * K + i] = from_f32<T>(dk_part[(row0 + r) * K + i] +
                                          s.beta[r] * expf(s.gam[r]) * s.z[r * K + i] + x);
       });
-  // dg = reverse cumulative sum of dgam inside the chunk (in order), dbeta.
-  if (threadIdx.x == 0) {
+  // dg = reverse cumulative sum of dgam inside the chunk: row r sums dgam_{n-1} .. dgam_r in that
+  // order (the sequential sum's rounding), all rows at once; dbeta.
+  for (int r = threadIdx.x; r < n; r += blockDim.x) {
     float rev = 0.0f;
-    for (int r = n - 1; r >= 0; --r) {
-      rev += s.dgam[r];
-      dg[tok(r)] = rev;
-    }
+    for (int m = n - 1; m >= r; --m) rev += s.dgam[m];
+    dg[tok(r)] = rev;
+    dbeta[tok(r)] = s.dbeta[r];
   }
-  for (int r = threadIdx.x; r < n; r += blockDim.x) dbeta[tok(r)] = s.dbeta[r];
 }
 
 template <class T>

@@ -15,6 +15,10 @@ namespace amor::cuda::gdn {
 constexpr int kThreads = 256;    // every chunk kernel
 constexpr int kVt = 32;          // V columns per tile (output and backward kernels, state passes)
 constexpr int kVtPad = kVt + 1;  // row stride of [*, kVt] tiles that are read down a column
+// Row stride of the [*, kVt] tiles the state passes and the output kernel use as the B operand of
+// a tensor-core product (gated_delta_tc.cuh): lane (g, t) reads rows 2t, 2t + 1 at column g, banks
+// (8t + g) mod 32 with a stride of 4 mod 32, all distinct (a stride of 32 would be 4-way).
+constexpr int kVs = kVt + 4;
 
 // The storage dtype of a kernel instantiation's T (float or bf16_t).
 template <class T>
@@ -38,6 +42,11 @@ struct Carve {
     float* r = base ? base + used : nullptr;
     used += n;
     return r;
+  }
+  // Reuses the region that starts at `start` (taken last, up to now), grown by n floats.
+  __host__ __device__ float* extend(float* start, int64_t n) {
+    take(n);
+    return start;
   }
 };
 
@@ -88,24 +97,45 @@ __device__ __forceinline__ float load_any(const void* p, int64_t i, bool is_f32)
   return is_f32 ? static_cast<const float*>(p)[i] : to_f32(static_cast<const bf16_t*>(p)[i]);
 }
 
+// Copies count elements global -> shared, element idx read by ld(idx) and written by st(idx, v),
+// kCopyBatch loads in flight per thread before the first store (a load-store loop would wait
+// out one memory latency per element: the store needs the loaded register).
+constexpr int kCopyBatch = 8;
+template <class Ld, class St>
+__device__ __forceinline__ void batched_copy(int count, Ld ld, St st) {
+  const int stride = int(blockDim.x);
+  for (int base = int(threadIdx.x); base < count; base += kCopyBatch * stride) {
+    float r[kCopyBatch];
+#pragma unroll
+    for (int u = 0; u < kCopyBatch; ++u) {
+      const int idx = base + u * stride;
+      r[u] = idx < count ? ld(idx) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kCopyBatch; ++u) {
+      const int idx = base + u * stride;
+      if (idx < count) st(idx, r[u]);
+    }
+  }
+}
+
 // Columns [c0, c0 + w) of rows t0 .. t0+n-1 of head (b, h) of a [B,T,H,D] tensor -> f32 sm
 // [n][ld] (columns 0..w-1 of each row).
 template <class T>
 __device__ void load_rows(const T* x, const Dims& d, int64_t b, int64_t h, int64_t t0, int n,
                           int64_t D, int64_t c0, int w, float* sm, int64_t ld) {
-  for (int idx = threadIdx.x; idx < n * w; idx += blockDim.x) {
-    const int r = idx / w, i = idx % w;
-    sm[r * ld + i] = to_f32(x[((b * d.T + t0 + r) * d.H + h) * D + c0 + i]);
-  }
+  batched_copy(
+      n * w,
+      [&](int idx) { return to_f32(x[((b * d.T + t0 + idx / w) * d.H + h) * D + c0 + idx % w]); },
+      [&](int idx, float v) { sm[(idx / w) * ld + idx % w] = v; });
 }
 
 // The same from an f32 scratch whose rows (of width D) start at `row0`.
 __device__ __forceinline__ void load_scratch(const float* x, int64_t row0, int n, int64_t D,
                                              int64_t c0, int w, float* sm, int64_t ld) {
-  for (int idx = threadIdx.x; idx < n * w; idx += blockDim.x) {
-    const int r = idx / w, i = idx % w;
-    sm[r * ld + i] = x[(row0 + r) * D + c0 + i];
-  }
+  batched_copy(
+      n * w, [&](int idx) { return x[(row0 + idx / w) * D + c0 + idx % w]; },
+      [&](int idx, float v) { sm[(idx / w) * ld + idx % w] = v; });
 }
 
 // For every (m, n) of [0,M) x [0,N): f(m, n, sum_{k<Kd} a(m,k) b(k,n)), f32, SIMT, with a
@@ -165,12 +195,13 @@ void allow_smem(Kernel kernel) {
 // multiple of 32 banks) would serialise 32-way.
 
 struct PrepareSmem {  // gdn_prepare_kernel
-  float *k, *v, *A, *Tm, *gam, *beta, *be;
+  float *k, *v, *A, *Tm, *X, *gam, *beta, *be;  // X: the blocked solve's [16, L] partial sums
   __host__ __device__ PrepareSmem(Carve& c, const Dims& d)
       : k(c.take(d.L * (d.K + 1))),
-        v(c.take(d.L * d.V)),
+        v(c.take(d.L * (d.V + 4))),  // row stride V + 4: see kVs
         A(c.take(d.L * d.L)),
         Tm(c.take(d.L * d.L)),
+        X(c.take(16 * d.L)),
         gam(c.take(d.L)),
         beta(c.take(d.L)),
         be(c.take(d.L)) {}
@@ -179,42 +210,43 @@ struct PrepareSmem {  // gdn_prepare_kernel
 struct StateFwdSmem {                 // gdn_state_fwd_kernel
   float *S, *W, *k, *Vn, *gam, *dec;  // dec_j = D_{n-1,j}
   __host__ __device__ StateFwdSmem(Carve& c, const Dims& d)
-      : S(c.take(d.K * kVt)),
+      : S(c.take(d.K * kVs)),
         W(c.take(d.L * d.K)),
         k(c.take(d.L * (d.K + 1))),
-        Vn(c.take(d.L * kVt)),
+        Vn(c.take(d.L * kVs)),
         gam(c.take(d.L)),
         dec(c.take(d.L)) {}
 };
 
 struct OutputSmem {  // gdn_output_kernel
-  float *q, *k, *P, *gam, *S, *Vn;
+  float *q, *k, *P, *gam, *qe, *S, *Vn;  // qe_r = scale e_r
   __host__ __device__ OutputSmem(Carve& c, const Dims& d)
       : q(c.take(d.L * (d.K + 1))),
         k(c.take(d.L * (d.K + 1))),
         P(c.take(d.L * d.L)),
         gam(c.take(d.L)),
-        S(c.take(d.K * kVt)),
-        Vn(c.take(d.L * kVt)) {}
+        qe(c.take(d.L)),
+        S(c.take(d.K * kVs)),
+        Vn(c.take(d.L * kVs)) {}
 };
 
 struct StateBwdSmem {                                    // gdn_state_bwd_kernel
   float *dS, *q, *k, *W, *P, *dO, *dVn, *gam, *e, *dec;  // e_r, dec_j = D_{n-1,j}
   __host__ __device__ StateBwdSmem(Carve& c, const Dims& d)
-      : dS(c.take(d.K * kVt)),
+      : dS(c.take(d.K * kVs)),
         q(c.take(d.L * (d.K + 1))),
         k(c.take(d.L * (d.K + 1))),
         W(c.take(d.L * d.K)),
         P(c.take(d.L * d.L)),
-        dO(c.take(d.L * kVt)),
-        dVn(c.take(d.L * kVt)),
+        dO(c.take(d.L * kVs)),
+        dVn(c.take(d.L * kVs)),
         gam(c.take(d.L)),
         e(c.take(d.L)),
         dec(c.take(d.L)) {}
 };
 
 struct BwdQkSmem {  // gdn_bwd_qk_kernel
-  float *q, *k, *dP, *P, *dqS, *dKh, *dW, *dO, *Vn, *dVn, *S, *dS, *gam, *x, *red;
+  float *q, *k, *dP, *P, *dqS, *dKh, *dW, *dO, *Vn, *dVn, *S, *dS, *gam, *x, *rp, *red;
   __host__ __device__ BwdQkSmem(Carve& c, const Dims& d)
       : q(c.take(d.L * (d.K + 1))),
         k(c.take(d.L * (d.K + 1))),
@@ -230,21 +262,24 @@ struct BwdQkSmem {  // gdn_bwd_qk_kernel
         dS(c.take(d.K * kVtPad)),
         gam(c.take(d.L)),
         x(c.take(d.L)),
+        rp(c.take(d.L)),
         red(c.take(32)) {}
 };
 
+// z [L, K] is only written after the V-tile loop, so it takes the place of that loop's v, dVn and
+// y tiles (contiguous, extended when L K exceeds them): 16 KB less at K = 64, two blocks per SM.
 struct BwdWySmem {  // gdn_bwd_wy_kernel
-  float *k, *dW, *z, *Tm, *dTm, *M, *v, *dVn, *y, *gam, *beta, *dgam, *dbeta;
+  float *k, *dW, *Tm, *dTm, *M, *v, *dVn, *y, *z, *gam, *beta, *dgam, *dbeta;
   __host__ __device__ BwdWySmem(Carve& c, const Dims& d)
       : k(c.take(d.L * (d.K + 1))),
         dW(c.take(d.L * d.K)),
-        z(c.take(d.L * d.K)),
         Tm(c.take(d.L * d.L)),
         dTm(c.take(d.L * d.L)),
         M(c.take(d.L * d.L)),
         v(c.take(d.L * kVtPad)),
         dVn(c.take(d.L * kVtPad)),
         y(c.take(d.L * kVtPad)),
+        z(c.extend(v, d.K > 3 * kVtPad ? d.L * (d.K - 3 * kVtPad) : 0)),
         gam(c.take(d.L)),
         beta(c.take(d.L)),
         dgam(c.take(d.L)),

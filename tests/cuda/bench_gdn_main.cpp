@@ -10,8 +10,9 @@
 // Attention: q, k, v [B,T,32,64] bf16 (d 2048), causal, no gate. Each time is the median of N
 // calls (default 20) between CUDA events after two warm-up calls.
 //
-// FLOP counts (2 per multiply-add; what each algorithm computes, L x L products counted in full,
-// since the kernels compute them in full):
+// FLOP counts (2 per multiply-add; what each algorithm computes, L x L products counted in full;
+// the bf16 tensor-core path skips the zero k blocks of its triangular operands, so for it the
+// count is a fixed yardstick, not the multiply-adds issued):
 //   GDN forward, per head and chunk of L rows: 2 L^2 (3K + 2V) [K K^T, W, U, Q K^T, P Vn]
 //     + 6 L K V [W S, the state update, Q S] + L^3 / 3 [the triangular solve].
 //   GDN backward: the forward's prepare and state pass again (2 L^2 (2K + V) + L^3/3 + 4 L K V),

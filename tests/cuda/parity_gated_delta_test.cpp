@@ -6,12 +6,13 @@
 // (0.05, 0.95). Every input is rounded to bf16 once and the cpu reference (the chunked
 // algorithm, f32) runs once on those values; the f32 and the bf16 GPU runs both compute on exactly
 // them, so differences are summation order, the GPU's expf and the rounding of the outputs.
-// Tolerances: bf16 o <= 5e-3 and dq, dk, dv <= 1e-2 (one bf16 rounding of the result), f32 ones
-// <= 1e-5. The results stored in f32 (final state, dinitial_state, dg, dbeta) are computed in
-// f32 from the same values by both runs, so both meet the f32 tolerances (tighter than the 2e-2
-// design §2 allows bf16 scans): states <= 1e-5; dg and dbeta <= 1e-4, since each is a sum of
-// O(chunk^2) terms of both signs (dgam_r = sum_j dP_rj P_rj - sum_j dP_jr P_jr ...) that cancel
-// to a much smaller result, where f32 rounding of the terms shows at ~1e-5 of the result.
+// f32 runs (SIMT f32 products): o <= 1e-5, dq, dk, dv <= 1e-5, final state and dinitial_state
+// <= 1e-5; dg and dbeta <= 1e-4, since each is a sum of O(chunk^2) terms of both signs
+// (dgam_r = sum_j dP_rj P_rj - sum_j dP_jr P_jr ...) that cancel to a much smaller result, where
+// f32 rounding of the terms shows at ~1e-5 of the result.
+// bf16 runs multiply on tensor cores: every product's operands are rounded to bf16 (states,
+// Tm, W, Vn, P included; f32 accumulation), so every result, the f32-stored ones included, is
+// held to design §2's bf16 scan tolerance, 2e-2 (the emulator measures ~3e-3 on each).
 #include <cmath>
 
 #include "kernels/gated_delta/gated_delta.h"
@@ -23,6 +24,7 @@ namespace amor::parity {
 namespace {
 
 const DType kDtypes[] = {DType::F32, DType::BF16};
+constexpr double kScanTolBf16 = 2e-2;  // design §2: scans and their gate gradients, bf16
 
 struct GdnCase {
   int64_t B, T, H, K, V, chunk;
@@ -77,13 +79,15 @@ void check_case(const GdnCase& c, uint64_t seed, bool backward) {
     const Tensor q = up(x.q, dt), k = up(x.k, dt), v = up(x.v, dt);
     const Tensor g = up(x.g, gate_dt), beta = up(x.beta, gate_dt);
     const Tensor s0 = up_or_none(x.s0, gate_dt);  // bf16 states with bf16 gates
-    const double state_tol = kF32Tol, gate_tol = 1e-4;
+    // Tolerances as the header explains: bf16 runs (tensor cores) at the scan tolerance throughout.
+    const double o_tol = bf ? kScanTolBf16 : out_tol(dt), g_tol = bf ? kScanTolBf16 : grad_tol(dt);
+    const double state_tol = bf ? kScanTolBf16 : kF32Tol, gate_tol = bf ? kScanTolBf16 : 1e-4;
     const std::string op = "gated_delta " + shape;
 
     poison({{vs, dt}, {ss, DType::F32}});
     const GatedDeltaOut out = gated_delta_forward(q, k, v, g, beta, s0, scale, c.gpu_chunk);
     EXPECT_EQ(out.final_state.dtype(), DType::F32);
-    expect_close(op, "o", out.o, ref.o, out_tol(dt));
+    expect_close(op, "o", out.o, ref.o, o_tol);
     expect_close(op, "final", out.final_state, ref.final_state, state_tol);
     if (!backward) continue;
 
@@ -91,9 +95,9 @@ void check_case(const GdnCase& c, uint64_t seed, bool backward) {
     poison({{qs, dt}, {vs, dt}, {gs, DType::F32}, {ss, DType::F32}});
     const GatedDeltaGrads gr =
         gated_delta_backward(q, k, v, g, beta, s0, scale, d_o, dsf, c.gpu_chunk);
-    expect_close(op, "dq", gr.dq, rg.dq, grad_tol(dt));
-    expect_close(op, "dk", gr.dk, rg.dk, grad_tol(dt));
-    expect_close(op, "dv", gr.dv, rg.dv, grad_tol(dt));
+    expect_close(op, "dq", gr.dq, rg.dq, g_tol);
+    expect_close(op, "dk", gr.dk, rg.dk, g_tol);
+    expect_close(op, "dv", gr.dv, rg.dv, g_tol);
     expect_close(op, "dg", gr.dg, rg.dg, gate_tol);
     expect_close(op, "dbeta", gr.dbeta, rg.dbeta, gate_tol);
     ASSERT_EQ(gr.dinitial_state.defined(), c.s0);
@@ -152,7 +156,8 @@ TEST(CudaParity, GatedDeltaStep) {
 
 // Small shapes for the emulator (tests/cuda/emu): several chunks with a partial last one, V tiles
 // with a partial last one, T = 1, with and without states, bf16 gates and states, the preset's
-// K = 64, V = 128 with chunk_size 0 (run as chunks of 64).
+// K = 64, V = 128 with chunk_size 0 (run as chunks of 64) and with both states, bf16 gates and a
+// partial fourth chunk (every tensor-core tile shape of the preset).
 TEST(CudaParity, GatedDeltaSmall) {
   AMOR_REQUIRE_GPU();
   const GdnCase cases[] = {
@@ -161,6 +166,7 @@ TEST(CudaParity, GatedDeltaSmall) {
       {1, 1, 2, 16, 24, 16, true, true, false, 16},
       {1, 77, 2, 48, 80, 32, true, true, true, 32},
       {1, 130, 1, 64, 128, 64, false, false, false, 0},
+      {1, 200, 1, 64, 128, 64, true, true, true, 64},
   };
   uint64_t seed = 7800;
   for (const GdnCase& c : cases) check_case(c, seed += 100, true);
