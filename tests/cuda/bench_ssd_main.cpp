@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "kernels/attention/attention.h"
+#include "kernels/cast/cast.h"
 #include "kernels/core/backend.h"
 #include "kernels/core/caching_allocator.h"
 #include "kernels/core/cuda_check.h"
@@ -190,8 +191,8 @@ int run(int argc, char** argv) {
     if (T == 4096) {
       // The f32 path (SIMT kernels) on the same values: the reference for the bf16 path's
       // tensor cores, measured in the same run.
-      Tensor x32 = x.to(DType::F32), dy32 = dy.to(DType::F32);
-      Tensor B32 = Bm.to(DType::F32), C32 = Cm.to(DType::F32);
+      Tensor x32 = cast(x, DType::F32), dy32 = cast(dy, DType::F32);  // on the device
+      Tensor B32 = cast(Bm, DType::F32), C32 = cast(Cm, DType::F32);
       const double f32_both = time_us(std::min(reps, 5), [&] {
         ssd_forward(x32, dt, A, B32, C32, D, Tensor(), kChunk);
         ssd_backward(x32, dt, A, B32, C32, D, Tensor(), dy32, Tensor(), kChunk);
