@@ -28,52 +28,23 @@
 #include "kernels/core/backend.h"
 #include "kernels/core/cuda_check.h"
 #include "kernels/core/error.h"
+#include "tests/cuda/bench_util.h"
 
 namespace amor {
 namespace {
 
 constexpr int64_t kTokens = 16384;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using bench::time_us;
 
-// Median time (us) of reps calls after two warm-up calls.
-double time_us(int reps, const std::function<void()>& run) {
-  cudaEvent_t a, b;
-  AMOR_CUDA_CHECK(cudaEventCreate(&a));
-  AMOR_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 2; ++i) run();
-  AMOR_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    AMOR_CUDA_CHECK(cudaEventRecord(a));
-    run();
-    AMOR_CUDA_CHECK(cudaEventRecord(b));
-    AMOR_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    AMOR_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1000.0);
-  }
-  AMOR_CUDA_CHECK(cudaEventDestroy(a));
-  AMOR_CUDA_CHECK(cudaEventDestroy(b));
-  return median(t);
-}
-
-uint64_t next(uint64_t& s) {
+uint64_t next(uint64_t& s) {  // xorshift64*: the gate's coin flips
   s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
   return s * 0x2545f4914f6cdd1dull;
 }
 
 // A bf16 cuda tensor, uniform in +-sqrt(3) (unit variance).
 Tensor dev_input(const Shape& shape, uint64_t seed) {
-  Tensor host = Tensor::empty(shape, DType::F32);
-  uint64_t s = 0x9e3779b97f4a7c15ull ^ (seed * 0xbf58476d1ce4e5b9ull);
-  float* p = host.data<float>();
-  for (int64_t i = 0; i < host.numel(); ++i)
-    p[i] = float(1.7320508 * (2.0 * double(next(s) >> 40) * 0x1p-24 - 1.0));
-  return host.to(DType::BF16).to(Device::CUDA);
+  return bench::random_uniform(shape, DType::BF16, seed, -1.7320508f, 1.7320508f);
 }
 
 struct Case {
@@ -138,22 +109,20 @@ void print_row(const Row& r) {
 }
 
 void write_csv(const std::string& path, const std::vector<Row>& rows) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  AMOR_CHECK(f, "bench-attention: cannot write {}: {}", tmp, std::strerror(errno));
-  std::fprintf(f, "case,gated,B,T,H,D,firing,fwd_us,bwd_us,fwdbwd_us,fwd_tflops,bwd_tflops,"
-                  "fwdbwd_tflops\n");
-  for (const Row& r : rows) {
-    const double fl = r.fwd_flops;
-    std::fprintf(f, "%s,%d,%lld,%lld,%lld,%lld,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n",
-                 label(r.c).c_str(), r.c.gated ? 1 : 0, static_cast<long long>(r.B),
-                 static_cast<long long>(r.c.T), static_cast<long long>(r.c.H),
-                 static_cast<long long>(r.c.D), r.firing, r.fwd_us, r.bwd_us, r.both_us,
-                 tflops(fl, r.fwd_us), tflops(2.5 * fl, r.bwd_us), tflops(3.5 * fl, r.both_us));
-  }
-  const bool ok = std::fclose(f) == 0;
-  AMOR_CHECK(ok && std::rename(tmp.c_str(), path.c_str()) == 0, "bench-attention: cannot write {}",
-             path);
+  bench::write_csv("bench-attention", path,
+                   "case,gated,B,T,H,D,firing,fwd_us,bwd_us,fwdbwd_us,fwd_tflops,bwd_tflops,"
+                   "fwdbwd_tflops",
+                   [&](FILE* f) {
+                     for (const Row& r : rows) {
+                       const double fl = r.fwd_flops;
+                       std::fprintf(f, "%s,%d,%lld,%lld,%lld,%lld,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n",
+                                    label(r.c).c_str(), r.c.gated ? 1 : 0, static_cast<long long>(r.B),
+                                    static_cast<long long>(r.c.T), static_cast<long long>(r.c.H),
+                                    static_cast<long long>(r.c.D), r.firing, r.fwd_us, r.bwd_us,
+                                    r.both_us, tflops(fl, r.fwd_us), tflops(2.5 * fl, r.bwd_us),
+                                    tflops(3.5 * fl, r.both_us));
+                     }
+                   });
 }
 
 int run(int argc, char** argv) {

@@ -39,6 +39,7 @@
 #include "kernels/core/cuda_check.h"
 #include "kernels/core/error.h"
 #include "kernels/gated_delta/gated_delta.h"
+#include "tests/cuda/bench_util.h"
 
 namespace amor {
 namespace {
@@ -46,32 +47,7 @@ namespace {
 constexpr int64_t kTokens = 16384, kH = 24, kK = 64, kV = 128, kL = 64;
 constexpr int64_t kAttnHeads = 32, kAttnD = 64;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-// Median time (us) of reps calls after two warm-up calls.
-double time_us(int reps, const std::function<void()>& run) {
-  cudaEvent_t a, b;
-  AMOR_CUDA_CHECK(cudaEventCreate(&a));
-  AMOR_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 2; ++i) run();
-  AMOR_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    AMOR_CUDA_CHECK(cudaEventRecord(a));
-    run();
-    AMOR_CUDA_CHECK(cudaEventRecord(b));
-    AMOR_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    AMOR_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1000.0);
-  }
-  AMOR_CUDA_CHECK(cudaEventDestroy(a));
-  AMOR_CUDA_CHECK(cudaEventDestroy(b));
-  return median(t);
-}
+using bench::time_us;
 
 // The FLOP counts of the header comment, for B*T tokens of H heads.
 double gdn_forward_flops(double tokens) {
@@ -89,16 +65,9 @@ double gdn_backward_flops(double tokens) {
 }
 double attn_forward_flops(double B, double T) { return 2 * B * kAttnHeads * T * T * kAttnD; }
 
-// A cuda tensor of dtype d with values uniform in [lo, hi) (xorshift64*, seeded).
+// A cuda tensor of dtype d with values uniform in [lo, hi).
 Tensor dev_uniform(const Shape& shape, uint64_t seed, double lo, double hi, DType d) {
-  Tensor host = Tensor::empty(shape, DType::F32);
-  uint64_t s = 0x9e3779b97f4a7c15ull ^ (seed * 0xbf58476d1ce4e5b9ull);
-  float* p = host.data<float>();
-  for (int64_t i = 0; i < host.numel(); ++i) {
-    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-    p[i] = float(lo + (hi - lo) * double((s * 0x2545f4914f6cdd1dull) >> 40) * 0x1p-24);
-  }
-  return host.to(d).to(Device::CUDA);
+  return bench::random_uniform(shape, d, seed, float(lo), float(hi));
 }
 
 struct Row {
@@ -194,15 +163,13 @@ void bench_step(int64_t B, int reps, std::vector<Row>& rows) {
 }
 
 void write_csv(const std::string& path, const std::vector<Row>& rows) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  AMOR_CHECK(f, "bench-gdn: cannot write {}: {}", tmp, std::strerror(errno));
-  std::fprintf(f, "what,shape,median_us,tflops,gb_per_s,attn_us,vs_attn\n");
-  for (const Row& r : rows)
-    std::fprintf(f, "\"%s\",\"%s\",%.3f,%.3f,%.1f,%.3f,%s\n", r.what.c_str(), r.shape.c_str(), r.us,
-                 r.tflops, r.gbs, r.attn_us, ratio_str(r).c_str());
-  const bool ok = std::fclose(f) == 0;
-  AMOR_CHECK(ok && std::rename(tmp.c_str(), path.c_str()) == 0, "bench-gdn: cannot write {}", path);
+  bench::write_csv("bench-gdn", path, "what,shape,median_us,tflops,gb_per_s,attn_us,vs_attn",
+                   [&](FILE* f) {
+                     for (const Row& r : rows)
+                       std::fprintf(f, "\"%s\",\"%s\",%.3f,%.3f,%.1f,%.3f,%s\n", r.what.c_str(),
+                                    r.shape.c_str(), r.us, r.tflops, r.gbs, r.attn_us,
+                                    ratio_str(r).c_str());
+                   });
 }
 
 int run(int argc, char** argv) {
