@@ -125,23 +125,10 @@ void write_csv(const std::string& path, const std::vector<Row>& rows) {
                    });
 }
 
-int run(int argc, char** argv) {
-  AMOR_CHECK(argc >= 2, "usage: bench-attention OUT.csv [--reps N] [--only SUBSTRING]");
-  const std::string csv = argv[1];
-  int reps = 20;
-  std::string only;
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    AMOR_CHECK(i + 1 < argc, "bench-attention: {} needs a value", a);
-    if (a == "--reps") {
-      reps = std::stoi(argv[++i]);
-    } else if (a == "--only") {
-      only = argv[++i];
-    } else {
-      AMOR_CHECK(false, "bench-attention: unknown argument {}", a);
-    }
-  }
-  AMOR_CHECK(cuda_available(), "bench-attention: no CUDA GPU here");
+int run(const bench::Args& args) {
+  const std::string& csv = args.csv;
+  const std::string& only = args.only;
+  const int reps = args.reps;
   std::vector<Case> cases;
   for (int64_t T : {2048, 4096, 8192, 16384}) cases.push_back({T, 32, 64, false});
   cases.push_back({4096, 16, 128, false});
@@ -162,10 +149,5 @@ int run(int argc, char** argv) {
 }  // namespace amor
 
 int main(int argc, char** argv) {
-  try {
-    return amor::run(argc, argv);
-  } catch (const amor::Error& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 1;
-  }
+  return amor::bench::run_command(argc, argv, "bench-attention", true, 20, amor::run);
 }

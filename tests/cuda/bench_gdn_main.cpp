@@ -172,30 +172,10 @@ void write_csv(const std::string& path, const std::vector<Row>& rows) {
                    });
 }
 
-int run(int argc, char** argv) {
-  std::string csv, only;
-  int reps = 20;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else if (!a.empty() && a[0] != '-' && csv.empty()) {
-      csv = a;
-    } else {
-      std::fprintf(stderr, "usage: bench-gdn OUT.csv [--reps N] [--only scan|step]\n");
-      return 2;
-    }
-  }
-  if (csv.empty()) {
-    std::fprintf(stderr, "usage: bench-gdn OUT.csv [--reps N] [--only scan|step]\n");
-    return 2;
-  }
-  if (!cuda_available()) {
-    std::fprintf(stderr, "bench-gdn: no CUDA GPU on this machine\n");
-    return 1;
-  }
+int run(const bench::Args& args) {
+  const std::string& csv = args.csv;
+  const std::string& only = args.only;
+  const int reps = args.reps;
   cudaDeviceProp prop{};
   AMOR_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf(
@@ -223,10 +203,5 @@ int run(int argc, char** argv) {
 }  // namespace amor
 
 int main(int argc, char** argv) {
-  try {
-    return amor::run(argc, argv);
-  } catch (const amor::Error& e) {
-    std::fprintf(stderr, "bench-gdn: %s\n", e.what());
-    return 1;
-  }
+  return amor::bench::run_command(argc, argv, "bench-gdn", true, 20, amor::run);
 }

@@ -198,30 +198,10 @@ void write_csv(const std::string& path, const std::vector<Result>& rs, double pe
                    });
 }
 
-int run(int argc, char** argv) {
-  std::string csv, only;
-  int reps = 20;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else if (a == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (!a.empty() && a[0] != '-' && csv.empty()) {
-      csv = a;
-    } else {
-      csv.clear();
-      break;
-    }
-  }
-  if (csv.empty()) {
-    std::fprintf(stderr, "usage: bench-gemm OUT.csv [--only SUBSTRING] [--reps N]\n");
-    return 2;
-  }
-  if (!cuda_available()) {
-    std::fprintf(stderr, "bench-gemm: no CUDA GPU on this machine\n");
-    return 1;
-  }
+int run(const bench::Args& args) {
+  const std::string& csv = args.csv;
+  const std::string& only = args.only;
+  const int reps = args.reps;
   cudaDeviceProp prop{};
   AMOR_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("bench-gemm on %s (%d SMs), median of %d calls, bf16\n", prop.name,
@@ -256,10 +236,5 @@ int run(int argc, char** argv) {
 }  // namespace amor
 
 int main(int argc, char** argv) {
-  try {
-    return amor::run(argc, argv);
-  } catch (const amor::Error& e) {
-    std::fprintf(stderr, "bench-gemm: %s\n", e.what());
-    return 1;
-  }
+  return amor::bench::run_command(argc, argv, "bench-gemm", true, 20, amor::run);
 }

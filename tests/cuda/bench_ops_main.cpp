@@ -324,30 +324,10 @@ void write_csv(const std::string& path, const std::vector<Result>& rs) {
                    });
 }
 
-int run(int argc, char** argv) {
-  std::string csv, only;
-  int reps = 30;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else if (a == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (!a.empty() && a[0] != '-' && csv.empty()) {
-      csv = a;
-    } else {
-      std::fprintf(stderr, "usage: bench-ops OUT.csv [--only SUBSTRING] [--reps N]\n");
-      return 2;
-    }
-  }
-  if (csv.empty()) {
-    std::fprintf(stderr, "usage: bench-ops OUT.csv [--only SUBSTRING] [--reps N]\n");
-    return 2;
-  }
-  if (!cuda_available()) {
-    std::fprintf(stderr, "bench-ops: no CUDA GPU on this machine\n");
-    return 1;
-  }
+int run(const bench::Args& args) {
+  const std::string& csv = args.csv;
+  const std::string& only = args.only;
+  const int reps = args.reps;
   cudaDeviceProp prop{};
   AMOR_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("bench-ops on %s (%d SMs, L2 %d MB), median of %d calls\n", prop.name,
@@ -375,10 +355,5 @@ int run(int argc, char** argv) {
 }  // namespace amor
 
 int main(int argc, char** argv) {
-  try {
-    return amor::run(argc, argv);
-  } catch (const amor::Error& e) {
-    std::fprintf(stderr, "bench-ops: %s\n", e.what());
-    return 1;
-  }
+  return amor::bench::run_command(argc, argv, "bench-ops", true, 30, amor::run);
 }

@@ -92,28 +92,9 @@ void write_csv(const std::string& path, const std::vector<Row>& rows) {
                    });
 }
 
-int run(int argc, char** argv) {
-  std::string csv;
-  int reps = 20;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (!a.empty() && a[0] != '-' && csv.empty()) {
-      csv = a;
-    } else {
-      std::fprintf(stderr, "usage: bench-ssd OUT.csv [--reps N]\n");
-      return 2;
-    }
-  }
-  if (csv.empty()) {
-    std::fprintf(stderr, "usage: bench-ssd OUT.csv [--reps N]\n");
-    return 2;
-  }
-  if (!cuda_available()) {
-    std::fprintf(stderr, "bench-ssd: no CUDA GPU on this machine\n");
-    return 1;
-  }
+int run(const bench::Args& args) {
+  const std::string& csv = args.csv;
+  const int reps = args.reps;
   cudaDeviceProp prop{};
   AMOR_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("bench-ssd on %s (%d SMs), median of %d calls; SSD H=%ld P=%ld N=%ld chunk %ld, "
@@ -228,10 +209,5 @@ int run(int argc, char** argv) {
 }  // namespace amor
 
 int main(int argc, char** argv) {
-  try {
-    return amor::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench-ssd: %s\n", e.what());
-    return 1;
-  }
+  return amor::bench::run_command(argc, argv, "bench-ssd", false, 20, amor::run);
 }

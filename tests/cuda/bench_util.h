@@ -6,12 +6,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "kernels/core/backend.h"
 #include "kernels/core/cuda_check.h"
 #include "kernels/core/error.h"
 #include "kernels/core/tensor.h"
@@ -74,6 +77,55 @@ inline void write_csv(const char* tool, const std::string& path, const std::stri
   rows(f);
   const bool ok = std::fclose(f) == 0;
   AMOR_CHECK(ok && std::rename(tmp.c_str(), path.c_str()) == 0, "{}: cannot write {}", tool, path);
+}
+
+}  // namespace amor::bench
+
+namespace amor::bench {
+
+// The command line every benchmark takes: OUT.csv [--reps N] [--only SUBSTRING].
+struct Args {
+  std::string csv;   // where the table goes (CSV)
+  std::string only;  // run only the cases whose name contains this ("" = all)
+  int reps = 20;     // timed calls per case
+};
+
+// The whole of a benchmark's main(): parses the arguments (a bad command line prints the usage and
+// returns 2; `takes_only` false refuses --only), refuses to run without a GPU (1), and runs
+// body(args), turning an amor::Error or other exception into "tool: message" and status 1.
+inline int run_command(int argc, char** argv, const char* tool, bool takes_only, int default_reps,
+                       const std::function<int(const Args&)>& body) {
+  Args args;
+  args.reps = default_reps;
+  const std::string usage = std::string("usage: ") + tool + " OUT.csv [--reps N]" +
+                            (takes_only ? " [--only SUBSTRING]" : "");
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--reps" && i + 1 < argc) {
+      args.reps = std::max(1, std::atoi(argv[++i]));
+    } else if (takes_only && a == "--only" && i + 1 < argc) {
+      args.only = argv[++i];
+    } else if (!a.empty() && a[0] != '-' && args.csv.empty()) {
+      args.csv = a;
+    } else {
+      std::fprintf(stderr, "%s\n", usage.c_str());
+      return 2;
+    }
+  }
+  if (args.csv.empty()) {
+    std::fprintf(stderr, "%s\n", usage.c_str());
+    return 2;
+  }
+  if (!cuda_available()) {
+    std::fprintf(stderr, "%s: no CUDA GPU on this machine\n", tool);
+    return 1;
+  }
+  try {
+    return body(args);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", tool, e.what());
+    return 1;
+  }
 }
 
 }  // namespace amor::bench
