@@ -15,6 +15,7 @@
 #include "models/io/safetensors.h"
 #include "tests/common/gradcheck.h"
 #include "tests/common/random.h"
+#include "tests/common/recurrent_params.h"
 
 namespace amor::model {
 namespace {
@@ -40,19 +41,6 @@ ModelConfig tiny(const std::string& linear) {
   return c;
 }
 
-// The recurrent inits keep dt ~ 0.01 and the norms at 1; for checking gradients move the small
-// parameters to generic values so that every path (state, skip, per-channel scales) matters.
-void randomize_small_params(ParamStore& ps, uint64_t seed) {
-  for (auto& p : ps.params()) {
-    const std::string& n = p->name;
-    auto set = [&](const Tensor& t) { p->value.copy_from(t); };
-    if (n.ends_with(".dt_bias")) set(testing::randn(p->value.shape(), seed++, DType::F64, 0.7));
-    if (n.ends_with(".A_log")) set(testing::uniform(p->value.shape(), seed++, -1.0, 0.7));
-    if (n.ends_with(".D") || n.ends_with("norm.weight"))
-      set(testing::uniform(p->value.shape(), seed++, 0.5, 1.5));
-  }
-}
-
 struct Built {
   std::unique_ptr<ParamStore> ps;
   std::unique_ptr<FusedMixer> mixer;
@@ -62,7 +50,7 @@ Built build(const ModelConfig& cfg, uint64_t seed) {
   Built b{std::make_unique<ParamStore>(DType::F64), nullptr};
   b.mixer = std::make_unique<FusedMixer>(*b.ps, kPrefix, cfg);
   b.ps->initialize(seed);
-  randomize_small_params(*b.ps, seed + 100);
+  testing::randomize_recurrent_params(*b.ps, seed + 100);
   return b;
 }
 

@@ -16,6 +16,7 @@
 #include "models/io/safetensors.h"
 #include "tests/common/gradcheck.h"
 #include "tests/common/random.h"
+#include "tests/common/recurrent_params.h"
 
 namespace amor::model {
 namespace {
@@ -35,19 +36,6 @@ ModelConfig tiny(int64_t groups) {
   return c;
 }
 
-// The mamba_ssm init keeps dt ~ 0.01 and D = norm = 1; for checking gradients we move the small
-// parameters to generic values so that the scan's state carries as much as the skip path.
-void randomize_small_params(ParamStore& ps, uint64_t seed) {
-  for (auto& p : ps.params()) {
-    const std::string& n = p->name;
-    auto set = [&](const Tensor& t) { p->value.copy_from(t); };
-    if (n.ends_with(".dt_bias")) set(testing::randn(p->value.shape(), seed++, DType::F64, 0.7));
-    if (n.ends_with(".A_log")) set(testing::uniform(p->value.shape(), seed++, -1.0, 0.7));
-    if (n.ends_with(".D") || n.ends_with(".norm.weight"))
-      set(testing::uniform(p->value.shape(), seed++, 0.5, 1.5));
-  }
-}
-
 struct Built {
   std::unique_ptr<ParamStore> ps;
   std::unique_ptr<Mamba2Mixer> mixer;
@@ -57,7 +45,7 @@ Built build(const ModelConfig& cfg, uint64_t seed) {
   Built b{std::make_unique<ParamStore>(DType::F64), nullptr};
   b.mixer = std::make_unique<Mamba2Mixer>(*b.ps, "layers.0.mixer", cfg);
   b.ps->initialize(seed);
-  randomize_small_params(*b.ps, seed + 100);
+  testing::randomize_recurrent_params(*b.ps, seed + 100);
   return b;
 }
 

@@ -32,6 +32,13 @@ struct Dataset {
   const char* prompt;
 };
 
+// LongBench gives hotpotqa, 2wikimqa and musique the same multi-document QA prompt.
+constexpr const char* kMultiDocQaPrompt =
+    "Answer the question based on the given passages. Only give me the answer and do not output "
+    "any other words.\n\nThe following are given passages.\n{context}\n\nAnswer the question "
+    "based on the given passages. Only give me the answer and do not output any other words.\n\n"
+    "Question: {input}\nAnswer:";
+
 // dataset2prompt.json / dataset2maxlen.json / eval.py's dataset2metric, English datasets.
 const Dataset kDatasets[] = {
     {"narrativeqa", Metric::QaF1, 128,
@@ -55,20 +62,11 @@ const Dataset kDatasets[] = {
      "question based on the above text, only give me the answer and do not output any other "
      "words.\n\nQuestion: {input}\nAnswer:"},
     {"hotpotqa", Metric::QaF1, 32,
-     "Answer the question based on the given passages. Only give me the answer and do not output "
-     "any other words.\n\nThe following are given passages.\n{context}\n\nAnswer the question "
-     "based on the given passages. Only give me the answer and do not output any other words.\n\n"
-     "Question: {input}\nAnswer:"},
+     kMultiDocQaPrompt},
     {"2wikimqa", Metric::QaF1, 32,
-     "Answer the question based on the given passages. Only give me the answer and do not output "
-     "any other words.\n\nThe following are given passages.\n{context}\n\nAnswer the question "
-     "based on the given passages. Only give me the answer and do not output any other words.\n\n"
-     "Question: {input}\nAnswer:"},
+     kMultiDocQaPrompt},
     {"musique", Metric::QaF1, 32,
-     "Answer the question based on the given passages. Only give me the answer and do not output "
-     "any other words.\n\nThe following are given passages.\n{context}\n\nAnswer the question "
-     "based on the given passages. Only give me the answer and do not output any other words.\n\n"
-     "Question: {input}\nAnswer:"},
+     kMultiDocQaPrompt},
     {"gov_report", Metric::Rouge, 512,
      "You are given a report by a government agency. Write a one-page summary of the report.\n\n"
      "Report:\n{context}\n\nNow, write a one-page summary of the report.\n\nSummary:"},
