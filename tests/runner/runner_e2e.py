@@ -8,7 +8,8 @@ losses; SIGTERM (as Slurm sends it, to the ranks) and the user signal (through m
 and exit 75, and the next invocation resumes; DONE runs are skipped; a changed config is refused;
 4 ranks in groups of 2 do every run exactly once; run.h5 has design §6's layout and opens in h5py
 while the run is going; a run folder in use by another invocation is refused, and resumes once
-that one is gone; bad YAML exits 2 and creates nothing.
+that one is gone; device cuda without a GPU fails the run with a message; bad YAML exits 2 and
+creates nothing.
 """
 import glob
 import os
@@ -275,6 +276,19 @@ def a_run_folder_in_use_is_refused_then_resumes():
     assert r.returncode == 0, r.stdout + r.stderr
     steps, _ = losses(out)
     assert list(steps) == list(range(1, 151)), f"steps after resume {list(steps)}"
+
+
+@scenario
+def device_cuda_without_a_gpu_fails_that_run_with_a_message():
+    # CI has no GPU: a cuda run must fail cleanly (exit 1, the reason in one line), not crash.
+    if shutil.which("nvidia-smi") and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0:
+        return  # a GPU is here: the cuda tests (tests/cuda) cover this machine
+    d = os.path.join(TMP, "nogpu")
+    os.makedirs(d, exist_ok=True)
+    r = amor_run([write_sweep(d, steps=2), "--output", os.path.join(TMP, "nogpu_out"), "device=cuda"])
+    assert r.returncode == 1, f"exit {r.returncode}: {r.stdout[-1500:]} {r.stderr[-1500:]}"
+    assert ("no usable CUDA device" in r.stderr or "built without CUDA" in r.stderr), r.stderr[-2000:]
+    assert "run with device: cpu" in r.stderr, r.stderr[-2000:]
 
 
 @scenario
