@@ -3,13 +3,18 @@
 utilisation against the cuBLASLt bf16 GEMM peak measured in the same run, and peak GPU memory.
 
 Usage: bench_train.py BUILD_BIN_DIR OUT_DIR [--presets transformer-1.5b,amor-1.5b,...]
-         [--seq-len 2048] [--micro-batch 4] [--steps 8]
+         [--seq-len 2048] [--micro-batch 4] [--steps 8] [--gpus 1]
 
 For each preset: runs bench-gemm first (its peak is the reference), then amor-run on a one-run
 sweep (device cuda, bf16, synthetic MQAR data of seq_len tokens, micro_batch sequences per step,
-1 rank), samples nvidia-smi's memory.used every 200 ms for the peak, and reads
+1 rank), samples nvidia-smi's memory.used of its GPU every 200 ms for the peak, and reads
 /train/tokens_per_s from run.h5 (the median over the steps after the first two, which include
-warm-up: first cuBLASLt plans and allocations).
+warm-up: first cuBLASLt plans and allocations). With --gpus N, N presets run at once, one per GPU
+(CUDA_VISIBLE_DEVICES), each GPU's memory sampled on its own.
+
+Once the last step's progress line is printed, the run's rows are in run.h5 (amor-run flushes it
+before the final checkpoint) and the run is killed: the final checkpoint, evaluation and
+model.safetensors (tens of GB at 1.5B, minutes of disk time) are not what this measures.
 
 Model FLOPs per token (documented choice, as in the PaLM/Megatron MFU convention):
   6 * (parameters)                      every weight once forward, twice backward (the tied LM
@@ -68,14 +73,16 @@ def gemm_peak(bin_dir, out_dir):
 
 
 class MemorySampler:
-    def __init__(self):
+    def __init__(self, gpu):
+        self.gpu = gpu
         self.peak_mib, self._stop = 0, False
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
 
     def _run(self):
         while not self._stop:
-            r = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+            r = subprocess.run(["nvidia-smi", "-i", str(self.gpu), "--query-gpu=memory.used",
+                                "--format=csv,noheader,nounits"],
                                capture_output=True, text=True)
             try:
                 self.peak_mib = max(self.peak_mib, int(r.stdout.split()[0]))
@@ -106,61 +113,117 @@ def attention_layers(cfg, fire_rate):
     return 0.0
 
 
+def run_until_last_step(cmd, env, steps, h5_glob, timeout_s=900):
+    """Runs amor-run, streaming its output; once 'step STEPS/STEPS' is printed, waits for run.h5 to
+    hold STEPS rows (it is flushed before the final checkpoint), then kills the process. Returns
+    (returncode or 0 when killed after the last step, output tail, tokens_per_s rows, fire_rate rows)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    tail, last_seen, t0 = [], False, time.time()
+    marker = " step %d/%d" % (steps, steps)
+    for line in p.stdout:
+        tail = (tail + [line])[-40:]
+        if marker in line:
+            last_seen = True
+            break
+        if time.time() - t0 > timeout_s:
+            break
+    tps = fire = None
+    if last_seen:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            h5s = glob.glob(h5_glob)
+            try:
+                with h5py.File(h5s[0], "r", swmr=True) as f:
+                    if f["train/tokens_per_s"].shape[0] >= steps:
+                        tps, fire = f["train/tokens_per_s"][:steps], f["train/fire_rate"][:steps]
+                        break
+            except (OSError, KeyError, IndexError):
+                pass
+            time.sleep(0.5)
+    if p.poll() is None:
+        p.kill()
+    rest = p.stdout.read() if p.stdout else ""
+    tail = (tail + rest.splitlines(keepends=True))[-40:]
+    rc = p.wait()
+    return (0 if tps is not None else (rc or 1)), "".join(tail), tps, fire
+
+
+def bench_preset(preset, gpu, bin_dir, seq, mb, steps, peak):
+    work = tempfile.mkdtemp(prefix="amor_bench_train_")
+    sweep = os.path.join(work, "s.yaml")
+    with open(sweep, "w") as f:
+        f.write(SWEEP.replace("PRESET", preset).replace("SEQ", str(seq)).replace("MB", str(mb))
+                .replace("STEPS", str(steps)))
+    sampler = MemorySampler(gpu)
+    t0 = time.time()
+    env = dict(os.environ, AMOR_PROGRESS="plain", CUDA_VISIBLE_DEVICES=str(gpu))
+    rc, out, tps, fire = run_until_last_step([os.path.join(bin_dir, "amor-run"), sweep, "--output", work], env,
+                                             steps, os.path.join(work, "bench-train", "*", "run.h5"))
+    wall = time.time() - t0
+    peak_mib = sampler.stop()
+    row = {"preset": preset, "seq_len": seq, "micro_batch": mb, "status": "ok", "wall_s": round(wall, 1),
+           "peak_gpu_mib": peak_mib, "peak_tflops": round(peak, 1), "gpu": gpu}
+    if rc != 0 or tps is None:
+        lines = out.strip().splitlines() or ["?"]
+        why = [l for l in lines if l.startswith("amor-run:")] or lines
+        row["status"] = "failed: " + why[-1][:200]
+        row["output"] = out[-1500:]
+    else:
+        run_dir = os.path.dirname(glob.glob(os.path.join(work, "bench-train", "*", "run.h5"))[0])
+        cfg = json.load(open(os.path.join(run_dir, "config.json")))
+        tok_s = float(np.median(tps[2:])) if len(tps) > 2 else float(np.median(tps))
+        n_params = count_params(bin_dir, sweep)
+        m = cfg["model"]
+        fire_rate = float(np.nanmean(fire)) if np.isfinite(fire).any() else float("nan")
+        flops_tok = 6.0 * n_params + 6.0 * seq * m["d_model"] * attention_layers(cfg, fire_rate)
+        tflops = flops_tok * tok_s / 1e12
+        row.update({"params": n_params, "tokens_per_s": round(tok_s, 1), "flops_per_token": flops_tok,
+                    "model_tflops": round(tflops, 2), "mfu": round(tflops / peak, 4),
+                    "fire_rate": fire_rate})
+    shutil.rmtree(work, ignore_errors=True)
+    return row
+
+
 def main():
     bin_dir, out_dir = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     presets = arg("--presets", "transformer-1.5b,mamba2-1.5b,gdn-1.5b,amor-1.5b").split(",")
     seq, mb, steps = int(arg("--seq-len", 2048)), int(arg("--micro-batch", 4)), int(arg("--steps", 8))
+    gpus = int(arg("--gpus", 1))
     os.makedirs(out_dir, exist_ok=True)
     peak = gemm_peak(bin_dir, out_dir)
     print("reference: cuBLASLt bf16 GEMM peak %.1f TFLOP/s (bench-gemm, this run)" % peak)
     print("%-20s %10s %12s %10s %8s %10s  %s" % ("preset", "params", "tokens/s", "TFLOP/s", "MFU",
                                                  "peak GiB", "status"))
-    rows = []
-    for preset in presets:
-        work = tempfile.mkdtemp(prefix="amor_bench_train_")
-        sweep = os.path.join(work, "s.yaml")
-        with open(sweep, "w") as f:
-            f.write(SWEEP.replace("PRESET", preset).replace("SEQ", str(seq)).replace("MB", str(mb))
-                    .replace("STEPS", str(steps)))
-        sampler = MemorySampler()
-        t0 = time.time()
-        r = subprocess.run([os.path.join(bin_dir, "amor-run"), sweep, "--output", work],
-                           capture_output=True, text=True, env=dict(os.environ, AMOR_PROGRESS="plain"))
-        wall = time.time() - t0
-        peak_mib = sampler.stop()
-        row = {"preset": preset, "seq_len": seq, "micro_batch": mb, "status": "ok", "wall_s": round(wall, 1),
-               "peak_gpu_mib": peak_mib, "peak_tflops": round(peak, 1)}
-        h5s = glob.glob(os.path.join(work, "bench-train", "*", "run.h5"))
-        if r.returncode != 0 or not h5s:
-            row["status"] = "failed: " + (r.stderr.strip().splitlines() or ["?"])[-1][:200]
-        else:
-            run_dir = os.path.dirname(h5s[0])
-            cfg = json.load(open(os.path.join(run_dir, "config.json")))
-            with h5py.File(h5s[0], "r") as f:
-                tps = f["train/tokens_per_s"][:]
-                fire = f["train/fire_rate"][:]
-            tok_s = float(np.median(tps[2:])) if len(tps) > 2 else float(np.median(tps))
-            n_params = count_params(bin_dir, sweep)
-            m = cfg["model"]
-            fire_rate = float(np.nanmean(fire)) if np.isfinite(fire).any() else float("nan")
-            flops_tok = 6.0 * n_params + 6.0 * seq * m["d_model"] * attention_layers(cfg, fire_rate)
-            tflops = flops_tok * tok_s / 1e12
-            row.update({"params": n_params, "tokens_per_s": round(tok_s, 1), "flops_per_token": flops_tok,
-                        "model_tflops": round(tflops, 2), "mfu": round(tflops / peak, 4),
-                        "fire_rate": fire_rate})
-        rows.append(row)
-        print("%-20s %10s %12s %10s %8s %10.1f  %s" % (
-            preset, "%.0fM" % (row.get("params", 0) / 1e6), "%.0f" % row.get("tokens_per_s", 0),
-            "%.1f" % row.get("model_tflops", 0), "%.3f" % row.get("mfu", 0), peak_mib / 1024.0,
-            row["status"]))
-        sys.stdout.flush()
-        if row["status"] != "ok":
-            print(r.stdout[-1500:], r.stderr[-1500:])
-        shutil.rmtree(work, ignore_errors=True)
+    sys.stdout.flush()
+    rows, lock, queue = [], threading.Lock(), list(presets)
+
+    def worker(gpu):
+        while True:
+            with lock:
+                if not queue:
+                    return
+                preset = queue.pop(0)
+            row = bench_preset(preset, gpu, bin_dir, seq, mb, steps, peak)
+            with lock:
+                rows.append(row)
+                print("%-20s %10s %12s %10s %8s %10.1f  %s" % (
+                    preset, "%.0fM" % (row.get("params", 0) / 1e6), "%.0f" % row.get("tokens_per_s", 0),
+                    "%.1f" % row.get("model_tflops", 0), "%.3f" % row.get("mfu", 0), row["peak_gpu_mib"] / 1024.0,
+                    row["status"]))
+                if row["status"] != "ok":
+                    print(row.get("output", ""))
+                sys.stdout.flush()
+
+    threads = [threading.Thread(target=worker, args=(g,)) for g in range(gpus)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rows.sort(key=lambda r: presets.index(r["preset"]))
     path = os.path.join(out_dir, "bench_train.csv")
-    keys = sorted({k for row in rows for k in row})
+    keys = sorted({k for row in rows for k in row if k != "output"})
     with open(path + ".tmp", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
+        w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
     os.replace(path + ".tmp", path)
