@@ -7,6 +7,7 @@
 #include "kernels/conv1d/conv1d.h"
 #include "kernels/core/check.h"
 #include "kernels/elementwise/elementwise.h"
+#include "kernels/embedding/embedding.h"
 #include "kernels/rmsnorm/rmsnorm_gated.h"
 #include "kernels/rope/rope.h"
 #include "models/infer/kv_cache.h"
@@ -42,20 +43,22 @@ InitFn conv_init(int64_t kernel) {
   return init_uniform(-b, b);
 }
 
-// 1 at rows whose mode is linear (0), over [B,T,H,hd]: the linear output's mask (built on the cpu
-// in f32 or f64, then converted: 0 and 1 are exact in every float dtype, bf16 included).
-Tensor linear_row_mask(const Tensor& modes, int64_t H, int64_t hd, DType dtype) {
-  const int64_t rows = modes.numel(), width = H * hd;
+// 1 at rows whose mode is linear (0), over [B,T,H,hd] on `device`: the linear output's mask. Built
+// where it is used, as an embedding lookup of a two-row table (row 0 = ones for linear rows,
+// row 1 = zeros for attention rows) by the [B,T] modes: only the table (2 x H*hd) and the modes
+// cross to the device, not the [B,T,H,hd] mask (67 MB per layer in f32 at 8192 tokens and
+// d 2048, which filled on the host and copied made Oryx's training step several times slower).
+// 0 and 1 are exact in every float dtype, bf16 included.
+Tensor linear_row_mask(const Tensor& modes_cpu, int64_t H, int64_t hd, DType dtype, Device device) {
+  const int64_t B = modes_cpu.size(0), T = modes_cpu.size(1), width = H * hd;
   const DType host = dtype == DType::F64 ? DType::F64 : DType::F32;
-  Tensor m = Tensor::empty({modes.size(0), modes.size(1), H, hd}, host);
-  const uint8_t* md = modes.data<uint8_t>();
-  dispatch_float("OryxMixer", m, [&](auto tag) {
-    using T = decltype(tag);
-    T* p = m.data<T>();
-    for (int64_t r = 0; r < rows; ++r)
-      std::fill(p + r * width, p + (r + 1) * width, T(md[r] == 0 ? 1 : 0));
-  });
-  return m.to(dtype);
+  Tensor table = Tensor::zeros({2, width}, host);
+  for (int64_t c = 0; c < width; ++c) table.set_item(c, 1.0);
+  Tensor ids = Tensor::empty({B, T}, DType::I32);
+  const uint8_t* md = modes_cpu.data<uint8_t>();
+  int32_t* id = ids.data<int32_t>();
+  for (int64_t r = 0; r < B * T; ++r) id[r] = md[r] == 0 ? 0 : 1;
+  return embedding_forward(ids.to(device), table.to(dtype).to(device)).view({B, T, H, hd});
 }
 
 }  // namespace
@@ -114,7 +117,7 @@ Tensor OryxMixer::forward(const Tensor& x, const MixerContext& ctx) {
   if (any_linear_) {
     ql_pre_ = q_lin_.forward(x);
     Tensor ql = conv1d_forward(ql_pre_, q_lin_conv_->value, Tensor(), conv_silu_).y;
-    lin_mask_ = linear_row_mask(modes_cpu, H, hd, x.dtype()).to(x.device());
+    lin_mask_ = linear_row_mask(modes_cpu, H, hd, x.dtype(), x.device());
     add_(o, mul(lin_->forward(x, ql.view({B, T, H, hd}), kc_, vc_), lin_mask_));
   }
 
@@ -212,7 +215,7 @@ Tensor OryxMixer::infer(const Tensor& x, const MixerContext& ctx, MixerCache& ca
     Tensor qa = rope_forward(q_attn_.apply(x).view({B, T, H, hd}), L, rope_base_);
     add_(o, c.kv.attend(qa, ctx.modes.to(x.device())));  // exactly zero at linear rows
   }
-  if (any_linear) add_(o, mul(lin_o, linear_row_mask(modes_cpu, H, hd, x.dtype()).to(x.device())));
+  if (any_linear) add_(o, mul(lin_o, linear_row_mask(modes_cpu, H, hd, x.dtype(), x.device())));
   RMSNormOut n = rmsnorm_gated_forward(o, g_.apply(x).view({B, T, H, hd}), o_norm_->value, hd,
                                        eps_, /*norm_before_gate=*/true);
   return o_.apply(n.y.view({B, T, H * hd}));

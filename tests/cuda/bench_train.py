@@ -3,7 +3,7 @@
 utilisation against the cuBLASLt bf16 GEMM peak measured in the same run, and peak GPU memory.
 
 Usage: bench_train.py BUILD_BIN_DIR OUT_DIR [--presets transformer-1.5b,amor-1.5b,...]
-         [--seq-len 2048] [--micro-batch 4] [--steps 8] [--gpus 1]
+         [--seq-len 2048] [--micro-batch 4] [--steps 8] [--gpus 1 | --gpu-ids 0,1]
 
 For each preset: runs bench-gemm first (its peak is the reference), then amor-run on a one-run
 sweep (device cuda, bf16, synthetic MQAR data of seq_len tokens, micro_batch sequences per step,
@@ -43,7 +43,7 @@ import numpy as np
 
 SWEEP = """name: bench-train
 base:
-  model: {preset: PRESET}
+  model: {preset: PRESET PATTERN}
   device: cuda
   data:
     source: mqar
@@ -61,10 +61,11 @@ def arg(name, default):
     return default
 
 
-def gemm_peak(bin_dir, out_dir):
+def gemm_peak(bin_dir, out_dir, gpu):
     csv_path = os.path.join(out_dir, "bench_gemm_peak.csv")
     subprocess.run([os.path.join(bin_dir, "bench-gemm"), csv_path, "--only", "none-but-peak",
-                    "--reps", "20"], check=True, capture_output=True, text=True)
+                    "--reps", "20"], check=True, capture_output=True, text=True,
+                   env=dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu)))
     with open(csv_path) as f:
         for row in csv.DictReader(f):
             if row["op"] == "cublaslt_gemm_peak":
@@ -152,7 +153,10 @@ def bench_preset(preset, gpu, bin_dir, seq, mb, steps, peak):
     work = tempfile.mkdtemp(prefix="amor_bench_train_")
     sweep = os.path.join(work, "s.yaml")
     with open(sweep, "w") as f:
-        f.write(SWEEP.replace("PRESET", preset).replace("SEQ", str(seq)).replace("MB", str(mb))
+        # serial hybrids need their layer pattern: the AMOR table's GDN baseline, one attention
+        # layer in six (experiments/amor-table.yaml)
+        pattern = ", pattern: GGGGGA" if preset.startswith("serial-") else ""
+        f.write(SWEEP.replace("PRESET PATTERN", preset + pattern).replace("PRESET", preset).replace("SEQ", str(seq)).replace("MB", str(mb))
                 .replace("STEPS", str(steps)))
     sampler = MemorySampler(gpu)
     t0 = time.time()
@@ -188,9 +192,9 @@ def main():
     bin_dir, out_dir = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     presets = arg("--presets", "transformer-1.5b,mamba2-1.5b,gdn-1.5b,amor-1.5b").split(",")
     seq, mb, steps = int(arg("--seq-len", 2048)), int(arg("--micro-batch", 4)), int(arg("--steps", 8))
-    gpus = int(arg("--gpus", 1))
+    gpu_ids = [int(g) for g in arg("--gpu-ids", ",".join(str(i) for i in range(int(arg("--gpus", 1))))).split(",")]
     os.makedirs(out_dir, exist_ok=True)
-    peak = gemm_peak(bin_dir, out_dir)
+    peak = gemm_peak(bin_dir, out_dir, gpu_ids[0])
     print("reference: cuBLASLt bf16 GEMM peak %.1f TFLOP/s (bench-gemm, this run)" % peak)
     print("%-20s %10s %12s %10s %8s %10s  %s" % ("preset", "params", "tokens/s", "TFLOP/s", "MFU",
                                                  "peak GiB", "status"))
@@ -214,7 +218,7 @@ def main():
                     print(row.get("output", ""))
                 sys.stdout.flush()
 
-    threads = [threading.Thread(target=worker, args=(g,)) for g in range(gpus)]
+    threads = [threading.Thread(target=worker, args=(g,)) for g in gpu_ids]
     for t in threads:
         t.start()
     for t in threads:
