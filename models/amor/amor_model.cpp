@@ -1,6 +1,7 @@
 #include "models/amor/amor_model.h"
 
 #include "kernels/core/error.h"
+#include "kernels/core/profile.h"
 #include "kernels/elementwise/elementwise.h"
 
 namespace amor::model {
@@ -82,7 +83,11 @@ Tensor AmorModel::body_forward(const Tensor& h0, const Batch&, bool training, St
   for (size_t i = 0; i < blocks_.size(); ++i) {
     gather(block_units_[i]);
     Tensor hn = i > 0 ? block_norms_[i]->forward(h) : classic_ ? h : norm_f_->forward(h);
-    Tensor delta = blocks_[i]->forward(hn, W, training);
+    Tensor delta;
+    {
+      profile::Section s("amor block forward (gate, gated attention)");
+      delta = blocks_[i]->forward(hn, W, training);
+    }
     // classic block 0: h is hn (the norm_f'd stream) and becomes out = hn + delta.
     h = add(h, delta);
     out.gates.push_back(blocks_[i]->last_gate());
@@ -148,7 +153,11 @@ Tensor AmorModel::body_backward(const Tensor& dy) {
     gather(block_units_[i]);
     if (i == 0) gather(norm_f_unit_);
     // h_next = h + delta_i(hn_i): the identity path plus the block's path back through its norm.
-    Tensor dhn = blocks_[i]->backward(dh);
+    Tensor dhn;
+    {
+      profile::Section s("amor block backward");
+      dhn = blocks_[i]->backward(dh);
+    }
     if (i > 0)
       add_(dh, block_norms_[i]->backward(dhn));
     else if (classic_)

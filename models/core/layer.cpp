@@ -1,5 +1,6 @@
 #include "models/core/layer.h"
 
+#include "kernels/core/profile.h"
 #include "kernels/elementwise/elementwise.h"
 #include "models/mixers/attention_mixer.h"
 #include "models/mixers/fused_mixer.h"
@@ -9,11 +10,27 @@
 
 namespace amor::model {
 
+namespace {
+
+// The mixer's name in the step profile (kernels/core/profile.h).
+std::string mixer_name(const Mixer& m) {
+  if (dynamic_cast<const AttentionMixer*>(&m)) return "attention";
+  if (dynamic_cast<const Mamba2Mixer*>(&m)) return "mamba2";
+  if (dynamic_cast<const GdnMixer*>(&m)) return "gdn";
+  if (dynamic_cast<const OryxMixer*>(&m)) return "oryx";
+  if (dynamic_cast<const FusedMixer*>(&m)) return "fused";
+  return "mixer";
+}
+
+}  // namespace
+
 Layer::Layer(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg,
              std::unique_ptr<Mixer> mixer)
     : recompute_(cfg.recompute),
       norm1_(ps, prefix + ".norm1", cfg.d_model, cfg.norm_eps),
-      mixer_(std::move(mixer)) {
+      mixer_(std::move(mixer)),
+      prof_mixer_fwd_(mixer_name(*mixer_) + " mixer forward (with its norm)"),
+      prof_mixer_bwd_(mixer_name(*mixer_) + " mixer backward (with its norm)") {
   if (cfg.d_ff > 0) {
     norm2_ = std::make_unique<RMSNorm>(ps, prefix + ".norm2", cfg.d_model, cfg.norm_eps);
     mlp_ = std::make_unique<SwiGLUMLP>(ps, prefix + ".mlp", cfg.d_model, cfg.d_ff, cfg.init_std);
@@ -21,8 +38,13 @@ Layer::Layer(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg,
 }
 
 Tensor Layer::run(const Tensor& x, const MixerContext& ctx) {
-  Tensor h = add(x, mixer_->forward(norm1_.forward(x), ctx));
+  Tensor h;
+  {
+    profile::Section s(prof_mixer_fwd_);
+    h = add(x, mixer_->forward(norm1_.forward(x), ctx));
+  }
   if (!mlp_) return h;
+  profile::Section s("mlp forward");
   return add(h, mlp_->forward(norm2_->forward(h)));
 }
 
@@ -59,7 +81,11 @@ Tensor Layer::backward(const Tensor& dy) {
     ctx_ = MixerContext();
   }
   Tensor dh = dy.clone();
-  if (mlp_) add_(dh, norm2_->backward(mlp_->backward(dy)));
+  if (mlp_) {
+    profile::Section s("mlp backward");
+    add_(dh, norm2_->backward(mlp_->backward(dy)));
+  }
+  profile::Section s(prof_mixer_bwd_);
   Tensor dx = dh.clone();
   add_(dx, norm1_.backward(mixer_->backward(dh)));
   return dx;

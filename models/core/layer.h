@@ -36,6 +36,7 @@ class Layer {
   std::unique_ptr<Mixer> mixer_;
   std::unique_ptr<RMSNorm> norm2_;
   std::unique_ptr<SwiGLUMLP> mlp_;
+  std::string prof_mixer_fwd_, prof_mixer_bwd_;  // section names (kernels/core/profile.h)
 };
 
 // The mixer named by a letter of a layer pattern: 'A' attention, 'M' Mamba2, 'G' Gated DeltaNet.

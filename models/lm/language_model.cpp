@@ -1,6 +1,9 @@
 #include "models/lm/language_model.h"
 
+#include "kernels/core/profile.h"
+
 #include "kernels/core/check.h"
+#include "kernels/core/profile.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/lm_head_loss/lm_head_argmax.h"
 #include "kernels/lm_head_loss/lm_head_loss.h"
@@ -48,9 +51,15 @@ StepOutput LanguageModel::forward(const Batch& batch, bool training) {
   tokens_ = batch.tokens;
   targets_ = batch.targets;
   StepOutput out;
+  profile::Section whole("model forward (other: fsdp gathers, norms, ...)");
   gather(embed_->unit);  // held to the end of backward: the LM head and AMOR's gates use it
-  Tensor h = embedding_forward(batch.tokens, embed_->value);  // [B,T,d]
+  Tensor h;
+  {
+    profile::Section s("embedding forward");
+    h = embedding_forward(batch.tokens, embed_->value);  // [B,T,d]
+  }
   h_final_ = body_forward(h, batch, training, out);
+  profile::Section s("lm head + loss forward");
   LmHeadLossOut head = lm_head_loss_forward(h_final_.view({B * T, d}), embed_->value,
                                             batch.targets.view({B * T}), cfg_.vocab_chunk);
   lse_ = head.lse;
@@ -65,12 +74,19 @@ StepOutput LanguageModel::forward(const Batch& batch, bool training) {
 void LanguageModel::backward(const Tensor& dloss) {
   int64_t B = tokens_.size(0), T = tokens_.size(1), d = cfg_.d_model;
   check_shape("LanguageModel::backward", "dloss", dloss, {B, T});
-  LmHeadLossGrads g = lm_head_loss_backward(h_final_.view({B * T, d}), embed_->value,
-                                            targets_.view({B * T}), lse_, dloss.view({B * T}),
-                                            cfg_.vocab_chunk);
-  accumulate(embed_, g.dW);
+  profile::Section whole("model backward (other: fsdp, grad accumulation, ...)");
+  LmHeadLossGrads g;
+  {
+    profile::Section s("lm head + loss backward");
+    g = lm_head_loss_backward(h_final_.view({B * T, d}), embed_->value, targets_.view({B * T}), lse_,
+                              dloss.view({B * T}), cfg_.vocab_chunk);
+    accumulate(embed_, g.dW);
+  }
   Tensor dh = body_backward(g.dh.view({B, T, d}));
-  accumulate(embed_, embedding_backward(tokens_, dh, cfg_.vocab));
+  {
+    profile::Section s("embedding backward");
+    accumulate(embed_, embedding_backward(tokens_, dh, cfg_.vocab));
+  }
   grad_ready(embed_->unit);
   release(embed_->unit);
   h_final_ = lse_ = Tensor();

@@ -8,6 +8,7 @@
 #include "data/json/json.h"
 #include "data/synthetic/token_task.h"
 #include "kernels/core/error.h"
+#include "kernels/core/profile.h"
 #include "models/amor/amor_model.h"
 #include "models/io/model_weights.h"
 #include "models/io/safetensors.h"
@@ -370,6 +371,27 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
   Progress progress(spec.id(), cfg.train.steps, cfg.train.log_every, stdout, opt.live);
   const bool quiet = opt.quiet || !root;
   auto t_last = std::chrono::steady_clock::now();
+  // AMOR_PROFILE=1: the step's time by section (kernels/core/profile.h), over the steps after the
+  // first (which pays for first allocations and GEMM plans), printed and written to profile.txt.
+  profile::set_device(dev);
+  double profiled_seconds = 0;
+  int64_t profiled_steps = 0;
+  auto write_profile = [&] {
+    if (!profile::enabled() || profiled_steps == 0) return;
+    const std::string table = profile::format_table(profile::rows(), profiled_steps, profiled_seconds);
+    if (!quiet) std::printf("%s step profile over steps %lld-%lld (AMOR_PROFILE):\n%s", spec.id().c_str(),
+                            static_cast<long long>(cfg.train.steps - profiled_steps + 1),
+                            static_cast<long long>(cfg.train.steps), table.c_str());
+    if (root) {
+      const fs::path path = opt.run_dir / "profile.txt";
+      {
+        std::ofstream f(path.string() + ".tmp");
+        f << table;
+        AMOR_CHECK(f.good(), "{}: cannot write the step profile", path.string());
+      }
+      fs::rename(path.string() + ".tmp", path);
+    }
+  };
   double last_loss = NAN;
 
   for (int64_t step = start_step; step < cfg.train.steps; ++step) {
@@ -402,7 +424,11 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
       if (!quiet) progress.finish("FAILED: " + result.message);
       return result;
     }
-    const double grad_norm = fsdp.step(lr);
+    double grad_norm = 0;
+    {
+      profile::Section ps("optimizer step (grad norm, AdamW)");
+      grad_norm = fsdp.step(lr);
+    }
     const int64_t step_tokens = comm.all_reduce_sum(static_cast<int64_t>(micro.size()) * micro[0].tokens.numel());
     tokens_seen += step_tokens;
     last_loss = loss;
@@ -423,6 +449,12 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
     auto now = std::chrono::steady_clock::now();
     double dt = std::chrono::duration<double>(now - t_last).count();
     t_last = now;
+    if (step > start_step) {
+      profiled_seconds += dt;
+      profiled_steps += 1;
+    } else {
+      profile::reset();
+    }
     const int64_t done = step + 1;
     if (h5) {
       TrainRow row;
@@ -460,6 +492,7 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
     const bool stop = comm.all_reduce_max(stop_requested() ? 1 : 0) != 0;
     const bool last = done == cfg.train.steps;
     if (cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0 && !last) run_eval(done);
+    if (last) write_profile();  // before the final checkpoint (bench_train.py stops the run there)
     if (stop || (cfg.checkpoint.every > 0 && done % cfg.checkpoint.every == 0) || last) save_checkpoint(done);
     if (stop && !last) {
       result.status = TrainStatus::Stopped;

@@ -3,7 +3,7 @@
 utilisation against the cuBLASLt bf16 GEMM peak measured in the same run, and peak GPU memory.
 
 Usage: bench_train.py BUILD_BIN_DIR OUT_DIR [--presets transformer-1.5b,amor-1.5b,...]
-         [--seq-len 2048] [--micro-batch 4] [--steps 8] [--gpus 1 | --gpu-ids 0,1]
+         [--seq-len 2048] [--micro-batch 4] [--steps 8] [--gpus 1 | --gpu-ids 0,1] [--profile]
 
 For each preset: runs bench-gemm first (its peak is the reference), then amor-run on a one-run
 sweep (device cuda, bf16, synthetic MQAR data of seq_len tokens, micro_batch sequences per step,
@@ -15,6 +15,10 @@ warm-up: first cuBLASLt plans and allocations). With --gpus N, N presets run at 
 Once the last step's progress line is printed, the run's rows are in run.h5 (amor-run flushes it
 before the final checkpoint) and the run is killed: the final checkpoint, evaluation and
 model.safetensors (tens of GB at 1.5B, minutes of disk time) are not what this measures.
+
+--profile runs amor-run with AMOR_PROFILE=1 and copies each run's step profile (time by section:
+mixers, MLPs, LM head, optimizer; kernels/core/profile.h) to OUT_DIR/profile_<preset>.txt. Its
+synchronised section boundaries cost a little throughput; the CSV marks such rows (profiled 1).
 
 Model FLOPs per token (documented choice, as in the PaLM/Megatron MFU convention):
   6 * (parameters)                      every weight once forward, twice backward (the tied LM
@@ -149,7 +153,7 @@ def run_until_last_step(cmd, env, steps, h5_glob, timeout_s=900):
     return (0 if tps is not None else (rc or 1)), "".join(tail), tps, fire
 
 
-def bench_preset(preset, gpu, bin_dir, seq, mb, steps, peak):
+def bench_preset(preset, gpu, bin_dir, seq, mb, steps, peak, out_dir, profiled):
     work = tempfile.mkdtemp(prefix="amor_bench_train_")
     sweep = os.path.join(work, "s.yaml")
     with open(sweep, "w") as f:
@@ -160,13 +164,13 @@ def bench_preset(preset, gpu, bin_dir, seq, mb, steps, peak):
                 .replace("STEPS", str(steps)))
     sampler = MemorySampler(gpu)
     t0 = time.time()
-    env = dict(os.environ, AMOR_PROGRESS="plain", CUDA_VISIBLE_DEVICES=str(gpu))
+    env = dict(os.environ, AMOR_PROGRESS="plain", CUDA_VISIBLE_DEVICES=str(gpu), AMOR_PROFILE="1" if profiled else "0")
     rc, out, tps, fire = run_until_last_step([os.path.join(bin_dir, "amor-run"), sweep, "--output", work], env,
                                              steps, os.path.join(work, "bench-train", "*", "run.h5"))
     wall = time.time() - t0
     peak_mib = sampler.stop()
     row = {"preset": preset, "seq_len": seq, "micro_batch": mb, "status": "ok", "wall_s": round(wall, 1),
-           "peak_gpu_mib": peak_mib, "peak_tflops": round(peak, 1), "gpu": gpu}
+           "peak_gpu_mib": peak_mib, "peak_tflops": round(peak, 1), "gpu": gpu, "profiled": int(profiled)}
     if rc != 0 or tps is None:
         lines = out.strip().splitlines() or ["?"]
         why = [l for l in lines if l.startswith("amor-run:")] or lines
@@ -174,6 +178,8 @@ def bench_preset(preset, gpu, bin_dir, seq, mb, steps, peak):
         row["output"] = out[-1500:]
     else:
         run_dir = os.path.dirname(glob.glob(os.path.join(work, "bench-train", "*", "run.h5"))[0])
+        if profiled and os.path.exists(os.path.join(run_dir, "profile.txt")):
+            shutil.copy(os.path.join(run_dir, "profile.txt"), os.path.join(out_dir, "profile_%s.txt" % preset))
         cfg = json.load(open(os.path.join(run_dir, "config.json")))
         tok_s = float(np.median(tps[2:])) if len(tps) > 2 else float(np.median(tps))
         n_params = count_params(bin_dir, sweep)
@@ -193,6 +199,7 @@ def main():
     presets = arg("--presets", "transformer-1.5b,mamba2-1.5b,gdn-1.5b,amor-1.5b").split(",")
     seq, mb, steps = int(arg("--seq-len", 2048)), int(arg("--micro-batch", 4)), int(arg("--steps", 8))
     gpu_ids = [int(g) for g in arg("--gpu-ids", ",".join(str(i) for i in range(int(arg("--gpus", 1))))).split(",")]
+    profiled = "--profile" in sys.argv
     os.makedirs(out_dir, exist_ok=True)
     peak = gemm_peak(bin_dir, out_dir, gpu_ids[0])
     print("reference: cuBLASLt bf16 GEMM peak %.1f TFLOP/s (bench-gemm, this run)" % peak)
@@ -207,7 +214,7 @@ def main():
                 if not queue:
                     return
                 preset = queue.pop(0)
-            row = bench_preset(preset, gpu, bin_dir, seq, mb, steps, peak)
+            row = bench_preset(preset, gpu, bin_dir, seq, mb, steps, peak, out_dir, profiled)
             with lock:
                 rows.append(row)
                 print("%-20s %10s %12s %10s %8s %10.1f  %s" % (
