@@ -30,7 +30,7 @@ print('%-24s %4s | %9s %9s %9s | %9s %9s %9s | %6s %6s %6s' %
       ('case', 'B', 'fwd', 'bwd', 'f+b', 'sdpa fwd', 'sdpa bwd', 'sdpa f+b', 'fwd x', 'bwd x',
        'f+b x'))
 for name, o in ours.items():
-    s = sdpa.get(name)
+    s = sdpa.get(name[:-6] if name.endswith(' cudnn') else name)  # cudnn rows: the same case's SDPA
     ot = [float(o['%s_us' % c]) for c in cols]
     st = [float(s['%s_us' % c]) for c in cols] if s else [float('nan')] * 3
     speed = [b / a if s else float('nan') for a, b in zip(ot, st)]

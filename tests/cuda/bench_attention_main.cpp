@@ -1,5 +1,8 @@
 // bench-attention: times our causal attention's CUDA kernels (bf16 tensor cores): forward,
-// backward and forward + backward, dense and with AMOR's gate (~22% of the rows firing).
+// backward and forward + backward, dense and with AMOR's gate (~22% of the rows firing); and, for
+// the dense cases, cuDNN's fused flash attention (kernels/attention/attention_cudnn.h) on the same
+// inputs, as rows whose case ends in " cudnn" (skipped, with cuDNN's reason, where it has no plan).
+// Each row forces its implementation with AMOR_ATTENTION (ours / cudnn).
 //
 //   bench-attention OUT.csv [--reps N] [--only SUBSTRING]
 //
@@ -18,13 +21,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "kernels/attention/attention.h"
+#include "kernels/attention/attention_cudnn.h"
 #include "kernels/core/backend.h"
 #include "kernels/core/cuda_check.h"
 #include "kernels/core/error.h"
@@ -50,6 +56,7 @@ Tensor dev_input(const Shape& shape, uint64_t seed) {
 struct Case {
   int64_t T, H, D;
   bool gated;
+  bool cudnn = false;  // cuDNN's fused attention instead of our kernels (dense only)
 };
 
 struct Row {
@@ -64,10 +71,24 @@ double tflops(double flops, double us) { return flops / (us * 1e-6) / 1e12; }
 
 std::string label(const Case& c) {
   return std::string(c.gated ? "gated22" : "dense") + " T" + std::to_string(c.T) + " H" +
-         std::to_string(c.H) + " D" + std::to_string(c.D);
+         std::to_string(c.H) + " D" + std::to_string(c.D) + (c.cudnn ? " cudnn" : "");
+}
+
+// Whether cuDNN builds both plans for the case (printing its reason where not).
+bool cudnn_takes(const Case& c) {
+  const cuda::CudnnAttnShape n{kTokens / c.T, c.T, c.T, c.H, c.H, c.D};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.D));
+  for (bool backward : {false, true})
+    if (!cuda::cudnn_attention_supported(n, scale, backward)) {
+      std::printf("%-28s skipped: %s\n", label(c).c_str(),
+                  cuda::cudnn_attention_unsupported_reason(n, scale, backward).c_str());
+      return false;
+    }
+  return true;
 }
 
 Row run_case(const Case& c, int reps) {
+  setenv("AMOR_ATTENTION", c.cudnn ? "cudnn" : "ours", 1);
   Row r{c};
   r.B = kTokens / c.T;
   const Shape qs{r.B, c.T, c.H, c.D};
@@ -96,13 +117,13 @@ Row run_case(const Case& c, int reps) {
 }
 
 void print_header() {
-  std::printf("%-24s %4s %10s %10s %12s %9s %9s %9s\n", "case", "B", "fwd us", "bwd us",
+  std::printf("%-28s %4s %10s %10s %12s %9s %9s %9s\n", "case", "B", "fwd us", "bwd us",
               "fwd+bwd us", "fwd TF/s", "bwd TF/s", "f+b TF/s");
 }
 
 void print_row(const Row& r) {
   const double f = r.fwd_flops, b = 2.5 * r.fwd_flops;
-  std::printf("%-24s %4lld %10.1f %10.1f %12.1f %9.1f %9.1f %9.1f\n", label(r.c).c_str(),
+  std::printf("%-28s %4lld %10.1f %10.1f %12.1f %9.1f %9.1f %9.1f\n", label(r.c).c_str(),
               static_cast<long long>(r.B), r.fwd_us, r.bwd_us, r.both_us, tflops(f, r.fwd_us),
               tflops(b, r.bwd_us), tflops(f + b, r.both_us));
   std::fflush(stdout);
@@ -130,13 +151,15 @@ int run(const bench::Args& args) {
   const std::string& only = args.only;
   const int reps = args.reps;
   std::vector<Case> cases;
-  for (int64_t T : {2048, 4096, 8192, 16384}) cases.push_back({T, 32, 64, false});
-  cases.push_back({4096, 16, 128, false});
+  for (int64_t T : {2048, 4096, 8192, 16384})
+    for (bool cudnn : {false, true}) cases.push_back({T, 32, 64, false, cudnn});
+  for (bool cudnn : {false, true}) cases.push_back({4096, 16, 128, false, cudnn});
   for (int64_t T : {2048, 4096, 8192, 16384}) cases.push_back({T, 32, 64, true});
   print_header();
   std::vector<Row> rows;
   for (const Case& c : cases) {
     if (!only.empty() && label(c).find(only) == std::string::npos) continue;
+    if (c.cudnn && !cudnn_takes(c)) continue;
     rows.push_back(run_case(c, reps));
     print_row(rows.back());
   }
