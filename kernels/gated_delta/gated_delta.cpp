@@ -74,7 +74,8 @@ bool is_f32(const Tensor& t) { return t.defined() && t.dtype() == DType::F32; }
 
 // The cuda kernels' shape: chunk 0 (recurrence) runs as chunks of 64; what they cannot handle
 // (chunk > 64, empty dimensions, shared memory beyond the per-block limit) is an error here.
-cuda::GdnShape cuda_shape(const char* op, const ref::GatedDeltaDims& d, int64_t chunk_size) {
+cuda::GdnShape cuda_shape(const char* op, const ref::GatedDeltaDims& d, int64_t chunk_size,
+                          DType t) {
   const int64_t L = chunk_size == 0 ? cuda::kGdnMaxChunk : chunk_size;
   AMOR_CHECK(L <= cuda::kGdnMaxChunk, "{}: chunk_size is {}; on cuda it must be <= {}", op,
              chunk_size, cuda::kGdnMaxChunk);
@@ -84,7 +85,7 @@ cuda::GdnShape cuda_shape(const char* op, const ref::GatedDeltaDims& d, int64_t 
   AMOR_CHECK(d.B <= 65535 && d.H <= 65535,
              "{}: B={} H={}: on cuda B and H must be <= 65535 (grid dimensions)", op, d.B, d.H);
   const cuda::GdnShape s{d.B, d.T, d.H, d.K, d.V, L};
-  const int64_t smem = cuda::gated_delta_max_smem_bytes(s);
+  const int64_t smem = cuda::gated_delta_max_smem_bytes(t, s);
   AMOR_CHECK(smem <= cuda::kGdnMaxSmemBytes,
              "{}: K={} V={} chunk={} need {} bytes of shared memory per block on cuda (max {})",
              op, d.K, d.V, L, smem, cuda::kGdnMaxSmemBytes);
@@ -102,7 +103,7 @@ GatedDeltaOut gated_delta_forward(const Tensor& q, const Tensor& k, const Tensor
   const ref::GatedDeltaDims d =
       check_scan_args(op, q, k, v, g, beta, initial_state, scale, chunk_size);
   if (!q.is_cpu()) {
-    AMOR_ON_CUDA(op, q, const cuda::GdnShape s = cuda_shape(op, d, chunk_size);
+    AMOR_ON_CUDA(op, q, const cuda::GdnShape s = cuda_shape(op, d, chunk_size, q.dtype());
                  GatedDeltaOut out{Tensor::empty({d.B, d.T, d.H, d.V}, q.dtype(), q.device()),
                                    Tensor::empty({d.B, d.H, d.K, d.V}, DType::F32, q.device())};
                  Tensor scratch = Tensor::empty({cuda::gated_delta_forward_scratch_floats(s)},
@@ -150,7 +151,7 @@ GatedDeltaGrads gated_delta_backward(const Tensor& q, const Tensor& k, const Ten
   }
   if (!q.is_cpu()) {
     AMOR_ON_CUDA(
-        op, q, const cuda::GdnShape s = cuda_shape(op, d, chunk_size);
+        op, q, const cuda::GdnShape s = cuda_shape(op, d, chunk_size, q.dtype());
         GatedDeltaGrads gr{Tensor::empty(q.shape(), q.dtype(), q.device()),
                            Tensor::empty(k.shape(), q.dtype(), q.device()),
                            Tensor::empty(v.shape(), q.dtype(), q.device()),

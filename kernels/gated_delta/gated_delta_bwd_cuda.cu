@@ -4,27 +4,33 @@
 //  0. recompute: gdn_prepare_kernel (gam, W, U and now Tm) and gdn_state_fwd_kernel (every
 //     chunk's start state S and Vn = U - W S), exactly the forward's kernels.
 //  1. gdn_state_bwd_kernel, one block per (32 columns of V, head, batch), chunks in reverse:
-//     carries dS (the gradient of the chunk's end state, d_final_state for the last chunk), stores
-//     it per chunk ([BH,NC,K,V] f32), and computes
+//     carries dS (the gradient of the chunk's end state, d_final_state for the last chunk; f32 in
+//     shared memory), stores it per chunk ([BH,NC,K,V]), and computes
 //        dVn_j = sum_{r>=j} P_rj dO_r + D_{n-1,j} dS^T k_j        -> scratch [BH,T,V]
 //        dS   <- e_{n-1} dS + scale sum_r e_r q_r dO_r^T - sum_r W_r dVn_r^T
 //     Columns of dS are independent as in the forward's state pass; dS after chunk 0 is
-//     d_initial_state.
+//     d_initial_state. Chunk c - 1's q, k, dO, W are copied in (cp.async) while chunk c is
+//     computed: a chunk step is three products and three barriers, no memory latency.
 //  2. gdn_bwd_qk_kernel, one block per (chunk, head, batch), chunks in parallel: the terms of
 //     O = scale diag(e) Q S + P Vn and S' = e S + Kh^T Vn and Vn = U - W S, reduced over V in
 //     32-column tiles: dP = dO Vn^T, dqS = dO S^T, dKh = Vn dS'^T, dW = -dVn S^T, <dS', S>. Gives
-//     dq (final), dk and dgam partials and dW (f32 scratch).
+//     dq (final), dk and dgam partials (f32 scratch) and dW.
 //  3. gdn_bwd_wy_kernel, one block per (chunk, head, batch): the WY/UT terms. dTm = (dVn V^T +
 //     dW K^T diag(e)) diag(beta) (lower), dv = diag(beta) Tm^T dVn, z = Tm^T dW, dA = -Tm^T dTm
 //     Tm^T (strictly lower), then dk, dbeta, dgam from W, U and A, and dg as the reverse
 //     cumulative sum of dgam inside the chunk.
-// Every tile is f32 in shared memory; the products go through block_mm_t<T> (gated_delta_tc.cuh:
-// tensor cores, bf16 operands and f32 accumulation for bf16 inputs; exact SIMT f32 for f32
-// inputs); pass 1's two products are each one product over a concatenated k ([P^T | diag(dec) K]
-// [dO; dS] and [scale diag(e) Q | -W]^T [dO; dVn]). The only sequential work is pass 1 (and the
-// recomputed forward state pass): NC steps per head.
-// Memory traffic beyond the forward's: the f32 scratch Tm [BH,T,L], dS per chunk (K*V f32),
-// dVn, dW and the partials; each written once and read once or twice.
+// Tiles as in the forward: 16-byte cp.async copies, bf16 inputs and bf16 scratch kept bf16 in
+// shared memory, f32 accumulators. The products go through block_mm_t<T> (gated_delta_tc.cuh:
+// tensor cores with ldmatrix fragments, bf16 operands and f32 accumulation for bf16 inputs; exact
+// SIMT f32 for f32 inputs); pass 1's two products are each one product over a concatenated k
+// ([P^T | K~] [dO; dS] and [Q~ | -W]^T [dO; dVn], K~ = diag(dec) K and Q~ = scale diag(e) Q
+// scaled once in shared memory). The only sequential work is pass 1 (and the recomputed forward
+// state pass): NC steps per head.
+// Memory traffic beyond the forward's: the scratch Tm [BH,T,L], dS per chunk (K*V), dVn, dW (all
+// only multiplied later: stored in the input dtype) and the f32 dk and dgam partials; each written
+// once and read once or twice.
+// Occupancy (bf16, K 64, V 128, L 64): state_bwd, bwd_qk, bwd_wy two blocks per SM each (97, 112
+// and 81 KB of shared memory, <= 128 registers).
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
 #include "kernels/gated_delta/gated_delta_tc.cuh"
 
@@ -32,75 +38,100 @@ namespace amor::cuda {
 namespace gdn {
 namespace {
 
+// The sequential pass of the backward. Chunk c - 1's q, k, dO, W and gam are loaded (cp.async,
+// double-buffered) while chunk c is computed, so no memory latency sits on the chain from chunk to
+// chunk. Two blocks per SM (97 KB of shared memory for bf16).
 template <class T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     gdn_state_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ dO,
-                         const float* __restrict__ gam, const float* __restrict__ W,
-                         const void* dsf, bool state_f32, float scale, Dims d,
-                         float* __restrict__ dS_out, float* __restrict__ dVn_out,
-                         float* __restrict__ ds0) {
+                         const float* __restrict__ gam, const T* __restrict__ W, const void* dsf,
+                         bool state_f32, float scale, Dims d, T* __restrict__ dS_out,
+                         T* __restrict__ dVn_out, float* __restrict__ ds0) {
   extern __shared__ float smem[];
   Carve carve{smem};
-  StateBwdSmem s(carve, d);
+  StateBwdSmem<T> s(carve, d);
   const int64_t b = blockIdx.z, h = blockIdx.y, bh = b * d.H + h, K = d.K, V = d.V;
-  const int64_t KP = K + 1;  // padded row stride of the q and k tiles (column reads conflict-free)
   const int64_t c0 = int64_t(blockIdx.x) * kVt, KV = K * V;
-  const int w = int(V - c0 < kVt ? V - c0 : kVt), L = d.L;
+  const int64_t ldk = s.ldk, ldo = s.ldo, ldp = s.ldp;
+  const int w = int(V - c0 < kVt ? V - c0 : kVt);
+  auto rows_of = [&](int64_t ch) { return int(d.T - ch * d.L < d.L ? d.T - ch * d.L : d.L); };
+  auto load_chunk = [&](int64_t ch, int buf) {  // chunk ch's q, k, dO, W, gam into buffer buf
+    const int64_t t0 = ch * d.L, row0 = bh * d.T + t0;
+    const int n = rows_of(ch);
+    tile_load_rows(q, d, b, h, t0, n, K, 0, int(K), pick(s.q, buf), ldk);
+    tile_load_rows(k, d, b, h, t0, n, K, 0, int(K), pick(s.k, buf), ldk);
+    tile_load_rows(dO, d, b, h, t0, n, V, c0, w, pick(s.dO, buf), ldo);
+    tile_load_scratch(W, row0, n, K, 0, int(K), pick(s.W, buf), ldk);
+    tile_load(gam + row0, n, 1, n, pick(s.gam, buf), n);
+  };
 
+  load_chunk(d.NC - 1, 0);
+  tile_commit();
   for (int idx = threadIdx.x; idx < K * w; idx += blockDim.x) {
     const int i = idx / w, c = idx % w;
     s.dS[i * kVs + c] = dsf ? load_any(dsf, bh * KV + i * V + c0 + c, state_f32) : 0.0f;
   }
-  for (int64_t ch = d.NC - 1; ch >= 0; --ch) {
-    const int64_t t0 = ch * d.L, row0 = bh * d.T + t0;
-    const int n = int(d.T - t0 < d.L ? d.T - t0 : d.L);
-    __syncthreads();  // dS complete; the previous chunk's tiles no longer read
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+  const int nwarps = int(blockDim.x) / 32;
+  for (int64_t it = 0; it < d.NC; ++it) {
+    const int64_t ch = d.NC - 1 - it, row0 = bh * d.T + ch * d.L;
+    const int n = rows_of(ch), buf = int(it & 1);
+    T *qt = pick(s.q, buf), *Wt = pick(s.W, buf);
+    const T *kt = pick(s.k, buf), *dOt = pick(s.dO, buf);
+    const float* gm = pick(s.gam, buf);
+    tile_wait();      // chunk ch's tiles (the only copies in flight)
+    __syncthreads();  // ... visible to all; dS complete; chunk ch + 1's tiles no longer read
+    if (ch > 0) {
+      load_chunk(ch - 1, buf ^ 1);
+      tile_commit();
+    }
     for (int idx = threadIdx.x; idx < K * w; idx += blockDim.x) {
       const int i = idx / w, c = idx % w;
-      dS_out[(bh * d.NC + ch) * KV + i * V + c0 + c] = s.dS[i * kVs + c];
+      dS_out[(bh * d.NC + ch) * KV + i * V + c0 + c] = from_f32<T>(s.dS[i * kVs + c]);
     }
-    load_rows(q, d, b, h, t0, n, K, 0, int(K), s.q, KP);
-    load_rows(k, d, b, h, t0, n, K, 0, int(K), s.k, KP);
-    load_rows(dO, d, b, h, t0, n, V, c0, w, s.dO, kVs);
-    load_scratch(W, row0, n, K, 0, int(K), s.W, K);
-    for (int r = threadIdx.x; r < n; r += blockDim.x) s.gam[r] = gam[row0 + r];
-    __syncthreads();
-    const float glast = s.gam[n - 1], elast = expf(glast);
-    for (int r = threadIdx.x; r < n; r += blockDim.x) {
-      s.e[r] = expf(s.gam[r]);
-      s.dec[r] = expf(glast - s.gam[r]);
+    const float glast = gm[n - 1], elast = expf(glast);
+    // The operands' scalings, one pass each (a warp per row) instead of a multiply per fragment
+    // element, placed where the tiles are free: K~ = diag(dec) K (a new tile: k is read by P
+    // below) and -W (in place) now, Q~ = scale diag(e) Q (in place) once P no longer reads q.
+    for (int r = warp; r < n; r += nwarps) {
+      const float dec = expf(glast - gm[r]);
+      for (int i = lane; i < K; i += 32) {
+        s.kd[r * ldk + i] = from_f32<T>(dec * to_f32(kt[r * ldk + i]));
+        Wt[r * ldk + i] = from_f32<T>(-to_f32(Wt[r * ldk + i]));
+      }
     }
-    block_mm_t<T>(
-        n, n, int(K), [&](int r, int i) { return s.q[r * KP + i]; },
-        [&](int i, int j) { return s.k[j * KP + i]; },
-        [&](int r, int j, float qk) {
-          s.P[r * L + j] = j <= r ? scale * qk * expf(s.gam[r] - s.gam[j]) : 0.0f;
-        });
+    block_mm_t<T>(n, n, int(K), RowA<T>{qt, ldk}, ColB<T>{kt, ldk}, [&](int r, int j, float qk) {
+      s.P[r * ldp + j] = from_f32<T>(j <= r ? scale * qk * expf(gm[r] - gm[j]) : 0.0f);
+    });
     __syncthreads();
     // dVn_j = sum_{r>=j} P_rj dO_r + D_{n-1,j} dS^T k_j
-    // One product over the concatenated k = (the rows r, then K): [P^T | diag(dec) K] [dO; dS]
+    // One product over the concatenated k = (the rows r, then K): [P^T | K~] [dO; dS]
     // (P is zero above the diagonal, so the r < j terms vanish).
-    block_mm_t<T>(
-        n, w, n + int(K),
-        [&](int j, int kk) {
-          return kk < n ? s.P[kk * L + j] : s.dec[j] * s.k[j * KP + (kk - n)];
-        },
-        [&](int kk, int c) { return kk < n ? s.dO[kk * kVs + c] : s.dS[(kk - n) * kVs + c]; },
-        [&](int j, int c, float dvn) {
-          s.dVn[j * kVs + c] = dvn;
-          dVn_out[(row0 + j) * V + c0 + c] = dvn;
-        });
+    block_mm_t<T>(n, w, n + int(K), CatA{ColA<T>{s.P, ldp}, RowA<T>{s.kd, ldk}, n},
+                  CatB{RowB<T>{dOt, ldo}, RowB<float>{s.dS, kVs}, n},
+                  Epi{[&](int j, int c, float dvn) {
+                        s.dVn[j * ldo + c] = from_f32<T>(dvn);
+                        dVn_out[(row0 + j) * V + c0 + c] = from_f32<T>(dvn);
+                      },
+                      [&](int j, int c, float x0, float x1) {
+                        s.dVn[j * ldo + c] = from_f32<T>(x0);
+                        s.dVn[j * ldo + c + 1] = from_f32<T>(x1);
+                        store2(dVn_out, (row0 + j) * V + c0 + c, x0, x1);
+                      }});
+    for (int r = warp; r < n; r += nwarps) {
+      const float se = scale * expf(gm[r]);
+      for (int i = lane; i < K; i += 32)
+        qt[r * ldk + i] = from_f32<T>(se * to_f32(qt[r * ldk + i]));
+    }
     __syncthreads();
     // dS <- e_{n-1} dS + scale sum_r e_r q_r dO_r^T - sum_r W_r dVn_r^T, as one product
-    // [scale diag(e) Q | -W]^T [dO; dVn] over k = (the rows, twice); each dS element is read and
-    // written by the thread that owns it.
+    // [Q~ | -W]^T [dO; dVn] over k = (the rows, twice); each dS element is read and written by the
+    // thread that owns it.
     block_mm_t<T>(
-        int(K), w, 2 * n,
-        [&](int i, int kk) {
-          return kk < n ? scale * s.e[kk] * s.q[kk * KP + i] : -s.W[(kk - n) * K + i];
-        },
-        [&](int kk, int c) { return kk < n ? s.dO[kk * kVs + c] : s.dVn[(kk - n) * kVs + c]; },
-        [&](int i, int c, float x) { s.dS[i * kVs + c] = elast * s.dS[i * kVs + c] + x; });
+        int(K), w, 2 * n, CatA{ColA<T>{qt, ldk}, ColA<T>{Wt, ldk}, n},
+        CatB{RowB<T>{dOt, ldo}, RowB<T>{s.dVn, ldo}, n},
+        Epi{[&](int i, int c, float x) { s.dS[i * kVs + c] = elast * s.dS[i * kVs + c] + x; },
+            [&](int i, int c, float x0, float x1) { axpy2(s.dS, i * kVs + c, elast, x0, x1); }});
   }
   __syncthreads();
   if (ds0) {
@@ -111,90 +142,104 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Two blocks per SM (112 KB of shared memory for bf16; P over the V tiles).
 template <class T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     gdn_bwd_qk_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ dO,
-                      const float* __restrict__ gam, const float* __restrict__ Vn,
-                      const float* __restrict__ dVn, const float* __restrict__ S_in,
-                      const float* __restrict__ dS_in, float scale, Dims d, T* __restrict__ dq,
+                      const float* __restrict__ gam, const T* __restrict__ Vn,
+                      const T* __restrict__ dVn, const T* __restrict__ S_in,
+                      const T* __restrict__ dS_in, float scale, Dims d, T* __restrict__ dq,
                       float* __restrict__ dk_part, float* __restrict__ dgam_part,
-                      float* __restrict__ dW_out) {
+                      T* __restrict__ dW_out) {
   extern __shared__ float smem[];
   Carve carve{smem};
-  BwdQkSmem s(carve, d);
+  BwdQkSmem<T> s(carve, d);
   const ChunkPos p = chunk_pos(d);
   const int n = p.n, L = d.L;
-  const int64_t K = d.K, V = d.V, row0 = p.bh * d.T + p.t0, KP = K + 1;
-  const float* S = S_in + (p.bh * d.NC + p.c) * K * V;
-  const float* dS = dS_in + (p.bh * d.NC + p.c) * K * V;
+  const int64_t K = d.K, V = d.V, row0 = p.bh * d.T + p.t0;
+  const int64_t ldk = s.ldk, ldl = s.ldl, ldw = s.ldw, ldt = s.ldt;
+  const T* S = S_in + (p.bh * d.NC + p.c) * K * V;
+  const T* dS = dS_in + (p.bh * d.NC + p.c) * K * V;
 
-  load_rows(q, d, p.b, p.h, p.t0, n, K, 0, int(K), s.q, KP);
-  load_rows(k, d, p.b, p.h, p.t0, n, K, 0, int(K), s.k, KP);
+  tile_load_rows(q, d, p.b, p.h, p.t0, n, K, 0, int(K), s.q, ldk);
+  tile_load_rows(k, d, p.b, p.h, p.t0, n, K, 0, int(K), s.k, ldk);
+  tile_commit();
   for (int r = threadIdx.x; r < n; r += blockDim.x) s.gam[r] = gam[row0 + r];
-  for (int idx = threadIdx.x; idx < L * L; idx += blockDim.x) s.dP[idx] = 0.0f;
-  for (int idx = threadIdx.x; idx < L * K; idx += blockDim.x)
-    s.dqS[idx] = s.dKh[idx] = s.dW[idx] = 0.0f;
+  for (int idx = threadIdx.x; idx < L * L; idx += blockDim.x)
+    s.dP[(idx / L) * ldl + idx % L] = 0.0f;
+  for (int idx = threadIdx.x; idx < L * K; idx += blockDim.x) {
+    const int64_t e = (idx / K) * ldw + idx % K;
+    s.dqS[e] = s.dKh[e] = s.dW[e] = 0.0f;
+  }
   float sd = 0.0f;  // this thread's part of <dS', S>
-  for (int64_t c0 = 0; c0 < V; c0 += kVt) {
-    const int w = int(V - c0 < kVt ? V - c0 : kVt);
+  for (int64_t c0 = 0; c0 < V; c0 += kQkVt) {
+    const int w = int(V - c0 < kQkVt ? V - c0 : kQkVt);
     __syncthreads();  // accumulators zeroed; the previous tile no longer read
-    load_rows(dO, d, p.b, p.h, p.t0, n, V, c0, w, s.dO, kVtPad);
-    load_scratch(Vn, row0, n, V, c0, w, s.Vn, kVtPad);
-    load_scratch(dVn, row0, n, V, c0, w, s.dVn, kVtPad);
-    load_scratch(S, 0, int(K), V, c0, w, s.S, kVtPad);
-    load_scratch(dS, 0, int(K), V, c0, w, s.dS, kVtPad);
+    tile_load_rows(dO, d, p.b, p.h, p.t0, n, V, c0, w, s.dO, ldt);
+    tile_load_scratch(Vn, row0, n, V, c0, w, s.Vn, ldt);
+    tile_load_scratch(dVn, row0, n, V, c0, w, s.dVn, ldt);
+    tile_load_scratch(S, 0, int(K), V, c0, w, s.S, ldt);
+    tile_load_scratch(dS, 0, int(K), V, c0, w, s.dS, ldt);
+    tile_commit();
+    tile_wait();
     __syncthreads();
     // The V reductions, tile by tile (each accumulator element stays with one thread).
     block_mm_t<T>(
-        n, n, w, [&](int r, int c) { return s.dO[r * kVtPad + c]; },
-        [&](int c, int j) { return s.Vn[j * kVtPad + c]; },
-        [&](int r, int j, float x) { s.dP[r * L + j] += x; });
+        n, n, w, RowA<T>{s.dO, ldt}, ColB<T>{s.Vn, ldt},
+        Epi{[&](int r, int j, float x) { s.dP[r * ldl + j] += x; },
+            [&](int r, int j, float x0, float x1) { axpy2(s.dP, r * ldl + j, 1.0f, x0, x1); }});
     block_mm_t<T>(
-        n, int(K), w, [&](int r, int c) { return s.dO[r * kVtPad + c]; },
-        [&](int c, int i) { return s.S[i * kVtPad + c]; },
-        [&](int r, int i, float x) { s.dqS[r * K + i] += x; });
+        n, int(K), w, RowA<T>{s.dO, ldt}, ColB<T>{s.S, ldt},
+        Epi{[&](int r, int i, float x) { s.dqS[r * ldw + i] += x; },
+            [&](int r, int i, float x0, float x1) { axpy2(s.dqS, r * ldw + i, 1.0f, x0, x1); }});
     block_mm_t<T>(
-        n, int(K), w, [&](int j, int c) { return s.Vn[j * kVtPad + c]; },
-        [&](int c, int i) { return s.dS[i * kVtPad + c]; },
-        [&](int j, int i, float x) { s.dKh[j * K + i] += x; });
+        n, int(K), w, RowA<T>{s.Vn, ldt}, ColB<T>{s.dS, ldt},
+        Epi{[&](int j, int i, float x) { s.dKh[j * ldw + i] += x; },
+            [&](int j, int i, float x0, float x1) { axpy2(s.dKh, j * ldw + i, 1.0f, x0, x1); }});
     block_mm_t<T>(
-        n, int(K), w, [&](int r, int c) { return s.dVn[r * kVtPad + c]; },
-        [&](int c, int i) { return s.S[i * kVtPad + c]; },
-        [&](int r, int i, float x) { s.dW[r * K + i] -= x; });
+        n, int(K), w, RowA<T>{s.dVn, ldt}, ColB<T>{s.S, ldt},
+        Epi{[&](int r, int i, float x) { s.dW[r * ldw + i] -= x; },
+            [&](int r, int i, float x0, float x1) { axpy2(s.dW, r * ldw + i, 1.0f, -x0, -x1); }});
     for (int idx = threadIdx.x; idx < K * w; idx += blockDim.x) {
       const int i = idx / w, c = idx % w;
-      sd += s.dS[i * kVtPad + c] * s.S[i * kVtPad + c];
+      sd += to_f32(s.dS[i * ldt + c]) * to_f32(s.S[i * ldt + c]);
     }
   }
-  __syncthreads();
+  __syncthreads();  // the V tiles no longer read: P takes their place
   sd = block_sum(sd, s.red);
   // P_rj = scale (q_r.k_j) D_rj; keep dP_rj P_rj in P and dP_rj D_rj in dP (j <= r, else 0).
-  block_mm_t<T>(
-      n, n, int(K), [&](int r, int i) { return s.q[r * KP + i]; },
-      [&](int i, int j) { return s.k[j * KP + i]; },
-      [&](int r, int j, float qk) {
-        const float D = j <= r ? expf(s.gam[r] - s.gam[j]) : 0.0f, dp = s.dP[r * L + j];
-        s.P[r * L + j] = dp * scale * qk * D;
-        s.dP[r * L + j] = dp * D;
-      });
+  block_mm_t<T>(n, n, int(K), RowA<T>{s.q, ldk}, ColB<T>{s.k, ldk}, [&](int r, int j, float qk) {
+    const float D = j <= r ? expf(s.gam[r] - s.gam[j]) : 0.0f, dp = s.dP[r * ldl + j];
+    s.P[r * ldl + j] = dp * scale * qk * D;
+    s.dP[r * ldl + j] = dp * D;
+  });
   __syncthreads();
   const float glast = s.gam[n - 1];
   // dq_r = scale (e_r S dO_r + sum_{j<=r} dP_rj D_rj k_j)
-  block_mm_t<T, Tri::kLower>(
-      n, int(K), n, [&](int r, int j) { return s.dP[r * L + j]; },
-      [&](int j, int i) { return s.k[j * KP + i]; },
-      [&](int r, int i, float x) {
-        dq[((p.b * d.T + p.t0 + r) * d.H + p.h) * K + i] =
-            from_f32<T>(scale * (expf(s.gam[r]) * s.dqS[r * K + i] + x));
-      });
+  block_mm_t<T, Tri::kLower>(n, int(K), n, RowA<float>{s.dP, ldl}, RowB<T>{s.k, ldk},
+                             Epi{[&](int r, int i, float x) {
+                                   dq[((p.b * d.T + p.t0 + r) * d.H + p.h) * K + i] = from_f32<T>(
+                                       scale * (expf(s.gam[r]) * s.dqS[r * ldw + i] + x));
+                                 },
+                                 [&](int r, int i, float x0, float x1) {
+                                   const float e = expf(s.gam[r]);
+                                   store2(dq, ((p.b * d.T + p.t0 + r) * d.H + p.h) * K + i,
+                                          scale * (e * s.dqS[r * ldw + i] + x0),
+                                          scale * (e * s.dqS[r * ldw + i + 1] + x1));
+                                 }});
   // dk_j (partial) = scale sum_{r>=j} dP_rj D_rj q_r + D_{n-1,j} dKh_j; dW to the scratch.
   block_mm_t<T, Tri::kUpper>(
-      n, int(K), n, [&](int j, int r) { return s.dP[r * L + j]; },
-      [&](int r, int i) { return s.q[r * KP + i]; },
-      [&](int j, int i, float x) {
-        dk_part[(row0 + j) * K + i] = scale * x + expf(glast - s.gam[j]) * s.dKh[j * K + i];
-        dW_out[(row0 + j) * K + i] = s.dW[j * K + i];
-      });
+      n, int(K), n, ColA<float>{s.dP, ldl}, RowB<T>{s.q, ldk},
+      Epi{[&](int j, int i, float x) {
+            dk_part[(row0 + j) * K + i] = scale * x + expf(glast - s.gam[j]) * s.dKh[j * ldw + i];
+            dW_out[(row0 + j) * K + i] = from_f32<T>(s.dW[j * ldw + i]);
+          },
+          [&](int j, int i, float x0, float x1) {
+            const float D = expf(glast - s.gam[j]);
+            const float* kh = s.dKh + j * ldw + i;
+            store2(dk_part, (row0 + j) * K + i, scale * x0 + D * kh[0], scale * x1 + D * kh[1]);
+            store2(dW_out, (row0 + j) * K + i, s.dW[j * ldw + i], s.dW[j * ldw + i + 1]);
+          }});
   // The row reductions, one warp per row with the lanes along the row (a thread per row would read
   // a column of these [*, 64] tiles, one bank 32 times): x_j = D_{n-1,j} k_j . dKh_j and
   // rp_r = scale e_r q_r.(S dO_r) + sum_j dP_rj P_rj.
@@ -203,10 +248,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = int(threadIdx.x) / 32; r < n; r += nw) {  // warp-uniform (warp_sum)
       float kd = 0.0f, qd = 0.0f, ps = 0.0f;
       for (int i = lane; i < K; i += 32) {
-        kd += s.k[r * KP + i] * s.dKh[r * K + i];
-        qd += s.q[r * KP + i] * s.dqS[r * K + i];
+        kd += to_f32(s.k[r * ldk + i]) * s.dKh[r * ldw + i];
+        qd += to_f32(s.q[r * ldk + i]) * s.dqS[r * ldw + i];
       }
-      for (int j = lane; j < n; j += 32) ps += s.P[r * L + j];
+      for (int j = lane; j < n; j += 32) ps += s.P[r * ldl + j];
       kd = warp_sum(kd);
       qd = warp_sum(qd);
       ps = warp_sum(ps);
@@ -222,7 +267,7 @@ __global__ void __launch_bounds__(kThreads)
   //                    thread per column (consecutive threads, consecutive banks).
   for (int r = threadIdx.x; r < n; r += blockDim.x) {
     float a = s.rp[r] - s.x[r];
-    for (int j = 0; j < n; ++j) a -= s.P[j * L + r];
+    for (int j = 0; j < n; ++j) a -= s.P[j * ldl + r];
     if (r == n - 1) {
       a += expf(glast) * sd;
       for (int j = 0; j < n; ++j) a += s.x[j];
@@ -231,84 +276,98 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Two blocks per SM (81 KB of shared memory for bf16).
 template <class T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     gdn_bwd_wy_kernel(const T* __restrict__ k, const T* __restrict__ v, const void* beta,
-                      bool gate_f32, const float* __restrict__ gam, const float* __restrict__ Tm,
-                      const float* __restrict__ dVn, const float* __restrict__ dW,
+                      bool gate_f32, const float* __restrict__ gam, const T* __restrict__ Tm,
+                      const T* __restrict__ dVn, const T* __restrict__ dW,
                       const float* __restrict__ dk_part, const float* __restrict__ dgam_part,
                       Dims d, T* __restrict__ dk, T* __restrict__ dv, float* __restrict__ dg,
                       float* __restrict__ dbeta) {
   extern __shared__ float smem[];
   Carve carve{smem};
-  BwdWySmem s(carve, d);
+  BwdWySmem<T> s(carve, d);
   const ChunkPos p = chunk_pos(d);
   const int n = p.n, L = d.L;
-  const int64_t K = d.K, V = d.V, row0 = p.bh * d.T + p.t0, KP = K + 1;
+  const int64_t K = d.K, V = d.V, row0 = p.bh * d.T + p.t0;
+  const int64_t ldk = s.ldk, ldz = s.ldz, ldl = s.ldl, ldtm = s.ldtm, ldv = s.ldv;
   auto tok = [&](int r) { return (p.b * d.T + p.t0 + r) * d.H + p.h; };
 
-  load_rows(k, d, p.b, p.h, p.t0, n, K, 0, int(K), s.k, KP);
-  load_scratch(dW, row0, n, K, 0, int(K), s.dW, K);
-  load_scratch(Tm, row0, n, L, 0, L, s.Tm, L);
+  tile_load_rows(k, d, p.b, p.h, p.t0, n, K, 0, int(K), s.k, ldk);
+  tile_load_scratch(dW, row0, n, K, 0, int(K), s.dW, ldk);
+  tile_load_scratch(Tm, row0, n, L, 0, L, s.Tm, ldtm);
+  tile_commit();
   for (int r = threadIdx.x; r < n; r += blockDim.x) {
     s.gam[r] = gam[row0 + r];
     s.beta[r] = load_any(beta, tok(r), gate_f32);
     s.dgam[r] = dgam_part[row0 + r];
     s.dbeta[r] = 0.0f;
   }
+  tile_wait();
   __syncthreads();
   // dTm_rj = beta_j e_j (dW_r . k_j) for j <= r; the V part joins tile by tile below.
-  block_mm_t<T>(
-      n, n, int(K), [&](int r, int i) { return s.dW[r * K + i]; },
-      [&](int i, int j) { return s.k[j * KP + i]; },
-      [&](int r, int j, float x) {
-        s.dTm[r * L + j] = j <= r ? s.beta[j] * expf(s.gam[j]) * x : 0.0f;
-      });
+  block_mm_t<T>(n, n, int(K), RowA<T>{s.dW, ldk}, ColB<T>{s.k, ldk}, [&](int r, int j, float x) {
+    s.dTm[r * ldl + j] = j <= r ? s.beta[j] * expf(s.gam[j]) * x : 0.0f;
+  });
+  // dbeta_j's V part, v_j . y_j: lane c of the warp of row j (rows j = warp + 8 q) keeps column c's
+  // products of every V tile in vy[q]; one warp sum per row after the loop.
+  constexpr int kRowsPerWarp = int(kGdnMaxChunk) / (kThreads / 32);
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+  const int nwarps = int(blockDim.x) / 32;
+  float vy[kRowsPerWarp];
+#pragma unroll
+  for (int q = 0; q < kRowsPerWarp; ++q) vy[q] = 0.0f;
   for (int64_t c0 = 0; c0 < V; c0 += kVt) {
     const int w = int(V - c0 < kVt ? V - c0 : kVt);
     __syncthreads();  // the previous tile no longer read
-    load_rows(v, d, p.b, p.h, p.t0, n, V, c0, w, s.v, kVtPad);
-    load_scratch(dVn, row0, n, V, c0, w, s.dVn, kVtPad);
+    tile_load_rows(v, d, p.b, p.h, p.t0, n, V, c0, w, s.v, ldv);
+    tile_load_scratch(dVn, row0, n, V, c0, w, s.dVn, ldv);
+    tile_commit();
+    tile_wait();
     __syncthreads();
     // dTm_rj += beta_j (dVn_r . v_j)
-    block_mm_t<T>(
-        n, n, w, [&](int r, int c) { return s.dVn[r * kVtPad + c]; },
-        [&](int c, int j) { return s.v[j * kVtPad + c]; },
-        [&](int r, int j, float x) {
-          if (j <= r) s.dTm[r * L + j] += s.beta[j] * x;
-        });
+    block_mm_t<T>(n, n, w, RowA<T>{s.dVn, ldv}, ColB<T>{s.v, ldv}, [&](int r, int j, float x) {
+      if (j <= r) s.dTm[r * ldl + j] += s.beta[j] * x;
+    });
     // y_j = sum_{r>=j} Tm_rj dVn_r;  dv_j = beta_j y_j
-    block_mm_t<T, Tri::kUpper>(
-        n, w, n, [&](int j, int r) { return s.Tm[r * L + j]; },
-        [&](int r, int c) { return s.dVn[r * kVtPad + c]; },
-        [&](int j, int c, float y) {
-          s.y[j * kVtPad + c] = y;
-          dv[tok(j) * V + c0 + c] = from_f32<T>(s.beta[j] * y);
-        });
+    block_mm_t<T, Tri::kUpper>(n, w, n, ColA<T>{s.Tm, ldtm}, RowB<T>{s.dVn, ldv},
+                               Epi{[&](int j, int c, float y) {
+                                     s.y[j * kVs + c] = y;
+                                     dv[tok(j) * V + c0 + c] = from_f32<T>(s.beta[j] * y);
+                                   },
+                                   [&](int j, int c, float y0, float y1) {
+                                     s.y[j * kVs + c] = y0;
+                                     s.y[j * kVs + c + 1] = y1;
+                                     store2(dv, tok(j) * V + c0 + c, s.beta[j] * y0,
+                                            s.beta[j] * y1);
+                                   }});
     __syncthreads();
-    for (int j = threadIdx.x; j < n; j += blockDim.x) {  // dbeta_j += v_j . y_j
-      float vy = 0.0f;
-      for (int c = 0; c < w; ++c) vy += s.v[j * kVtPad + c] * s.y[j * kVtPad + c];
-      s.dbeta[j] += vy;
+#pragma unroll
+    for (int q = 0; q < kRowsPerWarp; ++q) {
+      const int j = warp + nwarps * q;
+      if (j < n && lane < w) vy[q] += to_f32(s.v[j * ldv + lane]) * s.y[j * kVs + lane];
     }
+  }
+#pragma unroll
+  for (int q = 0; q < kRowsPerWarp; ++q) {  // warp-uniform (warp_sum)
+    const int j = warp + nwarps * q;
+    const float sum = warp_sum(vy[q]);
+    if (j < n && lane == 0) s.dbeta[j] += sum;
   }
   __syncthreads();
   // z_j = sum_{r>=j} Tm_rj dW_r (into the V tiles' place, no longer read);  M = Tm^T dTm
-  block_mm_t<T, Tri::kUpper>(
-      n, int(K), n, [&](int j, int r) { return s.Tm[r * L + j]; },
-      [&](int r, int i) { return s.dW[r * K + i]; },
-      [&](int j, int i, float z) { s.z[j * K + i] = z; });
-  block_mm_t<T, Tri::kUpper>(
-      n, n, n, [&](int r, int a) { return s.Tm[a * L + r]; },
-      [&](int a, int c) { return s.dTm[a * L + c]; },
-      [&](int r, int c, float m) { s.M[r * L + c] = m; });
+  block_mm_t<T, Tri::kUpper>(n, int(K), n, ColA<T>{s.Tm, ldtm}, RowB<T>{s.dW, ldk},
+                             [&](int j, int i, float z) { s.z[j * ldz + i] = z; });
+  block_mm_t<T, Tri::kUpper>(n, n, n, ColA<T>{s.Tm, ldtm}, RowB<float>{s.dTm, ldl},
+                             [&](int r, int c, float m) { s.M[r * ldl + c] = m; });
   __syncthreads();
   // w_j = e_j (k_j . z_j): dbeta_j += w_j, dgam_j += beta_j w_j (a warp per row, lanes along it)
   {
     const int lane = int(threadIdx.x) % 32, nw = int(blockDim.x) / 32;
     for (int j = int(threadIdx.x) / 32; j < n; j += nw) {  // warp-uniform (warp_sum)
       float kz = 0.0f;
-      for (int i = lane; i < K; i += 32) kz += s.k[j * KP + i] * s.z[j * K + i];
+      for (int i = lane; i < K; i += 32) kz += to_f32(s.k[j * ldk + i]) * s.z[j * ldz + i];
       kz = warp_sum(kz);
       if (lane == 0) {
         const float wj = expf(s.gam[j]) * kz;
@@ -318,38 +377,32 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   // dA = -(Tm^T dTm) Tm^T, strictly lower, into dTm (no longer read).
-  block_mm_t<T>(
-      n, n, n, [&](int r, int c) { return s.M[r * L + c]; },
-      [&](int c, int j) { return s.Tm[j * L + c]; },
-      [&](int r, int j, float x) { s.dTm[r * L + j] = j < r ? -x : 0.0f; });
+  block_mm_t<T>(n, n, n, RowA<float>{s.M, ldl}, ColB<T>{s.Tm, ldtm},
+                [&](int r, int j, float x) { s.dTm[r * ldl + j] = j < r ? -x : 0.0f; });
   __syncthreads();
   // The Gram matrix G_rj = k_r . k_j, into M (no longer read).
-  block_mm_t<T>(
-      n, n, int(K), [&](int r, int i) { return s.k[r * KP + i]; },
-      [&](int i, int j) { return s.k[j * KP + i]; },
-      [&](int r, int j, float x) { s.M[r * L + j] = x; });
+  block_mm_t<T>(n, n, int(K), RowA<T>{s.k, ldk}, ColB<T>{s.k, ldk},
+                [&](int r, int j, float x) { s.M[r * ldl + j] = x; });
   __syncthreads();
   // A_rj = beta_r G_rj D_rj: with t_rj = dA_rj G_rj D_rj (j < r),
   //   dbeta_r += sum_j t_rj,   dgam_r += beta_r sum_j t_rj - sum_{r'>r} beta_r' t_r'r,
-  // and dk_r += sum_j (E_rj + E_jr) k_j with E_rj = dA_rj beta_r D_rj. One elementwise pass puts t
+  // and dk_r += sum_j (E_rj + E_jr) k_j with E_rj = dA_rj beta_r D_rj. One elementwise pass (a warp
+  // per row, lanes along it: no index division, and the row sums of t in the same pass) puts t
   // into M (the Gram matrix, not read after) and E into dTm (in place), zero for j >= r.
-  for (int idx = threadIdx.x; idx < n * n; idx += blockDim.x) {
-    const int r = idx / n, j = idx % n;
-    if (j < r) {
-      const float D = expf(s.gam[r] - s.gam[j]), dA = s.dTm[r * L + j];
-      s.M[r * L + j] *= dA * D;
-      s.dTm[r * L + j] = dA * s.beta[r] * D;
-    } else {
-      s.M[r * L + j] = 0.0f;
-    }
-  }
-  __syncthreads();
-  // Row sums of t: one warp per row, lanes along the row (a thread per row would hit one bank).
   {
     const int lane = int(threadIdx.x) % 32, nw = int(blockDim.x) / 32;
     for (int r = int(threadIdx.x) / 32; r < n; r += nw) {  // warp-uniform (warp_sum)
       float ts = 0.0f;
-      for (int j = lane; j < n; j += 32) ts += s.M[r * L + j];
+      for (int j = lane; j < n; j += 32) {
+        float t = 0.0f;
+        if (j < r) {
+          const float D = expf(s.gam[r] - s.gam[j]), dA = s.dTm[r * ldl + j];
+          t = s.M[r * ldl + j] * (dA * D);
+          s.dTm[r * ldl + j] = dA * s.beta[r] * D;
+        }
+        s.M[r * ldl + j] = t;
+        ts += t;
+      }
       ts = warp_sum(ts);
       if (lane == 0) {
         s.dbeta[r] += ts;
@@ -361,17 +414,23 @@ __global__ void __launch_bounds__(kThreads)
   // Column sums of diag(beta) t: a thread per column.
   for (int r = threadIdx.x; r < n; r += blockDim.x) {
     float cs = 0.0f;
-    for (int r2 = r + 1; r2 < n; ++r2) cs += s.beta[r2] * s.M[r2 * L + r];
+    for (int r2 = r + 1; r2 < n; ++r2) cs += s.beta[r2] * s.M[r2 * ldl + r];
     s.dgam[r] -= cs;
   }
   __syncthreads();
   block_mm_t<T>(
-      n, int(K), n, [&](int r, int j) { return s.dTm[r * L + j] + s.dTm[j * L + r]; },
-      [&](int j, int i) { return s.k[j * KP + i]; },
-      [&](int r, int i, float x) {
-        dk[tok(r) * K + i] = from_f32<T>(dk_part[(row0 + r) * K + i] +
-                                         s.beta[r] * expf(s.gam[r]) * s.z[r * K + i] + x);
-      });
+      n, int(K), n, [&](int r, int j) { return s.dTm[r * ldl + j] + s.dTm[j * ldl + r]; },
+      RowB<T>{s.k, ldk},
+      Epi{[&](int r, int i, float x) {
+            dk[tok(r) * K + i] = from_f32<T>(dk_part[(row0 + r) * K + i] +
+                                             s.beta[r] * expf(s.gam[r]) * s.z[r * ldz + i] + x);
+          },
+          [&](int r, int i, float x0, float x1) {
+            const float be = s.beta[r] * expf(s.gam[r]);
+            const float* part = dk_part + (row0 + r) * K + i;
+            store2(dk, tok(r) * K + i, part[0] + be * s.z[r * ldz + i] + x0,
+                   part[1] + be * s.z[r * ldz + i + 1] + x1);
+          }});
   // dg = reverse cumulative sum of dgam inside the chunk: row r sums dgam_{n-1} .. dgam_r in that
   // order (the sequential sum's rounding), all rows at once; dbeta.
   for (int r = threadIdx.x; r < n; r += blockDim.x) {
@@ -388,25 +447,25 @@ void backward_typed(const void* q, const void* k, const void* v, const void* g, 
                     float scale, const void* d_o, void* dq, void* dk, void* dv, float* dg,
                     float* dbeta, float* ds0, float* scratch, const Dims& d, cudaStream_t stream) {
   Carve c{scratch};
-  const Scratch sc(c, d, true);
+  const Scratch<T> sc(c, d, true);
   const T *qp = static_cast<const T*>(q), *kp = static_cast<const T*>(k);
   const T *vp = static_cast<const T*>(v), *dop = static_cast<const T*>(d_o);
-  launch_prepare(storage_dtype<T>, k, v, g, beta, gate_f32, d, sc, stream);
-  launch_state_fwd(storage_dtype<T>, k, s0, s0_f32, d, sc, nullptr, stream);
+  launch_prepare(kp, vp, g, beta, gate_f32, d, sc, stream);
+  launch_state_fwd(kp, s0, s0_f32, d, sc, nullptr, stream);
 
   const dim3 columns(unsigned((d.V + kVt - 1) / kVt), unsigned(d.H), unsigned(d.B));
   const dim3 chunks(unsigned(d.NC), unsigned(d.H), unsigned(d.B));
   allow_smem(gdn_state_bwd_kernel<T>);
-  gdn_state_bwd_kernel<T><<<columns, kThreads, smem_bytes<StateBwdSmem>(d), stream>>>(
+  gdn_state_bwd_kernel<T><<<columns, kThreads, smem_bytes<StateBwdSmem<T>>(d), stream>>>(
       qp, kp, dop, sc.gam, sc.W, dsf, dsf_f32, scale, d, sc.dS, sc.dVn, ds0);
   AMOR_CUDA_CHECK_LAUNCH();
   allow_smem(gdn_bwd_qk_kernel<T>);
-  gdn_bwd_qk_kernel<T><<<chunks, kThreads, smem_bytes<BwdQkSmem>(d), stream>>>(
+  gdn_bwd_qk_kernel<T><<<chunks, kThreads, smem_bytes<BwdQkSmem<T>>(d), stream>>>(
       qp, kp, dop, sc.gam, sc.Vn, sc.dVn, sc.S, sc.dS, scale, d, static_cast<T*>(dq), sc.dk,
       sc.dgam, sc.dW);
   AMOR_CUDA_CHECK_LAUNCH();
   allow_smem(gdn_bwd_wy_kernel<T>);
-  gdn_bwd_wy_kernel<T><<<chunks, kThreads, smem_bytes<BwdWySmem>(d), stream>>>(
+  gdn_bwd_wy_kernel<T><<<chunks, kThreads, smem_bytes<BwdWySmem<T>>(d), stream>>>(
       kp, vp, beta, gate_f32, sc.gam, sc.Tm, sc.dVn, sc.dW, sc.dk, sc.dgam, d, static_cast<T*>(dk),
       static_cast<T*>(dv), dg, dbeta);
   AMOR_CUDA_CHECK_LAUNCH();

@@ -26,8 +26,9 @@ struct GdnShape {
   int64_t B, T, H, K, V, L;  // L: chunk length (1..kGdnMaxChunk)
 };
 
-// The largest dynamic shared memory (bytes) any kernel of the forward/backward needs.
-int64_t gated_delta_max_smem_bytes(const GdnShape& s);
+// The largest dynamic shared memory (bytes) any kernel of the forward/backward needs for inputs of
+// dtype t (f32 or bf16: the kernels keep input tiles in that dtype).
+int64_t gated_delta_max_smem_bytes(DType t, const GdnShape& s);
 // f32 scratch (elements) of the forward and the backward.
 int64_t gated_delta_forward_scratch_floats(const GdnShape& s);
 int64_t gated_delta_backward_scratch_floats(const GdnShape& s);

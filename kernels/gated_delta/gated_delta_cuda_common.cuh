@@ -1,22 +1,22 @@
 // Device-side pieces shared by the gated delta rule's CUDA kernels (included by .cu files only):
-// the problem dimensions, the layout of the f32 scratch between kernels, the shared-memory layout
-// of every kernel (one description used by the host to size the launch and by the device to carve
-// the buffer), row loaders, and a plain block-wide matrix product.
+// the problem dimensions, the layout of the scratch between kernels, the shared-memory layout of
+// every kernel (one description used by the host to size the launch and by the device to carve
+// the buffer), the asynchronous tile copies, and a plain block-wide matrix product.
 //
 // Indexing (as gated_delta_ref_common.h): inputs are [B,T,H,D]; scratch rows are per head,
 // [B*H, T, D] (bh = b*H + h), so one chunk's rows are contiguous; per-chunk states are
 // [B*H, NC, K, V] with NC = ceil(T / L) chunks per sequence.
 #pragma once
 #include "kernels/cast/cuda_device.cuh"
+#include "kernels/core/mma.cuh"
 #include "kernels/gated_delta/gated_delta_cuda.h"
 
 namespace amor::cuda::gdn {
 
-constexpr int kThreads = 256;    // every chunk kernel
-constexpr int kVt = 32;          // V columns per tile (output and backward kernels, state passes)
-constexpr int kVtPad = kVt + 1;  // row stride of [*, kVt] tiles that are read down a column
-// Row stride of the [*, kVt] tiles the state passes and the output kernel use as the B operand of
-// a tensor-core product (gated_delta_tc.cuh): lane (g, t) reads rows 2t, 2t + 1 at column g, banks
+constexpr int kThreads = 256;  // every chunk kernel
+constexpr int kVt = 32;        // V columns per tile (output and backward kernels, state passes)
+// Row stride of the f32 [*, kVt] tiles (the carried states S and dS', U, y): tile_ld<float>(kVt).
+// As a B operand (gated_delta_tc.cuh) lane (g, t) reads rows 2t, 2t + 1 at column g, banks
 // (8t + g) mod 32 with a stride of 4 mod 32, all distinct (a stride of 32 would be 4-way).
 constexpr int kVs = kVt + 4;
 
@@ -43,34 +43,48 @@ struct Carve {
     used += n;
     return r;
   }
-  // Reuses the region that starts at `start` (taken last, up to now), grown by n floats.
-  __host__ __device__ float* extend(float* start, int64_t n) {
-    take(n);
-    return start;
+  // n elements of E, rounded up to 16 bytes: a layout built only from take_as keeps every array
+  // 16-byte aligned (the cp.async tile copies need it).
+  template <class E>
+  __host__ __device__ E* take_as(int64_t n) {
+    return reinterpret_cast<E*>(take((n * int64_t(sizeof(E)) + 15) / 16 * 4));
   }
 };
 
-// The f32 scratch between the kernels, carved from one allocation (same bump order everywhere).
+// The scratch between the kernels, carved from one f32 allocation (same bump order everywhere).
+// Arrays that later kernels only read as tensor-core operands (W, Vn, the chunk states, Tm, dS',
+// dVn, dW) are stored in T: for bf16 inputs that is exactly the rounding the operand gets anyway
+// (half the traffic and half the shared tiles), for f32 inputs they stay f32 (the exact path).
+// gam, U (Vn = U - W S subtracts it), and the dk and dgam partials (summed later) are f32.
+template <class T>
 struct Scratch {
-  // Forward: gam [BH,T], W [BH,T,K], U then Vn [BH,T,V], chunk start states [BH,NC,K,V].
-  float *gam, *W, *Vn, *S;
-  // Backward: Tm [BH,T,L], dS' per chunk [BH,NC,K,V], dVn [BH,T,V], dW, the dk partial [BH,T,K],
-  // the dgam partial [BH,T].
-  float *Tm, *dS, *dVn, *dW, *dk, *dgam;
+  // Forward: gam [BH,T], W [BH,T,K], U and Vn [BH,T,V] (one array for f32: Vn overwrites U in
+  // place), chunk start states S [BH,NC,K,V].
+  float *gam, *U;
+  T *W, *Vn, *S;
+  // Backward: Tm [BH,T,L], dS' per chunk [BH,NC,K,V], dVn [BH,T,V], dW [BH,T,K], the dk partial
+  // [BH,T,K], the dgam partial [BH,T].
+  T *Tm, *dS, *dVn, *dW;
+  float *dk, *dgam;
   __host__ __device__ Scratch(Carve& c, const Dims& d, bool backward) {
     const int64_t BHT = d.B * d.H * d.T, states = d.B * d.H * d.NC * d.K * d.V;
-    gam = c.take(BHT);
-    W = c.take(BHT * d.K);
-    Vn = c.take(BHT * d.V);
-    S = c.take(states);
-    Tm = dS = dVn = dW = dk = dgam = nullptr;
+    gam = c.take_as<float>(BHT);
+    W = c.take_as<T>(BHT * d.K);
+    U = c.take_as<float>(BHT * d.V);
+    if constexpr (sizeof(T) == sizeof(float))
+      Vn = reinterpret_cast<T*>(U);
+    else
+      Vn = c.take_as<T>(BHT * d.V);
+    S = c.take_as<T>(states);
+    Tm = dS = dVn = dW = nullptr;
+    dk = dgam = nullptr;
     if (backward) {
-      Tm = c.take(BHT * d.L);
-      dS = c.take(states);
-      dVn = c.take(BHT * d.V);
-      dW = c.take(BHT * d.K);
-      dk = c.take(BHT * d.K);
-      dgam = c.take(BHT);
+      Tm = c.take_as<T>(BHT * d.L);
+      dS = c.take_as<T>(states);
+      dVn = c.take_as<T>(BHT * d.V);
+      dW = c.take_as<T>(BHT * d.K);
+      dk = c.take_as<float>(BHT * d.K);
+      dgam = c.take_as<float>(BHT);
     }
   }
 };
@@ -119,23 +133,75 @@ __device__ __forceinline__ void batched_copy(int count, Ld ld, St st) {
   }
 }
 
-// Columns [c0, c0 + w) of rows t0 .. t0+n-1 of head (b, h) of a [B,T,H,D] tensor -> f32 sm
-// [n][ld] (columns 0..w-1 of each row).
-template <class T>
-__device__ void load_rows(const T* x, const Dims& d, int64_t b, int64_t h, int64_t t0, int n,
-                          int64_t D, int64_t c0, int w, float* sm, int64_t ld) {
-  batched_copy(
-      n * w,
-      [&](int idx) { return to_f32(x[((b * d.T + t0 + idx / w) * d.H + h) * D + c0 + idx % w]); },
-      [&](int idx, float v) { sm[(idx / w) * ld + idx % w] = v; });
+// ---- global -> shared tile copies, asynchronous (cp.async). Every operand tile is filled by
+// tile_load: the copies of all tiles a phase needs are issued back to back (one memory latency
+// for the phase, not one per tile or per batch of elements), in 16-byte pieces (8 bf16 or 4 f32
+// per lane and instruction, no per-element index arithmetic), into tiles of the storage dtype
+// (bf16 tiles for bf16 inputs: half the shared memory of f32 ones). The caller closes the set with
+// tile_commit() and, before reading, waits with tile_wait<N>() (at most N later sets still in
+// flight) and a barrier.
+
+// Row stride (elements) of a shared tile of `cols` columns of E, chosen for the tensor-core
+// gathers (gated_delta_tc.cuh: lane (g, t) reads rows g and columns 2t, 2t+1, or the transpose):
+//  - bf16: cols + 8 (cols a multiple of 16 makes the stride 4 mod 8 words, so rows g = 0..7 start
+//    in 8 different 4-bank groups: conflict-free both ways), rows stay 16-byte aligned;
+//  - f32: cols + 4 (16-byte rows; column reads 2t, 2t+1 at rows g hit banks 8t + g: conflict-free;
+//    row reads at most 2-way).
+template <class E>
+__host__ __device__ constexpr int64_t tile_ld(int64_t cols) {
+  return cols + (sizeof(E) == 2 ? 8 : 4);
 }
 
-// The same from an f32 scratch whose rows (of width D) start at `row0`.
-__device__ __forceinline__ void load_scratch(const float* x, int64_t row0, int n, int64_t D,
-                                             int64_t c0, int w, float* sm, int64_t ld) {
-  batched_copy(
-      n * w, [&](int idx) { return x[(row0 + idx / w) * D + c0 + idx % w]; },
-      [&](int idx, float v) { sm[(idx / w) * ld + idx % w] = v; });
+// rows x cols elements of E: global row r at src + r * gstride -> shared dst + r * ld. In 16-byte
+// cp.async pieces when every row start is 16-byte aligned on both sides and cols fills whole
+// pieces (K, V multiples of 8 for bf16, of 4 for f32); else element by element through registers
+// (odd shapes only; then complete on return). Not collective; block-uniform arguments.
+template <class E>
+__device__ __forceinline__ void tile_load(const E* src, int64_t gstride, int rows, int cols, E* dst,
+                                          int64_t ld) {
+  constexpr int kPer = 16 / int(sizeof(E));
+  const bool vec = cols % kPer == 0 && gstride % kPer == 0 && ld % kPer == 0 &&
+                   reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+  if (vec) {
+    const int vpr = cols / kPer, count = rows * vpr;
+    for (int idx = int(threadIdx.x); idx < count; idx += int(blockDim.x)) {
+      const int r = idx / vpr, c = (idx - r * vpr) * kPer;
+      mma::cp_async_16(dst + r * ld + c, src + r * gstride + c, true);
+    }
+  } else {
+    batched_copy(
+        rows * cols, [&](int idx) { return to_f32(src[(idx / cols) * gstride + idx % cols]); },
+        [&](int idx, float v) { dst[(idx / cols) * ld + idx % cols] = from_f32<E>(v); });
+  }
+}
+
+// Columns [c0, c0 + w) of rows t0 .. t0+n-1 of head (b, h) of a [B,T,H,D] tensor.
+template <class E>
+__device__ __forceinline__ void tile_load_rows(const E* x, const Dims& d, int64_t b, int64_t h,
+                                               int64_t t0, int n, int64_t D, int64_t c0, int w,
+                                               E* sm, int64_t ld) {
+  tile_load(x + ((b * d.T + t0) * d.H + h) * D + c0, d.H * D, n, w, sm, ld);
+}
+
+// The same from a scratch array (rows of width D, starting at row `row0`).
+template <class E>
+__device__ __forceinline__ void tile_load_scratch(const E* x, int64_t row0, int n, int64_t D,
+                                                  int64_t c0, int w, E* sm, int64_t ld) {
+  tile_load(x + row0 * D + c0, D, n, w, sm, ld);
+}
+
+// Buffer i (0 or 1) of a double buffer, chosen without indexing the pair (a runtime index into
+// the layout's array would put the layout in local memory).
+template <class P>
+__device__ __forceinline__ P pick(P const (&pair)[2], int i) {
+  return i ? pair[1] : pair[0];
+}
+
+__device__ __forceinline__ void tile_commit() { mma::cp_async_commit(); }
+template <int N = 0>
+__device__ __forceinline__ void tile_wait() {
+  mma::cp_async_wait<N>();
 }
 
 // For every (m, n) of [0,M) x [0,N): f(m, n, sum_{k<Kd} a(m,k) b(k,n)), f32, SIMT, with a
@@ -190,100 +256,177 @@ void allow_smem(Kernel kernel) {
   (void)done;
 }
 
-// ---- shared-memory layouts (floats), one per kernel. q and k tiles have rows of K + 1 floats:
-// products read them down a column (k_j[i] for 32 consecutive j), which a row stride of K (a
-// multiple of 32 banks) would serialise 32-way.
+// ---- shared-memory layouts, one per kernel, templated on the storage dtype T: the q, k, v, dO
+// tiles (and a few operand-only tiles) are T, so a bf16 block needs about half the shared memory
+// of an f32 one; the scratch tiles (W, U/Vn, states, Tm, dVn, dW) and every accumulator are f32.
+// Row strides: tile_ld. Sizes (bytes) for bf16, K 64, V 128, L 64, and what they allow on an
+// H200 (228 KB of shared memory per SM, 1 KB of it reserved per block) are noted per kernel.
 
-struct PrepareSmem {  // gdn_prepare_kernel
-  float *k, *v, *A, *Tm, *X, *gam, *beta, *be;  // X: the blocked solve's [16, L] partial sums
+template <class T>
+struct PrepareSmem {      // gdn_prepare_kernel: 65 KB, three blocks per SM
+  int64_t ldk, ldv, ldl;  // row strides of k, v (T) and of A, Tm, X (f32)
+  T *k, *v;
+  float *A, *Tm, *X, *gam, *beta, *be;  // X: the blocked solve's [16, L] partial sums
   __host__ __device__ PrepareSmem(Carve& c, const Dims& d)
-      : k(c.take(d.L * (d.K + 1))),
-        v(c.take(d.L * (d.V + 4))),  // row stride V + 4: see kVs
-        A(c.take(d.L * d.L)),
-        Tm(c.take(d.L * d.L)),
-        X(c.take(16 * d.L)),
-        gam(c.take(d.L)),
-        beta(c.take(d.L)),
-        be(c.take(d.L)) {}
+      : ldk(tile_ld<T>(d.K)),
+        ldv(tile_ld<T>(d.V)),
+        ldl(tile_ld<float>(d.L)),
+        k(c.take_as<T>(d.L * ldk)),
+        v(c.take_as<T>(d.L * ldv)),
+        A(c.take_as<float>(d.L * ldl)),
+        Tm(c.take_as<float>(d.L * ldl)),
+        X(c.take_as<float>(16 * ldl)),
+        gam(c.take_as<float>(d.L)),
+        beta(c.take_as<float>(d.L)),
+        be(c.take_as<float>(d.L)) {}
 };
 
-struct StateFwdSmem {                 // gdn_state_fwd_kernel
-  float *S, *W, *k, *Vn, *gam, *dec;  // dec_j = D_{n-1,j}
+// The per-chunk inputs (k, U, gam) are double-buffered: chunk c + 1's are in flight while chunk c
+// is computed; W (single) is reloaded once the product W S of chunk c no longer reads it. U turns
+// into Vn in place (f32: the state update's operand).
+template <class T>
+struct StateFwdSmem {  // gdn_state_fwd_kernel: 60 KB, three blocks per SM
+  int64_t ldk, ldv;    // k and W (T); vt
+  float* S;
+  T *W, *vt;  // vt: Vn in T, the state update's operand
+  T* k[2];
+  float *Vn[2], *gam[2];
   __host__ __device__ StateFwdSmem(Carve& c, const Dims& d)
-      : S(c.take(d.K * kVs)),
-        W(c.take(d.L * d.K)),
-        k(c.take(d.L * (d.K + 1))),
-        Vn(c.take(d.L * kVs)),
-        gam(c.take(d.L)),
-        dec(c.take(d.L)) {}
+      : ldk(tile_ld<T>(d.K)),
+        ldv(tile_ld<T>(kVt)),
+        S(c.take_as<float>(d.K * kVs)),
+        W(c.take_as<T>(d.L * ldk)),
+        vt(c.take_as<T>(d.L * ldv)) {
+    for (int i = 0; i < 2; ++i) {
+      k[i] = c.take_as<T>(d.L * ldk);
+      Vn[i] = c.take_as<float>(d.L * kVs);
+      gam[i] = c.take_as<float>(d.L);
+    }
+  }
 };
 
-struct OutputSmem {  // gdn_output_kernel
-  float *q, *k, *P, *gam, *qe, *S, *Vn;  // qe_r = scale e_r
+// The [K, 32] state and [L, 32] Vn tiles are double-buffered: the next V tile loads while the
+// current one is multiplied. P is only a tensor-core operand: kept in T.
+template <class T>
+struct OutputSmem {  // gdn_output_kernel: 48 KB, three blocks per SM (registers)
+  int64_t ldk, ldp, ldv;
+  T *q, *k, *P;
+  float *gam, *qe;  // qe_r = scale e_r
+  T *S[2], *Vn[2];
   __host__ __device__ OutputSmem(Carve& c, const Dims& d)
-      : q(c.take(d.L * (d.K + 1))),
-        k(c.take(d.L * (d.K + 1))),
-        P(c.take(d.L * d.L)),
-        gam(c.take(d.L)),
-        qe(c.take(d.L)),
-        S(c.take(d.K * kVs)),
-        Vn(c.take(d.L * kVs)) {}
+      : ldk(tile_ld<T>(d.K)),
+        ldp(tile_ld<T>(d.L)),
+        ldv(tile_ld<T>(kVt)),
+        q(c.take_as<T>(d.L * ldk)),
+        k(c.take_as<T>(d.L * ldk)),
+        P(c.take_as<T>(d.L * ldp)),
+        gam(c.take_as<float>(d.L)),
+        qe(c.take_as<float>(d.L)) {
+    for (int i = 0; i < 2; ++i) {
+      S[i] = c.take_as<T>(d.K * ldv);
+      Vn[i] = c.take_as<T>(d.L * ldv);
+    }
+  }
 };
 
-struct StateBwdSmem {                                    // gdn_state_bwd_kernel
-  float *dS, *q, *k, *W, *P, *dO, *dVn, *gam, *e, *dec;  // e_r, dec_j = D_{n-1,j}
+// q, k, dO, W and gam double-buffered (the next chunk's in flight while this one is computed).
+// P, K~ = diag(dec) K and dVn are only tensor-core operands, so they are kept in T (for bf16 the
+// operand's own rounding).
+template <class T>
+struct StateBwdSmem {     // gdn_state_bwd_kernel: 97 KB, two blocks per SM
+  int64_t ldk, ldo, ldp;  // q, k, K~, W: ldk; dO, dVn: ldo
+  float* dS;
+  T *P, *kd, *dVn;
+  T *q[2], *k[2], *dO[2], *W[2];
+  float* gam[2];
   __host__ __device__ StateBwdSmem(Carve& c, const Dims& d)
-      : dS(c.take(d.K * kVs)),
-        q(c.take(d.L * (d.K + 1))),
-        k(c.take(d.L * (d.K + 1))),
-        W(c.take(d.L * d.K)),
-        P(c.take(d.L * d.L)),
-        dO(c.take(d.L * kVs)),
-        dVn(c.take(d.L * kVs)),
-        gam(c.take(d.L)),
-        e(c.take(d.L)),
-        dec(c.take(d.L)) {}
+      : ldk(tile_ld<T>(d.K)),
+        ldo(tile_ld<T>(kVt)),
+        ldp(tile_ld<T>(d.L)),
+        dS(c.take_as<float>(d.K * kVs)),
+        P(c.take_as<T>(d.L * ldp)),
+        kd(c.take_as<T>(d.L * ldk)),
+        dVn(c.take_as<T>(d.L * ldo)) {
+    for (int i = 0; i < 2; ++i) {
+      q[i] = c.take_as<T>(d.L * ldk);
+      k[i] = c.take_as<T>(d.L * ldk);
+      dO[i] = c.take_as<T>(d.L * ldo);
+      W[i] = c.take_as<T>(d.L * ldk);
+      gam[i] = c.take_as<float>(d.L);
+    }
+  }
 };
 
-struct BwdQkSmem {  // gdn_bwd_qk_kernel
-  float *q, *k, *dP, *P, *dqS, *dKh, *dW, *dO, *Vn, *dVn, *S, *dS, *gam, *x, *rp, *red;
+// V is reduced in tiles of kQkVt = 32 columns; P takes the place of the V tiles after the loop.
+constexpr int kQkVt = 32;
+template <class T>
+struct BwdQkSmem {             // gdn_bwd_qk_kernel: 112 KB, two blocks per SM
+  int64_t ldk, ldl, ldw, ldt;  // ldt: the V tiles (T)
+  T *q, *k, *dO, *Vn, *dVn, *S, *dS;
+  float *dP, *dqS, *dKh, *dW, *gam, *x, *rp, *red, *P;
   __host__ __device__ BwdQkSmem(Carve& c, const Dims& d)
-      : q(c.take(d.L * (d.K + 1))),
-        k(c.take(d.L * (d.K + 1))),
-        dP(c.take(d.L * d.L)),
-        P(c.take(d.L * d.L)),
-        dqS(c.take(d.L * d.K)),
-        dKh(c.take(d.L * d.K)),
-        dW(c.take(d.L * d.K)),
-        dO(c.take(d.L * kVtPad)),
-        Vn(c.take(d.L * kVtPad)),
-        dVn(c.take(d.L * kVtPad)),
-        S(c.take(d.K * kVtPad)),
-        dS(c.take(d.K * kVtPad)),
-        gam(c.take(d.L)),
-        x(c.take(d.L)),
-        rp(c.take(d.L)),
-        red(c.take(32)) {}
+      : ldk(tile_ld<T>(d.K)),
+        ldl(tile_ld<float>(d.L)),
+        ldw(tile_ld<float>(d.K)),
+        ldt(tile_ld<T>(kQkVt)),
+        q(c.take_as<T>(d.L * ldk)),
+        k(c.take_as<T>(d.L * ldk)) {
+    dP = c.take_as<float>(d.L * ldl);
+    dqS = c.take_as<float>(d.L * ldw);
+    dKh = c.take_as<float>(d.L * ldw);
+    dW = c.take_as<float>(d.L * ldw);
+    gam = c.take_as<float>(d.L);
+    x = c.take_as<float>(d.L);
+    rp = c.take_as<float>(d.L);
+    red = c.take_as<float>(32);
+    // The V tiles, then P over them (the larger of the two).
+    Carve size{nullptr};
+    for (int i = 0; i < 3; ++i) size.take_as<T>(d.L * ldt);  // the same takes as below
+    for (int i = 0; i < 2; ++i) size.take_as<T>(d.K * ldt);
+    const int64_t region = size.used > d.L * ldl ? size.used : d.L * ldl;
+    P = c.take_as<float>(region);
+    Carve r{P};
+    dO = r.take_as<T>(d.L * ldt);
+    Vn = r.take_as<T>(d.L * ldt);
+    dVn = r.take_as<T>(d.L * ldt);
+    S = r.take_as<T>(d.K * ldt);
+    dS = r.take_as<T>(d.K * ldt);
+  }
 };
 
 // z [L, K] is only written after the V-tile loop, so it takes the place of that loop's v, dVn and
-// y tiles (contiguous, extended when L K exceeds them): 16 KB less at K = 64, two blocks per SM.
-struct BwdWySmem {  // gdn_bwd_wy_kernel
-  float *k, *dW, *Tm, *dTm, *M, *v, *dVn, *y, *z, *gam, *beta, *dgam, *dbeta;
+// y tiles.
+template <class T>
+struct BwdWySmem {                   // gdn_bwd_wy_kernel: 81 KB, two blocks per SM
+  int64_t ldk, ldz, ldl, ldtm, ldv;  // k, dW: ldk (T); z: ldz; dTm, M: ldl; Tm: ldtm (T); v, dVn
+  T *k, *dW, *Tm, *v, *dVn;
+  float *dTm, *M, *gam, *beta, *dgam, *dbeta, *y, *z;
   __host__ __device__ BwdWySmem(Carve& c, const Dims& d)
-      : k(c.take(d.L * (d.K + 1))),
-        dW(c.take(d.L * d.K)),
-        Tm(c.take(d.L * d.L)),
-        dTm(c.take(d.L * d.L)),
-        M(c.take(d.L * d.L)),
-        v(c.take(d.L * kVtPad)),
-        dVn(c.take(d.L * kVtPad)),
-        y(c.take(d.L * kVtPad)),
-        z(c.extend(v, d.K > 3 * kVtPad ? d.L * (d.K - 3 * kVtPad) : 0)),
-        gam(c.take(d.L)),
-        beta(c.take(d.L)),
-        dgam(c.take(d.L)),
-        dbeta(c.take(d.L)) {}
+      : ldk(tile_ld<T>(d.K)),
+        ldz(tile_ld<float>(d.K)),
+        ldl(tile_ld<float>(d.L)),
+        ldtm(tile_ld<T>(d.L)),
+        ldv(tile_ld<T>(kVt)),
+        k(c.take_as<T>(d.L * ldk)),
+        dW(c.take_as<T>(d.L * ldk)),
+        Tm(c.take_as<T>(d.L * ldtm)) {
+    dTm = c.take_as<float>(d.L * ldl);
+    M = c.take_as<float>(d.L * ldl);
+    gam = c.take_as<float>(d.L);
+    beta = c.take_as<float>(d.L);
+    dgam = c.take_as<float>(d.L);
+    dbeta = c.take_as<float>(d.L);
+    Carve size{nullptr};
+    size.take_as<T>(d.L * ldv);  // the same takes as below
+    size.take_as<T>(d.L * ldv);
+    size.take_as<float>(d.L * kVs);
+    const int64_t region = size.used > d.L * ldz ? size.used : d.L * ldz;
+    z = c.take_as<float>(region);
+    Carve r{z};
+    v = r.take_as<T>(d.L * ldv);
+    dVn = r.take_as<T>(d.L * ldv);
+    y = r.take_as<float>(d.L * kVs);
+  }
 };
 
 template <class Layout>
@@ -295,11 +438,13 @@ int64_t smem_bytes(const Dims& d) {
 }
 
 // The forward's stages (gated_delta_fwd_cuda.cu), shared with the backward, which recomputes them.
-// prepare: gam, W, U (into sc.Vn) and, when sc.Tm, Tm. state_fwd: chunk start states into sc.S,
-// Vn = U - W S in place, the final state into s_final when non-null.
-void launch_prepare(DType t, const void* k, const void* v, const void* g, const void* beta,
-                    bool gate_f32, const Dims& d, const Scratch& sc, cudaStream_t stream);
-void launch_state_fwd(DType t, const void* k, const void* s0, bool state_f32, const Dims& d,
-                      const Scratch& sc, float* s_final, cudaStream_t stream);
+// prepare: gam, W, U and, when sc.Tm, Tm. state_fwd: chunk start states into sc.S, Vn = U - W S,
+// the final state into s_final when non-null. Instantiated for float and bf16_t.
+template <class T>
+void launch_prepare(const T* k, const T* v, const void* g, const void* beta, bool gate_f32,
+                    const Dims& d, const Scratch<T>& sc, cudaStream_t stream);
+template <class T>
+void launch_state_fwd(const T* k, const void* s0, bool state_f32, const Dims& d,
+                      const Scratch<T>& sc, float* s_final, cudaStream_t stream);
 
 }  // namespace amor::cuda::gdn

@@ -9,28 +9,34 @@
 // Three kernels (as flash-linear-attention structures chunk_gated_delta_rule_fwd):
 //  1. gdn_prepare_kernel, one block per (chunk, head, batch), all chunks in parallel: gam, A, Tm,
 //     W, U from the chunk's k, v, g, beta (nothing depends on the state). Writes gam [BH,T], W
-//     [BH,T,K], U [BH,T,V] to the f32 scratch, and Tm [BH,T,L] when the backward asks.
+//     [BH,T,K], U [BH,T,V] to the scratch, and Tm [BH,T,L] when the backward asks.
 //  2. gdn_state_fwd_kernel, one block per (32 columns of V, head, batch), sequential over the
 //     chunks: the columns of S are independent (every product above mixes rows of S, never
-//     columns), so V is split across blocks. The block keeps its S [K,32] slice in shared memory,
-//     stores it as the chunk's start state ([BH,NC,K,V] f32), turns U into Vn in place, and
-//     advances S. This pass is the only sequential part: its cost is NC steps of two [n,K]x[K,32]
-//     sized products (U is loaded with W and k up front: one memory latency per chunk, not one
-//     per output element as a read-modify-write in the product's epilogue would cost).
+//     columns), so V is split across blocks. The block keeps its S [K,32] slice in shared memory
+//     (f32), stores it as the chunk's start state ([BH,NC,K,V]), writes Vn, and advances S. This
+//     pass is the only sequential part; chunk c + 1's inputs are copied in (cp.async) while chunk
+//     c is computed, so a chunk step is two [n,K]x[K,32] products and three barriers, no memory
+//     latency.
 //  3. gdn_output_kernel, one block per (chunk, head, batch), all chunks in parallel: P from q, k,
-//     gam, then O in 32-column tiles of V from the chunk's start state and Vn.
-// Memory traffic: q, k, v read twice or three times (prepare, state pass, output), W and Vn
-// written and read in f32, one K x V f32 state per chunk written and read (for T = 2K, K = 64,
-// V = 128 that is 32 KB per chunk, the same order as the chunk's activations).
-// Tiling: every operand tile of a block lives in shared memory as f32 (q, k rows padded to K + 1
-// floats, V tiles to 36 against bank conflicts). The products (K K^T, Q K^T, Tm diag(beta e) K,
-// Tm diag(beta) V, W S, the state update K^T diag(dec) Vn, and O = [scale diag(e) Q | P] [S; Vn] as
-// one product) go through block_mm_t<T> (gated_delta_tc.cuh): for bf16 inputs warp mma.sync
-// m16n8k16 on operands rounded to bf16 with f32 accumulation, for f32 inputs the exact SIMT
-// block_mm (4 x 4 register tiles). The cumulative sums, exps and the triangular solve (ut_inverse:
-// 16 x 16 diagonal blocks by substitution, then 3 block rows with two barriers each, instead of
-// one barrier per row) stay f32 SIMT; the carried state S stays f32 in shared memory (only its
-// operand copy is rounded).
+//     gam, then O in 32-column tiles of V from the chunk's start state and Vn (the next tile's
+//     copies in flight while one is multiplied).
+// Memory traffic: q, k, v read twice or three times (prepare, state pass, output); the scratch
+// arrays that later kernels only multiply (W, Vn, the chunk states) are stored in the input dtype
+// (bf16: the rounding their tensor-core use applies anyway), U and gam in f32; one K x V state per
+// chunk written and read (for T = 2K, K = 64, V = 128, bf16: 16 KB per chunk, the order of the
+// chunk's activations).
+// Tiling: every tile is copied global -> shared with 16-byte cp.async (tile_load), q, k, v and the
+// bf16 scratch tiles stay bf16 in shared memory (rows padded by 16 bytes: conflict-free ldmatrix
+// and fragment loads), f32 tiles are padded by 4 floats. The products (K K^T, Q K^T, Tm K~,
+// Tm V~, W S, the state update K~^T Vn, and O = [Q~ | P] [S; Vn] as one product; K~, V~, Q~ the
+// scaled tiles, scaled once in place) go through block_mm_t<T> (gated_delta_tc.cuh): for bf16
+// inputs warp mma.sync m16n8k16 with ldmatrix fragments and f32 accumulation, for f32 inputs the
+// exact SIMT block_mm (4 x 4 register tiles). The cumulative sums, exps and the triangular solve
+// (ut_inverse: 16 x 16 diagonal blocks by substitution, then 3 block rows with two barriers each,
+// instead of one barrier per row) stay f32 SIMT; the carried state S stays f32 in shared memory
+// (only its operand copy is rounded). Occupancy (bf16, K 64, V 128, L 64; H200: 228 KB shared
+// memory, 64K registers per SM): prepare and the state pass three blocks per SM (65 and 60 KB,
+// <= 80 registers), output three (48 KB, 80 registers).
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
 #include "kernels/gated_delta/gated_delta_tc.cuh"
 
@@ -76,28 +82,31 @@ __device__ __forceinline__ void ut_inverse(const float* A, float* Tm, float* X, 
   }
 }
 
+// Three blocks per SM (65 KB of shared memory each for bf16; three blocks of 256 threads allow
+// 80 registers a thread, which ptxas meets without spills).
 template <class T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 3)
     gdn_prepare_kernel(const T* __restrict__ k, const T* __restrict__ v, const void* g,
                        const void* beta, bool gate_f32, Dims d, float* __restrict__ gam_out,
-                       float* __restrict__ W_out, float* __restrict__ U_out,
-                       float* __restrict__ Tm_out) {
+                       T* __restrict__ W_out, float* __restrict__ U_out, T* __restrict__ Tm_out) {
   extern __shared__ float smem[];
   Carve carve{smem};
-  PrepareSmem s(carve, d);
+  PrepareSmem<T> s(carve, d);
   const ChunkPos p = chunk_pos(d);
   const int n = p.n, L = d.L;
-  const int64_t K = d.K, V = d.V, row0 = p.bh * d.T + p.t0, KP = K + 1, VP = V + 4;
+  const int64_t K = d.K, V = d.V, row0 = p.bh * d.T + p.t0, ldk = s.ldk, ldv = s.ldv, ldl = s.ldl;
 
+  tile_load_rows(k, d, p.b, p.h, p.t0, n, K, 0, int(K), s.k, ldk);
+  tile_load_rows(v, d, p.b, p.h, p.t0, n, V, 0, int(V), s.v, ldv);
+  tile_commit();
   for (int r = threadIdx.x; r < n; r += blockDim.x) {
     const int64_t i = (p.b * d.T + p.t0 + r) * d.H + p.h;
     s.be[r] = load_any(g, i, gate_f32);  // the raw g until the cumulative sum below
     s.beta[r] = load_any(beta, i, gate_f32);
   }
-  load_rows(k, d, p.b, p.h, p.t0, n, K, 0, int(K), s.k, KP);
-  load_rows(v, d, p.b, p.h, p.t0, n, V, 0, int(V), s.v, VP);
   for (int idx = threadIdx.x; idx < L * L; idx += blockDim.x)
-    s.Tm[idx] = (idx / L == idx % L) ? 1.0f : 0.0f;
+    s.Tm[(idx / L) * ldl + idx % L] = (idx / L == idx % L) ? 1.0f : 0.0f;
+  tile_wait();
   __syncthreads();
   // The chunk's cumulative log decay: row r sums g_0 .. g_r in order (the sequential sum's
   // rounding), all rows at once.
@@ -110,78 +119,124 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   for (int r = threadIdx.x; r < n; r += blockDim.x) s.be[r] = s.beta[r] * expf(s.gam[r]);
   // A_rj = beta_r (k_r . k_j) D_rj, strictly lower.
-  block_mm_t<T>(
-      n, n, int(K), [&](int r, int i) { return s.k[r * KP + i]; },
-      [&](int i, int j) { return s.k[j * KP + i]; },
-      [&](int r, int j, float kk) {
-        s.A[r * L + j] = j < r ? s.beta[r] * kk * expf(s.gam[r] - s.gam[j]) : 0.0f;
-      });
+  block_mm_t<T>(n, n, int(K), RowA<T>{s.k, ldk}, ColB<T>{s.k, ldk}, [&](int r, int j, float kk) {
+    s.A[r * ldl + j] = j < r ? s.beta[r] * kk * expf(s.gam[r] - s.gam[j]) : 0.0f;
+  });
   __syncthreads();
-  ut_inverse(s.A, s.Tm, s.X, n, L);
+  // K~ = diag(beta e) K and V~ = diag(beta) V in place (k and v are not read as themselves any
+  // more): the B operands of W and U without a multiply per fragment element (for bf16 the same
+  // rounding as on the fly). Independent of the solve, which only touches A, Tm and X.
+  {
+    const int lane = int(threadIdx.x) % 32, nw = int(blockDim.x) / 32;
+    for (int r = int(threadIdx.x) / 32; r < n; r += nw) {
+      for (int i = lane; i < K; i += 32)
+        s.k[r * ldk + i] = from_f32<T>(s.be[r] * to_f32(s.k[r * ldk + i]));
+      for (int c = lane; c < V; c += 32)
+        s.v[r * ldv + c] = from_f32<T>(s.beta[r] * to_f32(s.v[r * ldv + c]));
+    }
+  }
+  ut_inverse(s.A, s.Tm, s.X, n, int(ldl));
   __syncthreads();
-  // W = Tm diag(beta e) K and U = Tm diag(beta) V (Tm is zero above the diagonal).
+  // W = Tm K~ and U = Tm V~ (Tm is zero above the diagonal).
   block_mm_t<T, Tri::kLower>(
-      n, int(K), n, [&](int r, int j) { return s.Tm[r * L + j]; },
-      [&](int j, int i) { return s.be[j] * s.k[j * KP + i]; },
-      [&](int r, int i, float w) { W_out[(row0 + r) * K + i] = w; });
+      n, int(K), n, RowA<float>{s.Tm, ldl}, RowB<T>{s.k, ldk},
+      Epi{[&](int r, int i, float w) { W_out[(row0 + r) * K + i] = from_f32<T>(w); },
+          [&](int r, int i, float w0, float w1) { store2(W_out, (row0 + r) * K + i, w0, w1); }});
   block_mm_t<T, Tri::kLower>(
-      n, int(V), n, [&](int r, int j) { return s.Tm[r * L + j]; },
-      [&](int j, int c) { return s.beta[j] * s.v[j * VP + c]; },
-      [&](int r, int c, float u) { U_out[(row0 + r) * V + c] = u; });
+      n, int(V), n, RowA<float>{s.Tm, ldl}, RowB<T>{s.v, ldv},
+      Epi{[&](int r, int c, float u) { U_out[(row0 + r) * V + c] = u; },
+          [&](int r, int c, float u0, float u1) { store2(U_out, (row0 + r) * V + c, u0, u1); }});
   if (Tm_out) {
-    for (int idx = threadIdx.x; idx < n * L; idx += blockDim.x) Tm_out[row0 * L + idx] = s.Tm[idx];
+    for (int idx = threadIdx.x; idx < n * L; idx += blockDim.x)
+      Tm_out[row0 * L + idx] = from_f32<T>(s.Tm[(idx / L) * ldl + idx % L]);
   }
 }
 
+// The sequential pass. Chunk c + 1's k, U and gam are loaded (cp.async, double-buffered) while
+// chunk c is computed, and its W once chunk c's W S no longer reads W: the chain from chunk to
+// chunk is the two products and three barriers, no memory latency. Three blocks per SM.
 template <class T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 3)
     gdn_state_fwd_kernel(const T* __restrict__ k, const float* __restrict__ gam,
-                         const float* __restrict__ W, float* __restrict__ UVn, const void* s0,
-                         bool state_f32, Dims d, float* __restrict__ S_out,
+                         const T* __restrict__ W, const float* U, T* Vn_out, const void* s0,
+                         bool state_f32, Dims d, T* __restrict__ S_out,
                          float* __restrict__ s_final) {
   extern __shared__ float smem[];
   Carve carve{smem};
-  StateFwdSmem s(carve, d);
+  StateFwdSmem<T> s(carve, d);
   const int64_t b = blockIdx.z, h = blockIdx.y, bh = b * d.H + h, K = d.K, V = d.V;
-  const int64_t KP = K + 1;  // padded row stride of the q and k tiles (column reads conflict-free)
-  const int64_t c0 = int64_t(blockIdx.x) * kVt;
+  const int64_t c0 = int64_t(blockIdx.x) * kVt, ldk = s.ldk, ldv = s.ldv;
   const int w = int(V - c0 < kVt ? V - c0 : kVt);
   const int64_t KV = K * V;
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+  const int nwarps = int(blockDim.x) / 32;
+  auto rows_of = [&](int64_t ch) { return int(d.T - ch * d.L < d.L ? d.T - ch * d.L : d.L); };
+  // Chunk ch's k, U and gam into buffer buf; its W into the single W tile.
+  auto load_chunk = [&](int64_t ch, int buf) {
+    const int64_t t0 = ch * d.L, row0 = bh * d.T + t0;
+    const int n = rows_of(ch);
+    tile_load_rows(k, d, b, h, t0, n, K, 0, int(K), pick(s.k, buf), ldk);
+    tile_load_scratch(U, row0, n, V, c0, w, pick(s.Vn, buf), kVs);
+    tile_load(gam + row0, n, 1, n, pick(s.gam, buf), n);
+  };
+  auto load_w = [&](int64_t ch) {
+    tile_load_scratch(W, bh * d.T + ch * d.L, rows_of(ch), K, 0, int(K), s.W, ldk);
+  };
 
+  load_chunk(0, 0);
+  load_w(0);
+  tile_commit();
   for (int idx = threadIdx.x; idx < K * w; idx += blockDim.x) {
     const int i = idx / w, c = idx % w;
     s.S[i * kVs + c] = s0 ? load_any(s0, bh * KV + i * V + c0 + c, state_f32) : 0.0f;
   }
   for (int64_t ch = 0; ch < d.NC; ++ch) {
-    const int64_t t0 = ch * d.L, row0 = bh * d.T + t0;
-    const int n = int(d.T - t0 < d.L ? d.T - t0 : d.L);
-    __syncthreads();  // S complete; the previous chunk's tiles no longer read
+    const int64_t row0 = bh * d.T + ch * d.L;
+    const int n = rows_of(ch), buf = int(ch & 1);
+    T* kt = pick(s.k, buf);
+    const float* U_t = pick(s.Vn, buf);
+    const float* gm = pick(s.gam, buf);
+    tile_wait();      // chunk ch's tiles (the only copies in flight)
+    __syncthreads();  // ... visible to all; S complete; chunk ch - 1's buffers no longer read
+    if (ch + 1 < d.NC) {
+      load_chunk(ch + 1, buf ^ 1);
+      tile_commit();
+    }
     for (int idx = threadIdx.x; idx < K * w; idx += blockDim.x) {
       const int i = idx / w, c = idx % w;
-      S_out[(bh * d.NC + ch) * KV + i * V + c0 + c] = s.S[i * kVs + c];
+      S_out[(bh * d.NC + ch) * KV + i * V + c0 + c] = from_f32<T>(s.S[i * kVs + c]);
     }
-    load_scratch(W, row0, n, K, 0, int(K), s.W, K);
-    load_rows(k, d, b, h, t0, n, K, 0, int(K), s.k, KP);
-    load_scratch(UVn, row0, n, V, c0, w, s.Vn, kVs);  // U, all loads issued together
-    for (int r = threadIdx.x; r < n; r += blockDim.x) s.gam[r] = gam[row0 + r];
-    __syncthreads();
-    // Vn = U - W S (in place in the scratch, and kept in shared memory).
+    const float glast = gm[n - 1], elast = expf(glast);
+    // K~ = diag(D_{n-1,.}) K in place (k is read only by the state update): one pass (a warp per
+    // row) instead of a multiply per fragment element; for bf16 the same rounding as on the fly.
+    for (int r = warp; r < n; r += nwarps) {
+      const float dec = expf(glast - gm[r]);
+      for (int i = lane; i < K; i += 32)
+        kt[r * ldk + i] = from_f32<T>(dec * to_f32(kt[r * ldk + i]));
+    }
+    // Vn = U - W S: to the scratch (for the output and the backward) and to vt.
+    block_mm_t<T>(n, w, int(K), RowA<T>{s.W, ldk}, RowB<float>{s.S, kVs},
+                  Epi{[&](int r, int c, float ws) {
+                        const float vn = U_t[r * kVs + c] - ws;
+                        s.vt[r * ldv + c] = from_f32<T>(vn);
+                        Vn_out[(row0 + r) * V + c0 + c] = from_f32<T>(vn);
+                      },
+                      [&](int r, int c, float ws0, float ws1) {
+                        const float vn0 = U_t[r * kVs + c] - ws0, vn1 = U_t[r * kVs + c + 1] - ws1;
+                        s.vt[r * ldv + c] = from_f32<T>(vn0);
+                        s.vt[r * ldv + c + 1] = from_f32<T>(vn1);
+                        store2(Vn_out, (row0 + r) * V + c0 + c, vn0, vn1);
+                      }});
+    __syncthreads();  // vt and K~ complete; W and S no longer read
+    if (ch + 1 < d.NC) {
+      load_w(ch + 1);
+      tile_commit();
+    }
+    // S' = e_{n-1} S + K~^T Vn (each S element read and written by one thread).
     block_mm_t<T>(
-        n, w, int(K), [&](int r, int i) { return s.W[r * K + i]; },
-        [&](int i, int c) { return s.S[i * kVs + c]; },
-        [&](int r, int c, float ws) {
-          const float vn = s.Vn[r * kVs + c] - ws;
-          s.Vn[r * kVs + c] = vn;
-          UVn[(row0 + r) * V + c0 + c] = vn;
-        });
-    const float glast = s.gam[n - 1], elast = expf(glast);
-    for (int j = threadIdx.x; j < n; j += blockDim.x) s.dec[j] = expf(glast - s.gam[j]);
-    __syncthreads();
-    // S' = e_{n-1} S + sum_j D_{n-1,j} k_j Vn_j^T (each S element read and written by one thread).
-    block_mm_t<T>(
-        int(K), w, n, [&](int i, int j) { return s.dec[j] * s.k[j * KP + i]; },
-        [&](int j, int c) { return s.Vn[j * kVs + c]; },
-        [&](int i, int c, float kv) { s.S[i * kVs + c] = elast * s.S[i * kVs + c] + kv; });
+        int(K), w, n, ColA<T>{kt, ldk}, RowB<T>{s.vt, ldv},
+        Epi{[&](int i, int c, float kv) { s.S[i * kVs + c] = elast * s.S[i * kVs + c] + kv; },
+            [&](int i, int c, float kv0, float kv1) { axpy2(s.S, i * kVs + c, elast, kv0, kv1); }});
   }
   __syncthreads();
   if (s_final) {
@@ -192,50 +247,66 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Three blocks per SM (its ~68 KB of shared memory allow them; left alone, the bf16 build takes
-// 121 registers a thread, which allow two; ptxas fits it in 80 without spills).
+// Three blocks per SM (48 KB of shared memory each for bf16; left alone, the bf16 build takes
+// more registers than three blocks allow; ptxas fits it in 80 without spills). The [K, 32] state
+// and [n, 32] Vn tiles of V tile j + 1 load while tile j is multiplied.
 template <class T>
 __global__ void __launch_bounds__(kThreads, 3)
     gdn_output_kernel(const T* __restrict__ q, const T* __restrict__ k,
-                      const float* __restrict__ gam, const float* __restrict__ Vn,
-                      const float* __restrict__ S_in, float scale, Dims d, T* __restrict__ o) {
+                      const float* __restrict__ gam, const T* __restrict__ Vn,
+                      const T* __restrict__ S_in, float scale, Dims d, T* __restrict__ o) {
   extern __shared__ float smem[];
   Carve carve{smem};
-  OutputSmem s(carve, d);
+  OutputSmem<T> s(carve, d);
   const ChunkPos p = chunk_pos(d);
-  const int n = p.n, L = d.L;
-  const int64_t K = d.K, V = d.V, row0 = p.bh * d.T + p.t0, KP = K + 1;
-  const float* S = S_in + (p.bh * d.NC + p.c) * K * V;
+  const int n = p.n;
+  const int64_t K = d.K, V = d.V, row0 = p.bh * d.T + p.t0, ldk = s.ldk, ldp = s.ldp, ldv = s.ldv;
+  const T* S = S_in + (p.bh * d.NC + p.c) * K * V;
+  auto load_tile = [&](int64_t c0, int buf) {
+    const int w = int(V - c0 < kVt ? V - c0 : kVt);
+    tile_load_scratch(S, 0, int(K), V, c0, w, pick(s.S, buf), ldv);
+    tile_load_scratch(Vn, row0, n, V, c0, w, pick(s.Vn, buf), ldv);
+  };
 
-  load_rows(q, d, p.b, p.h, p.t0, n, K, 0, int(K), s.q, KP);
-  load_rows(k, d, p.b, p.h, p.t0, n, K, 0, int(K), s.k, KP);
+  tile_load_rows(q, d, p.b, p.h, p.t0, n, K, 0, int(K), s.q, ldk);
+  tile_load_rows(k, d, p.b, p.h, p.t0, n, K, 0, int(K), s.k, ldk);
+  tile_commit();
+  load_tile(0, 0);
+  tile_commit();
   for (int r = threadIdx.x; r < n; r += blockDim.x) {
     s.gam[r] = gam[row0 + r];
     s.qe[r] = scale * expf(gam[row0 + r]);
   }
+  tile_wait<1>();  // q and k (the first V tile may still be in flight)
   __syncthreads();
-  block_mm_t<T>(
-      n, n, int(K), [&](int r, int i) { return s.q[r * KP + i]; },
-      [&](int i, int j) { return s.k[j * KP + i]; },
-      [&](int r, int j, float qk) {
-        s.P[r * L + j] = j <= r ? scale * qk * expf(s.gam[r] - s.gam[j]) : 0.0f;
-      });
-  for (int64_t c0 = 0; c0 < V; c0 += kVt) {
-    const int w = int(V - c0 < kVt ? V - c0 : kVt);
-    __syncthreads();  // P complete; the previous tile no longer read
-    load_scratch(S, 0, int(K), V, c0, w, s.S, kVs);
-    load_scratch(Vn, row0, n, V, c0, w, s.Vn, kVs);
+  block_mm_t<T>(n, n, int(K), RowA<T>{s.q, ldk}, ColB<T>{s.k, ldk}, [&](int r, int j, float qk) {
+    s.P[r * ldp + j] = from_f32<T>(j <= r ? scale * qk * expf(s.gam[r] - s.gam[j]) : 0.0f);
+  });
+  for (int64_t c0 = 0, it = 0; c0 < V; c0 += kVt, ++it) {
+    const int w = int(V - c0 < kVt ? V - c0 : kVt), buf = int(it & 1);
+    const T *St = pick(s.S, buf), *Vt = pick(s.Vn, buf);
+    __syncthreads();  // P complete; the other buffer's tile (two tiles back) no longer read
+    if (c0 + kVt < V) load_tile(c0 + kVt, buf ^ 1);
+    tile_commit();  // possibly empty: one group per tile keeps tile_wait<1> exact
+    if (it == 0) {
+      // Q~ = scale diag(e) Q in place (q is no longer read as itself): the product's A operand
+      // without a multiply per fragment element (for bf16 the same rounding as on the fly).
+      const int lane = int(threadIdx.x) % 32, nw = int(blockDim.x) / 32;
+      for (int r = int(threadIdx.x) / 32; r < n; r += nw)
+        for (int i = lane; i < K; i += 32)
+          s.q[r * ldk + i] = from_f32<T>(s.qe[r] * to_f32(s.q[r * ldk + i]));
+    }
+    tile_wait<1>();  // this tile landed (the next one may still be in flight)
     __syncthreads();
-    // O = [scale diag(e) Q | P] [S; Vn]: one product over the concatenated k = (K, then the rows).
-    block_mm_t<T>(
-        n, w, int(K) + n,
-        [&](int r, int kk) {
-          return kk < K ? s.qe[r] * s.q[r * KP + kk] : s.P[r * L + (kk - int(K))];
-        },
-        [&](int kk, int c) { return kk < K ? s.S[kk * kVs + c] : s.Vn[(kk - int(K)) * kVs + c]; },
-        [&](int r, int c, float x) {
-          o[((p.b * d.T + p.t0 + r) * d.H + p.h) * V + c0 + c] = from_f32<T>(x);
-        });
+    // O = [Q~ | P] [S; Vn]: one product over the concatenated k = (K, then the rows).
+    block_mm_t<T>(n, w, int(K) + n, CatA{RowA<T>{s.q, ldk}, RowA<T>{s.P, ldp}, int(K)},
+                  CatB{RowB<T>{St, ldv}, RowB<T>{Vt, ldv}, int(K)},
+                  Epi{[&](int r, int c, float x) {
+                        o[((p.b * d.T + p.t0 + r) * d.H + p.h) * V + c0 + c] = from_f32<T>(x);
+                      },
+                      [&](int r, int c, float x0, float x1) {
+                        store2(o, ((p.b * d.T + p.t0 + r) * d.H + p.h) * V + c0 + c, x0, x1);
+                      }});
   }
 }
 
@@ -244,77 +315,84 @@ void forward_typed(const void* q, const void* k, const void* v, const void* g, c
                    bool gate_f32, const void* s0, bool state_f32, float scale, void* o,
                    float* s_final, float* scratch, const Dims& d, cudaStream_t stream) {
   Carve c{scratch};
-  const Scratch sc(c, d, false);
-  launch_prepare(storage_dtype<T>, k, v, g, beta, gate_f32, d, sc, stream);
-  launch_state_fwd(storage_dtype<T>, k, s0, state_f32, d, sc, s_final, stream);
-  const int64_t smem = smem_bytes<OutputSmem>(d);
+  const Scratch<T> sc(c, d, false);
+  const T* kp = static_cast<const T*>(k);
+  launch_prepare(kp, static_cast<const T*>(v), g, beta, gate_f32, d, sc, stream);
+  launch_state_fwd(kp, s0, state_f32, d, sc, s_final, stream);
+  const int64_t smem = smem_bytes<OutputSmem<T>>(d);
   allow_smem(gdn_output_kernel<T>);
   const dim3 grid(unsigned(d.NC), unsigned(d.H), unsigned(d.B));
-  gdn_output_kernel<T><<<grid, kThreads, smem, stream>>>(static_cast<const T*>(q),
-                                                        static_cast<const T*>(k), sc.gam, sc.Vn,
-                                                        sc.S, scale, d, static_cast<T*>(o));
+  gdn_output_kernel<T><<<grid, kThreads, smem, stream>>>(static_cast<const T*>(q), kp, sc.gam,
+                                                         sc.Vn, sc.S, scale, d, static_cast<T*>(o));
   AMOR_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void launch_prepare(DType t, const void* k, const void* v, const void* g, const void* beta,
-                    bool gate_f32, const Dims& d, const Scratch& sc, cudaStream_t stream) {
+template <class T>
+void launch_prepare(const T* k, const T* v, const void* g, const void* beta, bool gate_f32,
+                    const Dims& d, const Scratch<T>& sc, cudaStream_t stream) {
   const dim3 grid(unsigned(d.NC), unsigned(d.H), unsigned(d.B));
-  const int64_t smem = smem_bytes<PrepareSmem>(d);
-  if (t == DType::F32) {
-    allow_smem(gdn_prepare_kernel<float>);
-    gdn_prepare_kernel<float><<<grid, kThreads, smem, stream>>>(
-        static_cast<const float*>(k), static_cast<const float*>(v), g, beta, gate_f32, d, sc.gam,
-        sc.W, sc.Vn, sc.Tm);
-  } else {
-    allow_smem(gdn_prepare_kernel<bf16_t>);
-    gdn_prepare_kernel<bf16_t><<<grid, kThreads, smem, stream>>>(
-        static_cast<const bf16_t*>(k), static_cast<const bf16_t*>(v), g, beta, gate_f32, d, sc.gam,
-        sc.W, sc.Vn, sc.Tm);
-  }
+  allow_smem(gdn_prepare_kernel<T>);
+  gdn_prepare_kernel<T><<<grid, kThreads, smem_bytes<PrepareSmem<T>>(d), stream>>>(
+      k, v, g, beta, gate_f32, d, sc.gam, sc.W, sc.U, sc.Tm);
   AMOR_CUDA_CHECK_LAUNCH();
 }
 
-void launch_state_fwd(DType t, const void* k, const void* s0, bool state_f32, const Dims& d,
-                      const Scratch& sc, float* s_final, cudaStream_t stream) {
+template <class T>
+void launch_state_fwd(const T* k, const void* s0, bool state_f32, const Dims& d,
+                      const Scratch<T>& sc, float* s_final, cudaStream_t stream) {
   const dim3 grid(unsigned((d.V + kVt - 1) / kVt), unsigned(d.H), unsigned(d.B));
-  const int64_t smem = smem_bytes<StateFwdSmem>(d);
-  if (t == DType::F32) {
-    allow_smem(gdn_state_fwd_kernel<float>);
-    gdn_state_fwd_kernel<float><<<grid, kThreads, smem, stream>>>(
-        static_cast<const float*>(k), sc.gam, sc.W, sc.Vn, s0, state_f32, d, sc.S, s_final);
-  } else {
-    allow_smem(gdn_state_fwd_kernel<bf16_t>);
-    gdn_state_fwd_kernel<bf16_t><<<grid, kThreads, smem, stream>>>(
-        static_cast<const bf16_t*>(k), sc.gam, sc.W, sc.Vn, s0, state_f32, d, sc.S, s_final);
-  }
+  allow_smem(gdn_state_fwd_kernel<T>);
+  gdn_state_fwd_kernel<T><<<grid, kThreads, smem_bytes<StateFwdSmem<T>>(d), stream>>>(
+      k, sc.gam, sc.W, sc.U, sc.Vn, s0, state_f32, d, sc.S, s_final);
   AMOR_CUDA_CHECK_LAUNCH();
 }
+
+template void launch_prepare<float>(const float*, const float*, const void*, const void*, bool,
+                                    const Dims&, const Scratch<float>&, cudaStream_t);
+template void launch_prepare<bf16_t>(const bf16_t*, const bf16_t*, const void*, const void*, bool,
+                                     const Dims&, const Scratch<bf16_t>&, cudaStream_t);
+template void launch_state_fwd<float>(const float*, const void*, bool, const Dims&,
+                                      const Scratch<float>&, float*, cudaStream_t);
+template void launch_state_fwd<bf16_t>(const bf16_t*, const void*, bool, const Dims&,
+                                       const Scratch<bf16_t>&, float*, cudaStream_t);
 
 }  // namespace gdn
 
-int64_t gated_delta_max_smem_bytes(const GdnShape& s) {
-  using namespace gdn;
-  const Dims d = dims_of(s);
+namespace gdn {
+namespace {
+template <class T>
+int64_t max_smem_bytes(const Dims& d) {
   int64_t m = 0;
   for (int64_t b :
-       {smem_bytes<PrepareSmem>(d), smem_bytes<StateFwdSmem>(d), smem_bytes<OutputSmem>(d),
-        smem_bytes<StateBwdSmem>(d), smem_bytes<BwdQkSmem>(d), smem_bytes<BwdWySmem>(d)})
+       {smem_bytes<PrepareSmem<T>>(d), smem_bytes<StateFwdSmem<T>>(d), smem_bytes<OutputSmem<T>>(d),
+        smem_bytes<StateBwdSmem<T>>(d), smem_bytes<BwdQkSmem<T>>(d), smem_bytes<BwdWySmem<T>>(d)})
     m = b > m ? b : m;
   return m;
 }
+}  // namespace
+}  // namespace gdn
 
+int64_t gated_delta_max_smem_bytes(DType t, const GdnShape& s) {
+  const gdn::Dims d = gdn::dims_of(s);
+  return t == DType::F32 ? gdn::max_smem_bytes<float>(d) : gdn::max_smem_bytes<bf16_t>(d);
+}
+
+// The larger of the two dtypes' layouts (f32 stores every array in f32, bf16 adds a bf16 Vn next
+// to the f32 U), so one size serves both.
 int64_t gated_delta_forward_scratch_floats(const GdnShape& s) {
-  gdn::Carve c{nullptr};
-  gdn::Scratch sc(c, gdn::dims_of(s), false);
-  return c.used;
+  gdn::Carve c{nullptr}, b{nullptr};
+  gdn::Scratch<float> sc(c, gdn::dims_of(s), false);
+  gdn::Scratch<bf16_t> sb(b, gdn::dims_of(s), false);
+  return c.used > b.used ? c.used : b.used;
 }
 
 int64_t gated_delta_backward_scratch_floats(const GdnShape& s) {
-  gdn::Carve c{nullptr};
-  gdn::Scratch sc(c, gdn::dims_of(s), true);
-  return c.used;
+  gdn::Carve c{nullptr}, b{nullptr};
+  gdn::Scratch<float> sc(c, gdn::dims_of(s), true);
+  gdn::Scratch<bf16_t> sb(b, gdn::dims_of(s), true);
+  return c.used > b.used ? c.used : b.used;
 }
 
 void gated_delta_forward(DType t, const void* q, const void* k, const void* v, const void* g,

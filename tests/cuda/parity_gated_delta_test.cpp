@@ -157,7 +157,10 @@ TEST(CudaParity, GatedDeltaStep) {
 // Small shapes for the emulator (tests/cuda/emu): several chunks with a partial last one, V tiles
 // with a partial last one, T = 1, with and without states, bf16 gates and states, the preset's
 // K = 64, V = 128 with chunk_size 0 (run as chunks of 64) and with both states, bf16 gates and a
-// partial fourth chunk (every tensor-core tile shape of the preset).
+// partial fourth chunk (every tensor-core tile shape of the preset). The last two take the
+// kernels' fallbacks: K, V not multiples of 8 (element-wise tile copies instead of 16-byte
+// cp.async, no ldmatrix) and odd K, V, chunk (odd row strides: no paired fragment loads or
+// stores, the concatenated products' seam inside a pair).
 TEST(CudaParity, GatedDeltaSmall) {
   AMOR_REQUIRE_GPU();
   const GdnCase cases[] = {
@@ -167,6 +170,8 @@ TEST(CudaParity, GatedDeltaSmall) {
       {1, 77, 2, 48, 80, 32, true, true, true, 32},
       {1, 130, 1, 64, 128, 64, false, false, false, 0},
       {1, 200, 1, 64, 128, 64, true, true, true, 64},
+      {1, 50, 2, 12, 36, 16, true, true, true, 16},
+      {2, 29, 1, 7, 9, 13, true, true, false, 13},
   };
   uint64_t seed = 7800;
   for (const GdnCase& c : cases) check_case(c, seed += 100, true);
