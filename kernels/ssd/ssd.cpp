@@ -93,7 +93,7 @@ SsdOut ssd_forward(const Tensor& x, const Tensor& dt, const Tensor& A, const Ten
                  SsdOut o{Tensor::empty(x.shape(), x.dtype(), x.device()),
                           Tensor::empty({L.batch, L.heads, L.headdim, L.dstate}, DType::F32,
                                         x.device())};
-                 Tensor scratch = Tensor::empty({cuda::ssd_forward_scratch_floats(d)},
+                 Tensor scratch = Tensor::empty({cuda::ssd_forward_scratch_floats(x.dtype(), d)},
                                                 DType::F32, x.device());
                  cuda::ssd_forward(x.dtype(), d, x.raw_data(), dt.data<float>(),
                                    A.data<float>(), B.raw_data(), C.raw_data(), D.data<float>(),
@@ -144,7 +144,7 @@ SsdGrads ssd_backward(const Tensor& x, const Tensor& dt, const Tensor& A, const 
         if (initial_state.defined())
             r.dinitial_state = Tensor::empty(initial_state.shape(), DType::F32, dev);
         Tensor scratch =
-            Tensor::empty({cuda::ssd_backward_scratch_floats(d)}, DType::F32, dev);
+            Tensor::empty({cuda::ssd_backward_scratch_floats(x.dtype(), d)}, DType::F32, dev);
         cuda::ssd_backward(x.dtype(), d, x.raw_data(), dt.data<float>(), A.data<float>(),
                            B.raw_data(), C.raw_data(), D.data<float>(),
                            data_or_null<float>(initial_state), dy.raw_data(),

@@ -26,6 +26,12 @@
 // cores (ssd_backward_tc_cuda.cu, ssd_forward_tc_cuda.cu). Memory: besides the forward's, the
 // f32 state gradients [B,H,nc,P,N] (written by (3'), rewritten by (2'), read by dx and dB) and
 // the per-head dB, dC [B,T,H,N] in f32 (written once, read once by the sum over heads).
+// bf16 by spans (backward_spans, the default where the forward runs by spans): the states S_c
+// and gradients G_{c+1} come from span passes (ssd_state_tc_cuda.cu) as bf16 per chunk, written
+// once and read by the dx and dB/dC kernels (2 P N bytes per chunk each instead of the f32
+// rewrites above), and dB, dC are summed over splits of 8 heads inside the dB/dC blocks
+// (dbc_heads_tc_kernel: f32 partials per split, G * ceil(H / G / 8) per token instead of H
+// per-head rows; per-head bf16 rows where a chunk's dB tile does not fit the registers).
 #include <type_traits>
 
 #include "kernels/ssd/ssd_mma.cuh"
@@ -257,10 +263,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// dB, dC [B,T,G,N] = sums of the per-head values over each group's heads.
-template <class T>
-__global__ void sum_heads_kernel(Dims k, const float* __restrict__ dBh,
-                                 const float* __restrict__ dCh, T* __restrict__ dB,
+// dB, dC [B,T,G,N] = sums of the per-head values (PT: f32, or bf16 on the span path) over each
+// group's heads, in f32.
+template <class T, class PT>
+__global__ void sum_heads_kernel(Dims k, const PT* __restrict__ dBh,
+                                 const PT* __restrict__ dCh, T* __restrict__ dB,
                                  T* __restrict__ dC) {
   const int64_t total = k.B * k.T * k.G * k.N, hpg = k.H / k.G;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
@@ -268,11 +275,65 @@ __global__ void sum_heads_kernel(Dims k, const float* __restrict__ dBh,
     const int64_t n = e % k.N, g = (e / k.N) % k.G, bt = e / (k.N * k.G);
     float sb = 0.0f, sc = 0.0f;
     for (int64_t h = g * hpg; h < (g + 1) * hpg; ++h) {
-      sb += dBh[(bt * k.H + h) * k.N + n];
-      sc += dCh[(bt * k.H + h) * k.N + n];
+      sb += to_f32(dBh[(bt * k.H + h) * k.N + n]);
+      sc += to_f32(dCh[(bt * k.H + h) * k.N + n]);
     }
     dB[e] = from_f32<T>(sb);
     dC[e] = from_f32<T>(sc);
+  }
+}
+
+// sum_heads_kernel on bf16 per-head values (the span path), 8 columns (16 bytes) per thread: the
+// same sums in the same order. Needs N % 8 == 0 and 16-byte aligned pointers.
+__global__ void sum_heads8_kernel(Dims k, const bf16_t* __restrict__ dBh,
+                                  const bf16_t* __restrict__ dCh, bf16_t* __restrict__ dB,
+                                  bf16_t* __restrict__ dC) {
+  const int64_t N8 = k.N / 8, total = k.B * k.T * k.G * N8, hpg = k.H / k.G;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t n = (e % N8) * 8, g = (e / N8) % k.G, bt = e / (N8 * k.G);
+    float sb[8] = {}, sc[8] = {};
+    for (int64_t h = g * hpg; h < (g + 1) * hpg; ++h) {
+      const uint4 rb = *reinterpret_cast<const uint4*>(dBh + (bt * k.H + h) * k.N + n);
+      const uint4 rc = *reinterpret_cast<const uint4*>(dCh + (bt * k.H + h) * k.N + n);
+      bf16_t vb[8], vc[8];
+      memcpy(vb, &rb, 16);
+      memcpy(vc, &rc, 16);
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        sb[q] += to_f32(vb[q]);
+        sc[q] += to_f32(vc[q]);
+      }
+    }
+    bf16_t ob[8], oc[8];
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      ob[q] = from_f32<bf16_t>(sb[q]);
+      oc[q] = from_f32<bf16_t>(sc[q]);
+    }
+    uint4 wb, wc;
+    memcpy(&wb, ob, 16);
+    memcpy(&wc, oc, 16);
+    *reinterpret_cast<uint4*>(dB + e * 8) = wb;
+    *reinterpret_cast<uint4*>(dC + e * 8) = wc;
+  }
+}
+
+// dB, dC [B,T,G,N] = sums of dbc_heads_tc_kernel's per-split partials [B,T,G,nsplit,N] (f32).
+__global__ void sum_splits_kernel(Dims k, int64_t nsplit, const float* __restrict__ dBp,
+                                  const float* __restrict__ dCp, bf16_t* __restrict__ dB,
+                                  bf16_t* __restrict__ dC) {
+  const int64_t total = k.B * k.T * k.G * k.N;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t n = e % k.N, btg = e / k.N;
+    float sb = 0.0f, sc = 0.0f;
+    for (int64_t q = 0; q < nsplit; ++q) {
+      sb += dBp[(btg * nsplit + q) * k.N + n];
+      sc += dCp[(btg * nsplit + q) * k.N + n];
+    }
+    dB[e] = from_f32<bf16_t>(sb);
+    dC[e] = from_f32<bf16_t>(sc);
   }
 }
 
@@ -288,11 +349,25 @@ __global__ void finish_kernel(Dims k, const float* __restrict__ dt, const float*
     const int64_t t0 = c * k.Q, t1 = t0 + k.Q < k.T ? t0 + k.Q : k.T;
     const float a = A[h];
     float da = 0.0f, dA = 0.0f;
-    for (int64_t t = t1 - 1; t >= t0; --t) {
-      da += dcum[(b * k.H + h) * k.T + t];
-      const int64_t i = (b * k.T + t) * k.H + h;
-      ddt[i] += a * da;
-      dA += dt[i] * da;
+    constexpr int kBatch = 16;  // steps whose loads are in flight together (as the cumsum)
+    for (int64_t tb = t1 - 1; tb >= t0; tb -= kBatch) {
+      float dc[kBatch], dd[kBatch], dv[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int64_t t = tb - u, i = (b * k.T + t) * k.H + h;
+        dc[u] = t >= t0 ? dcum[(b * k.H + h) * k.T + t] : 0.0f;
+        dd[u] = t >= t0 ? ddt[i] : 0.0f;
+        dv[u] = t >= t0 ? dt[i] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int64_t t = tb - u, i = (b * k.T + t) * k.H + h;
+        if (t >= t0) {
+          da += dc[u];
+          ddt[i] = dd[u] + a * da;
+          dA += dv[u] * da;
+        }
+      }
     }
     partials[(b * k.nc + c) * 2 * k.H + h] = dA;
   }
@@ -320,6 +395,76 @@ void launch_chunks(K kernel, const Dims& k, int64_t bytes, cudaStream_t s, Args.
 }
 
 }  // namespace
+
+// The bf16 backward by spans (ssd_state_tc_cuda.cu): the chunk states S_c and the state
+// gradients G_{c+1} as bf16 per chunk, each from a span pass (the span's own part, the pass over
+// spans, then the span rerun from its entering state writing every chunk's), then the per-chunk
+// dx and dB/dC kernels on them (dBh, dCh in bf16), the sum over heads and the cumsum's backward.
+void backward_spans(const Dims& k, const bf16_t* x, const float* dt, const float* A,
+                    const bf16_t* Bm, const bf16_t* Cm, const float* D, const float* h0,
+                    const bf16_t* dy, const float* dhT, bf16_t* dx, float* ddt, float* dA,
+                    bf16_t* dB, bf16_t* dC, float* dD, float* dh0, float* scratch,
+                    cudaStream_t s) {
+  const SpanScratch sc = span_scratch(k, scratch);
+  const int m = span_len(k);
+  mark("start", s);
+  launch_chunk_cumsum(k, dt, A, sc.cum, s);
+  mark("bwd cumsum", s);
+  launch_span_states_tc(k, m, x, Bm, dt, sc.cum, true, false, nullptr, sc.spans, nullptr, s);
+  mark("bwd span_states (x, B)", s);
+  launch_span_passing(k, m, sc.cum, h0, sc.spans, nullptr, false, s);
+  mark("bwd span_passing", s);
+  launch_span_states_tc(k, m, x, Bm, dt, sc.cum, true, false, sc.spans, nullptr, sc.states, s);
+  mark("bwd span_states (x, B) -> S_c", s);
+  launch_span_states_tc(k, m, dy, Cm, dt, sc.cum, false, true, nullptr, sc.spans, nullptr, s);
+  mark("bwd span_states (dy, C)", s);
+  launch_span_passing(k, m, sc.cum, dhT, sc.spans, dh0, true, s);
+  mark("bwd span_passing (reverse)", s);
+  launch_span_states_tc(k, m, dy, Cm, dt, sc.cum, false, true, sc.spans, nullptr, sc.grads, s);
+  mark("bwd span_states (dy, C) -> G_c", s);
+  const int64_t work = k.B * k.nc * k.H;
+  const bool by_splits = dbc_heads_fit(k);
+  if (work > 0) {
+    launch_dx_tc(k, x, dt, Bm, Cm, D, dy, sc.cum, sc.grads, dx, ddt, sc.dcum, sc.partials, s);
+    mark("bwd dx", s);
+    if (by_splits) {
+      launch_dbc_heads_tc(k, x, dt, Bm, Cm, dy, sc.cum, sc.states, sc.grads,
+                          reinterpret_cast<float*>(sc.dBh), reinterpret_cast<float*>(sc.dCh),
+                          sc.dcum, s);
+      mark("bwd dbc (heads summed in blocks)", s);
+    } else {
+      launch_dbc_tc(k, x, dt, Bm, Cm, dy, sc.cum, sc.states, sc.grads, sc.dBh, sc.dCh, sc.dcum,
+                    s);
+      mark("bwd dbc", s);
+    }
+  }
+  const int64_t bc = k.B * k.T * k.G * k.N;
+  if (bc > 0 && by_splits) {
+    sum_splits_kernel<<<grid_for(bc, 256), 256, 0, s>>>(
+        k, dbc_heads_splits(k), reinterpret_cast<const float*>(sc.dBh),
+        reinterpret_cast<const float*>(sc.dCh), dB, dC);
+    AMOR_CUDA_CHECK_LAUNCH();
+    mark("bwd sum_splits", s);
+  } else if (bc > 0) {
+    if (k.N % 8 == 0 && aligned16(sc.dBh) && aligned16(sc.dCh) && aligned16(dB) &&
+        aligned16(dC)) {
+      sum_heads8_kernel<<<grid_for(bc / 8, 256), 256, 0, s>>>(k, sc.dBh, sc.dCh, dB, dC);
+    } else {
+      sum_heads_kernel<bf16_t, bf16_t><<<grid_for(bc, 256), 256, 0, s>>>(k, sc.dBh, sc.dCh, dB,
+                                                                         dC);
+    }
+    AMOR_CUDA_CHECK_LAUNCH();
+    mark("bwd sum_heads", s);
+  }
+  if (work > 0) {
+    finish_kernel<<<grid_for(work, 128), 128, 0, s>>>(k, dt, A, sc.dcum, ddt, sc.partials);
+    AMOR_CUDA_CHECK_LAUNCH();
+    mark("bwd finish", s);
+  }
+  column_sum(sc.partials, k.B * k.nc, 2 * k.H, dA, k.H, dD, s);
+  mark("bwd column_sum", s);
+}
+
 }  // namespace ssd
 
 int64_t ssd_smem_bytes(const SsdDims& d) {
@@ -330,8 +475,10 @@ int64_t ssd_smem_bytes(const SsdDims& d) {
   return m > ssd::dbc_smem(k) ? m : ssd::dbc_smem(k);
 }
 
-int64_t ssd_backward_scratch_floats(const SsdDims& d) {
-  return ssd::scratch_floats(ssd::dims_of(d), true);
+int64_t ssd_backward_scratch_floats(DType t, const SsdDims& d) {
+  const ssd::Dims k = ssd::dims_of(d);
+  if (t == DType::BF16 && ssd::use_spans(k)) return ssd::span_scratch(k, nullptr).floats;
+  return ssd::scratch_floats(k, true);
 }
 
 void ssd_backward(DType t, const SsdDims& d, const void* x, const float* dt, const float* A,
@@ -340,16 +487,27 @@ void ssd_backward(DType t, const SsdDims& d, const void* x, const float* dt, con
                   float* dD, float* dh0, float* scratch, cudaStream_t s) {
   using namespace ssd;
   const Dims k = dims_of(d);
+  if (t == DType::BF16 && use_spans(k)) {
+    backward_spans(k, static_cast<const bf16_t*>(x), dt, A, static_cast<const bf16_t*>(Bm),
+                   static_cast<const bf16_t*>(Cm), D, h0, static_cast<const bf16_t*>(dy), dhT,
+                   static_cast<bf16_t*>(dx), ddt, dA, static_cast<bf16_t*>(dB),
+                   static_cast<bf16_t*>(dC), dD, dh0, scratch, s);
+    return;
+  }
   const Scratch sc = carve(k, scratch, true);
+  mark("start", s);
   launch_chunk_cumsum(k, dt, A, sc.cum, s);
   launch_chunk_outer(t, k, x, Bm, dt, sc.cum, true, sc.states, s);
   launch_state_passing(k, sc.cum, h0, sc.states, nullptr, s);
+  mark("bwd rerun (cumsum, chunk_outer, state_passing)", s);
   launch_chunk_outer(t, k, dy, Cm, dt, sc.cum, false, sc.grads, s);
+  mark("bwd chunk_outer (dy, C)", s);
   if (k.B * k.H * k.P * k.N > 0) {
     state_grad_passing_kernel<<<dim3(unsigned(ceil_div(k.P * k.N, 256)), unsigned(k.B * k.H)),
                                 256, 0, s>>>(k, sc.cum, dhT, sc.grads, dh0);
     AMOR_CUDA_CHECK_LAUNCH();
   }
+  mark("bwd state_grad_passing", s);
   const int64_t work = k.B * k.nc * k.H;
   dispatch_storage(t, "cuda ssd_backward", [&](auto tag) {
     using T_ = decltype(tag);
@@ -361,8 +519,10 @@ void ssd_backward(DType t, const SsdDims& d, const void* x, const float* dt, con
       if (work > 0) {
         launch_dx_tc(k, x_, dt, B_, C_, D, dy_, sc.cum, sc.states, sc.grads,
                      static_cast<T_*>(dx), ddt, sc.dcum, sc.partials, s);
+        mark("bwd dx", s);
         launch_dbc_tc(k, x_, dt, B_, C_, dy_, sc.cum, sc.states, sc.grads, sc.dBh, sc.dCh,
                       sc.dcum, s);
+        mark("bwd dbc", s);
       }
     } else if (work > 0) {
       launch_chunks(dx_kernel<T_>, k, dx_smem(k), s, k, x_, dt, B_, C_, D, dy_, sc.cum,
@@ -372,10 +532,11 @@ void ssd_backward(DType t, const SsdDims& d, const void* x, const float* dt, con
     }
     const int64_t bc = k.B * k.T * k.G * k.N;
     if (bc > 0) {
-      sum_heads_kernel<T_><<<grid_for(bc, 256), 256, 0, s>>>(k, sc.dBh, sc.dCh,
+      sum_heads_kernel<T_, float><<<grid_for(bc, 256), 256, 0, s>>>(k, sc.dBh, sc.dCh,
                                                              static_cast<T_*>(dB),
                                                              static_cast<T_*>(dC));
       AMOR_CUDA_CHECK_LAUNCH();
+      mark("bwd sum_heads", s);
     }
   });
   if (work > 0) {
@@ -383,6 +544,7 @@ void ssd_backward(DType t, const SsdDims& d, const void* x, const float* dt, con
     AMOR_CUDA_CHECK_LAUNCH();
   }
   column_sum(sc.partials, k.B * k.nc, 2 * k.H, dA, k.H, dD, s);
+  mark("bwd finish, column_sum", s);
 }
 
 }  // namespace amor::cuda

@@ -14,6 +14,12 @@
 // The reductions over steps (ddt, dcum, dD, <G, S>) stay f32 scalar code on f32 values.
 // Shared memory at Q = 64, P = 64, N = 128: dx 94.5 KiB, dbc 80 KiB (two blocks per SM each,
 // also by their 112 and 116 registers; the f32 kernels' 147 KiB and 154 KiB fit one).
+// The rows (and the bf16 states) are copied in by cp.async, all in flight at once. With bf16
+// states (S = bf16_t: the span path of ssd_backward_cuda.cu) the G tile has its own buffer,
+// copied in with the rows: dx 111.5 KiB (97 registers), dbc 97 KiB (108), still two blocks per
+// SM; dBh, dCh are written as bf16 (half the bytes of the largest intermediate).
+#include <type_traits>
+
 #include "kernels/ssd/ssd_mma.cuh"
 
 namespace amor::cuda {
@@ -25,13 +31,34 @@ using tc::stride_of;
 using tc::tile_bytes;
 using tc::WarpTile;
 
-// dx, the partial ddt and dcum, the dD partial of one chunk (see dx_kernel).
+// Where dx_tc_kernel<bf16_t> keeps its own G tile: after dx_tc_smem's bytes, 16-byte aligned.
+__host__ __device__ inline int64_t dx_g_offset(const Dims& k) {
+  const int64_t qp = k.Q > k.P ? k.Q : k.P;
+  const int64_t base = tile_bytes(qp, k.N) + tile_bytes(k.Q, k.N) + 2 * tile_bytes(k.Q, k.P) +
+                       tile_bytes(k.Q, k.Q) + 4 * (k.Q * (k.Q + 1) + k.Q * (k.P + 1) + 4 * k.Q);
+  return (base + 15) / 16 * 16;
+}
+int64_t dx_spans_smem(const Dims& k) { return dx_g_offset(k) + tile_bytes(k.P, k.N); }
+// The same for dbc_tc_kernel<bf16_t>.
+__host__ __device__ inline int64_t dbc_g_offset(const Dims& k) {
+  const int64_t nparts = (pad16(int(k.N)) + 31) / 32;
+  const int64_t base = 2 * tile_bytes(k.Q, k.N) + 2 * tile_bytes(k.Q, k.P) +
+                       tile_bytes(k.Q, k.Q) + tile_bytes(k.P, k.N) +
+                       4 * (pad16(int(k.Q)) * nparts + 3 * k.Q);
+  return (base + 15) / 16 * 16;
+}
+int64_t dbc_spans_smem(const Dims& k) { return dbc_g_offset(k) + tile_bytes(k.P, k.N); }
+
+// dx, the partial ddt and dcum, the dD partial of one chunk (see dx_kernel). S: the storage of
+// the chunk states and state gradients, f32 (per-chunk path) or bf16 (the span path, whose dbc
+// kernel adds the <G, S> term instead: states unused).
+template <class S>
 __global__ void __launch_bounds__(kThreads)
     dx_tc_kernel(Dims k, const bf16_t* __restrict__ x, const float* __restrict__ dt,
                  const bf16_t* __restrict__ Bm, const bf16_t* __restrict__ Cm,
                  const float* __restrict__ D, const bf16_t* __restrict__ dy,
-                 const float* __restrict__ cum, const float* __restrict__ states,
-                 const float* __restrict__ grads, bf16_t* __restrict__ dx,
+                 const float* __restrict__ cum, const S* __restrict__ states,
+                 const S* __restrict__ grads, bf16_t* __restrict__ dx,
                  float* __restrict__ ddt, float* __restrict__ dcum,
                  float* __restrict__ partials) {
   extern __shared__ uint4 smem_raw[];
@@ -57,14 +84,24 @@ __global__ void __launch_bounds__(kThreads)
   float* dts = cm + Q;
   float* wv = dts + Q;
   float* wdw = wv + Q;
+  // The G tile: C's, loaded once the C products are done (f32 states), or its own, copied in
+  // with the rows (bf16 states).
+  bf16_t* Gt = CG;
+  const int64_t state_at = (ch.bh * k.nc + ch.c) * int64_t(P) * N;
+  tc::load_rows_async(CG, sN, Cm, ch.b, ch.g, ch.t0, L, k.T, k.G, N);
+  tc::load_rows_async(Bs, sN, Bm, ch.b, ch.g, ch.t0, L, k.T, k.G, N);
+  tc::load_rows_async(xs, sP, x, ch.b, ch.h, ch.t0, L, k.T, k.H, P);
+  tc::load_rows_async(dys, sP, dy, ch.b, ch.h, ch.t0, L, k.T, k.H, P);
+  if constexpr (!std::is_same_v<S, float>) {
+    Gt = reinterpret_cast<bf16_t*>(reinterpret_cast<unsigned char*>(smem_raw) + dx_g_offset(k));
+    tc::load_tile_async(Gt, sN, grads + state_at, P, N);
+  }
+  mma::cp_async_commit();
   for (int i = threadIdx.x; i < L; i += blockDim.x) {
     cm[i] = cum[ch.bh * k.T + ch.t0 + i];
     dts[i] = dt[(ch.b * k.T + ch.t0 + i) * k.H + ch.h];
   }
-  tc::load_rows_bf16(CG, sN, Cm, ch.b, ch.g, ch.t0, L, L, k.T, k.G, N, nullptr);
-  tc::load_rows_bf16(Bs, sN, Bm, ch.b, ch.g, ch.t0, L, L, k.T, k.G, N, nullptr);
-  tc::load_rows_bf16(xs, sP, x, ch.b, ch.h, ch.t0, L, L, k.T, k.H, P, nullptr);
-  tc::load_rows_bf16(dys, sP, dy, ch.b, ch.h, ch.t0, L, L, k.T, k.H, P, nullptr);
+  mma::cp_async_wait<0>();
   __syncthreads();
   const int Lp = pad16(L), Pp = pad16(P), Np = pad16(N);
   for (int j = threadIdx.x; j < L; j += blockDim.x) wv[j] = expf(cm[L - 1] - cm[j]) * dts[j];
@@ -87,19 +124,21 @@ __global__ void __launch_bounds__(kThreads)
       }
   });
   __syncthreads();
-  // G replaces C; <G, S> and the skip's dD on the way.
-  const int64_t state_at = (ch.bh * k.nc + ch.c) * int64_t(P) * N;
-  float gs = tc::load_state_bf16(CG, sN, grads + state_at, P, N, states + state_at);
+  // G replaces C (f32 states), <G, S> on the way; the skip's dD.
+  float gs = 0.0f;
+  if constexpr (std::is_same_v<S, float>) {
+    gs = tc::load_state_bf16(CG, sN, grads + state_at, P, N, states + state_at);
+  }
   float dd = 0.0f;
   for (int e = threadIdx.x; e < L * P; e += blockDim.x)
     dd += to_f32(dys[(e / P) * sP + e % P]) * to_f32(xs[(e / P) * sP + e % P]);
   gs = block_sum(gs, red);
-  dd = block_sum(dd, red);  // block_sum ends with a barrier: CG holds G from here on
+  dd = block_sum(dd, red);  // block_sum ends with a barrier: Gt holds G from here on
   const float d = D[ch.h];
   bf16_t* dxc = dx + ((ch.b * k.T + ch.t0) * k.H + ch.h) * P;
   tc::for_warp_tiles<1, 2>(Lp, Pp, [&](int m0, int n0) {
     WarpTile<1, 2> gb(m0, n0, Lp, Pp), acc(m0, n0, Lp, Pp);
-    gb.mac<false, false>(Bs, sN, CG, sN, 0, Np);     // (G B_j)_p = sum_n B_jn G_pn
+    gb.mac<false, false>(Bs, sN, Gt, sN, 0, Np);     // (G B_j)_p = sum_n B_jn G_pn
     acc.mac<true, true>(KE, sQ, dys, sP, m0, Lp);    // sum_{i >= j} KE_ij dy_ip
 #pragma unroll
     for (int j = 0; j < 4; ++j)
@@ -136,22 +175,25 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    float total = expf(cm[L - 1]) * gs;
+    float total = std::is_same_v<S, float> ? expf(cm[L - 1]) * gs : 0.0f;
     for (int j = 0; j < L; ++j) total += wdw[j];
     dcum[ch.bh * k.T + ch.t0 + L - 1] += total;
     partials[(ch.b * k.nc + ch.c) * 2 * k.H + k.H + ch.h] = dd;
   }
 }
 
-// Per-head dB, dC of one chunk (f32, [B,T,H,N]) and the carried state's dcum term (see
-// dbc_kernel).
+// Per-head dB, dC of one chunk ([B,T,H,N], f32 or bf16 as S) and the carried state's dcum term
+// (see dbc_kernel); with bf16 states (S = bf16_t, the span path) also the state passing's
+// dcum_last term exp(cum_last) <G, S_c> (dx_tc_kernel<float> adds it on the per-chunk path).
+template <class S>
 __global__ void __launch_bounds__(kThreads)
     dbc_tc_kernel(Dims k, const bf16_t* __restrict__ x, const float* __restrict__ dt,
                   const bf16_t* __restrict__ Bm, const bf16_t* __restrict__ Cm,
                   const bf16_t* __restrict__ dy, const float* __restrict__ cum,
-                  const float* __restrict__ states, const float* __restrict__ grads,
-                  float* __restrict__ dBh, float* __restrict__ dCh, float* __restrict__ dcum) {
+                  const S* __restrict__ states, const S* __restrict__ grads,
+                  S* __restrict__ dBh, S* __restrict__ dCh, float* __restrict__ dcum) {
   extern __shared__ uint4 smem_raw[];
+  __shared__ float red[32];
   const Chunk ch = chunk_of_block(k);
   const int Q = int(k.Q), P = int(k.P), N = int(k.N), L = ch.len;
   const int sN = stride_of(N), sP = stride_of(P), sQ = stride_of(Q);
@@ -174,16 +216,27 @@ __global__ void __launch_bounds__(kThreads)
   float* cm = part + pad16(Q) * nparts;
   float* dts = cm + Q;
   float* wv = dts + Q;
+  // The G tile: S_c's, loaded once the S products are done (f32 states), or its own, copied in
+  // with the rows (bf16 states).
+  bf16_t* Gt = SG;
+  tc::load_rows_async(Cs, sN, Cm, ch.b, ch.g, ch.t0, L, k.T, k.G, N);
+  tc::load_rows_async(Bs, sN, Bm, ch.b, ch.g, ch.t0, L, k.T, k.G, N);
+  tc::load_rows_async(xs, sP, x, ch.b, ch.h, ch.t0, L, k.T, k.H, P);
+  tc::load_rows_async(dys, sP, dy, ch.b, ch.h, ch.t0, L, k.T, k.H, P);
+  const int64_t state_at = (ch.bh * k.nc + ch.c) * int64_t(P) * N;
+  if constexpr (std::is_same_v<S, float>) {
+    tc::load_state_bf16(SG, sN, states + state_at, P, N, nullptr);
+  } else {
+    tc::load_tile_async(SG, sN, states + state_at, P, N);
+    Gt = reinterpret_cast<bf16_t*>(reinterpret_cast<unsigned char*>(smem_raw) + dbc_g_offset(k));
+    tc::load_tile_async(Gt, sN, grads + state_at, P, N);
+  }
+  mma::cp_async_commit();
   for (int i = threadIdx.x; i < L; i += blockDim.x) {
     cm[i] = cum[ch.bh * k.T + ch.t0 + i];
     dts[i] = dt[(ch.b * k.T + ch.t0 + i) * k.H + ch.h];
   }
-  tc::load_rows_bf16(Cs, sN, Cm, ch.b, ch.g, ch.t0, L, L, k.T, k.G, N, nullptr);
-  tc::load_rows_bf16(Bs, sN, Bm, ch.b, ch.g, ch.t0, L, L, k.T, k.G, N, nullptr);
-  tc::load_rows_bf16(xs, sP, x, ch.b, ch.h, ch.t0, L, L, k.T, k.H, P, nullptr);
-  tc::load_rows_bf16(dys, sP, dy, ch.b, ch.h, ch.t0, L, L, k.T, k.H, P, nullptr);
-  const int64_t state_at = (ch.bh * k.nc + ch.c) * int64_t(P) * N;
-  tc::load_state_bf16(SG, sN, states + state_at, P, N, nullptr);
+  mma::cp_async_wait<0>();
   __syncthreads();
   for (int j = threadIdx.x; j < L; j += blockDim.x) wv[j] = expf(cm[L - 1] - cm[j]) * dts[j];
   // A2 = dM E dt on j <= i (bf16, zero elsewhere and in the padding).
@@ -221,25 +274,179 @@ __global__ void __launch_bounds__(kThreads)
       }
     t.mac<false, true>(A2, sQ, Bs, sN, 0, m0 + 32 < Lp ? m0 + 32 : Lp);  // sum_{j <= i} A2_ij B_j
     t.each([&](int i, int n, float& v) {
-      if (i < L && n < N) dCh[(row0 + int64_t(i) * k.H) * N + n] = v;
+      if (i < L && n < N) dCh[(row0 + int64_t(i) * k.H) * N + n] = from_f32<S>(v);
     });
   });
   __syncthreads();
-  tc::load_state_bf16(SG, sN, grads + state_at, P, N, nullptr);  // G_{c+1} replaces S_c
-  __syncthreads();
+  float gs = 0.0f;  // <G_{c+1}, S_c> on the span path
+  if constexpr (std::is_same_v<S, float>) {
+    tc::load_state_bf16(SG, sN, grads + state_at, P, N, nullptr);  // G_{c+1} replaces S_c
+    __syncthreads();
+  } else {
+    for (int e = threadIdx.x; e < P * N; e += blockDim.x) {
+      const int p = e / N, n = e % N;
+      gs += to_f32(SG[p * sN + n]) * to_f32(Gt[p * sN + n]);
+    }
+    gs = block_sum(gs, red);
+  }
   tc::for_warp_tiles<2, 2>(Lp, Np, [&](int m0, int n0) {
     WarpTile<2, 2> t(m0, n0, Lp, Np);
-    t.mac<false, true>(xs, sP, SG, sN, 0, Pp);  // (G^T x_j)_n = sum_p x_jp G_pn
+    t.mac<false, true>(xs, sP, Gt, sN, 0, Pp);  // (G^T x_j)_n = sum_p x_jp G_pn
     t.each([&](int j, int, float& v) { v *= wv[j < L ? j : L - 1]; });
     t.mac<true, true>(A2, sQ, Cs, sN, m0, Lp);  // sum_{i >= j} A2_ij C_i
     t.each([&](int j, int n, float& v) {
-      if (j < L && n < N) dBh[(row0 + int64_t(j) * k.H) * N + n] = v;
+      if (j < L && n < N) dBh[(row0 + int64_t(j) * k.H) * N + n] = from_f32<S>(v);
     });
   });
   for (int i = threadIdx.x; i < L; i += blockDim.x) {
     float s = 0.0f;
     for (int q = 0; q < nparts; ++q) s += part[i * nparts + q];
+    if (!std::is_same_v<S, float> && i == L - 1) s += expf(cm[L - 1]) * gs;
     dcum[ch.bh * k.T + ch.t0 + i] += s;
+  }
+}
+
+// The span path's dB, dC summed over a split of a group's heads inside the block (instead of
+// per-head values summed afterwards): one block per (chunk, b, g, split of kHeadsPerSplit heads),
+// the group's B, C rows loaded once, the dB and dC tiles of the chunk (Q x N) accumulated in f32
+// registers (one 32 x 32 warp tile of each per warp: needs state_fits(Q, N)) over the heads:
+//   dC += diag(e_h) dy_h S_h + A2_h B        dB += diag(w_h) x_h G_h + A2_h^T C
+// with the row scalings applied to the bf16 A fragments (mac_scaled_a). Per head, as
+// dbc_tc_kernel: dcum_i += C_i . (e_i S_h^T dy_i), taken as the change of C_i . dC_i across the
+// head's carried term (f32; the previous heads' part cancels exactly up to rounding), and
+// dcum_last += exp(cum_last) <G_h, S_h>. Writes partials [B, T, G, nsplit, N] f32.
+constexpr int kHeadsPerSplit = 8;
+
+__global__ void __launch_bounds__(kThreads, 2)
+    dbc_heads_tc_kernel(Dims k, const bf16_t* __restrict__ x, const float* __restrict__ dt,
+                        const bf16_t* __restrict__ Bm, const bf16_t* __restrict__ Cm,
+                        const bf16_t* __restrict__ dy, const float* __restrict__ cum,
+                        const bf16_t* __restrict__ states, const bf16_t* __restrict__ grads,
+                        float* __restrict__ dBp, float* __restrict__ dCp,
+                        float* __restrict__ dcum) {
+  extern __shared__ uint4 smem_raw[];
+  __shared__ float red[32];
+  const int Q = int(k.Q), P = int(k.P), N = int(k.N);
+  const int64_t c = blockIdx.x, b = blockIdx.y / k.G, g = blockIdx.y % k.G, sp = blockIdx.z;
+  const int64_t hpg = k.H / k.G, nsplit = (hpg + kHeadsPerSplit - 1) / kHeadsPerSplit;
+  const int64_t h0 = g * hpg + sp * kHeadsPerSplit;
+  const int64_t h1 = h0 + kHeadsPerSplit < (g + 1) * hpg ? h0 + kHeadsPerSplit : (g + 1) * hpg;
+  const int64_t t0 = c * k.Q;
+  const int L = int(k.T - t0 < k.Q ? k.T - t0 : k.Q);
+  const int sN = stride_of(N), sP = stride_of(P), sQ = stride_of(Q);
+  const int Lp = pad16(L), Pp = pad16(P), Np = pad16(N);
+  const int nparts = (Np + 31) / 32;
+  unsigned char* at = reinterpret_cast<unsigned char*>(smem_raw);
+  bf16_t* Cs = reinterpret_cast<bf16_t*>(at);
+  at += tile_bytes(Q, N);
+  bf16_t* Bs = reinterpret_cast<bf16_t*>(at);
+  at += tile_bytes(Q, N);
+  bf16_t* xs = reinterpret_cast<bf16_t*>(at);
+  at += tile_bytes(Q, P);
+  bf16_t* dys = reinterpret_cast<bf16_t*>(at);
+  at += tile_bytes(Q, P);
+  bf16_t* A2 = reinterpret_cast<bf16_t*>(at);
+  at += tile_bytes(Q, Q);
+  bf16_t* Ss = reinterpret_cast<bf16_t*>(at);
+  at += tile_bytes(P, N);
+  bf16_t* Gs = reinterpret_cast<bf16_t*>(at);
+  at += tile_bytes(P, N);
+  float* part = reinterpret_cast<float*>(at);  // [pad16(Q)][nparts]
+  float* cm = part + pad16(Q) * nparts;
+  float* dts = cm + pad16(Q);
+  float* ev = dts + pad16(Q);  // exp(cum_i), zero past the chunk
+  float* wv = ev + pad16(Q);   // exp(cum_last - cum_j) dt_j, zero past the chunk
+  bool live;
+  WarpTile<2, 2> aC = tc::state_tile(Q, N, live), aB = aC;  // tiles of the Lp x Np outputs
+  aC.M = aB.M = Lp;  // rows past the chunk's padded length are skipped
+  tc::load_rows_async(Cs, sN, Cm, b, g, t0, L, k.T, k.G, N);
+  tc::load_rows_async(Bs, sN, Bm, b, g, t0, L, k.T, k.G, N);
+  mma::cp_async_commit();
+  for (int64_t h = h0; h < h1; ++h) {
+    const int64_t bh = b * k.H + h, state_at = (bh * k.nc + c) * int64_t(P) * N;
+    tc::load_rows_async(xs, sP, x, b, h, t0, L, k.T, k.H, P);
+    tc::load_rows_async(dys, sP, dy, b, h, t0, L, k.T, k.H, P);
+    tc::load_tile_async(Ss, sN, states + state_at, P, N);
+    tc::load_tile_async(Gs, sN, grads + state_at, P, N);
+    mma::cp_async_commit();
+    for (int i = threadIdx.x; i < pad16(Q); i += blockDim.x) {
+      const bool in = i < L;
+      const float ci = in ? cum[bh * k.T + t0 + i] : 0.0f;
+      const float di = in ? dt[(b * k.T + t0 + i) * k.H + h] : 0.0f;
+      cm[i] = ci;
+      dts[i] = di;
+      ev[i] = in ? expf(ci) : 0.0f;
+      wv[i] = in ? expf(cum[bh * k.T + t0 + L - 1] - ci) * di : 0.0f;
+    }
+    mma::cp_async_wait<0>();
+    __syncthreads();
+    // A2 = dM E dt on j <= i (bf16, zero elsewhere and in the padding), as dbc_tc_kernel.
+    tc::for_warp_tiles<1, 2>(Lp, Lp, [&](int m0, int n0) {
+      WarpTile<1, 2> dm(m0, n0, Lp, Lp);
+      if (n0 <= m0 + 15) dm.mac<false, false>(dys, sP, xs, sP, 0, Pp);  // dM_ij = dy_i . x_j
+      dm.each([&](int i, int j, float& v) {
+        const float a = j <= i && i < L ? v * expf(cm[i] - cm[j]) * dts[j] : 0.0f;
+        A2[i * sQ + j] = from_f32<bf16_t>(a);
+      });
+    });
+    float gs = 0.0f;  // <G_h, S_h>
+    for (int e = threadIdx.x; e < P * N; e += blockDim.x) {
+      gs += to_f32(Ss[(e / N) * sN + e % N]) * to_f32(Gs[(e / N) * sN + e % N]);
+    }
+    gs = block_sum(gs, red);  // ends with a barrier: A2 is complete
+    if (live) {
+      // This lane's part of C_r . dC_r for its rows r (a fragment's rows g and g + 8).
+      auto rowdots = [&](float (&d)[2][2]) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int r = aC.row(i, 2 * hh);
+            float s = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+              for (int q = 0; q < 2; ++q) {
+                const int cc = aC.col(j, 2 * hh + q);
+                if (r < Lp && cc < Np) s += aC.c[i][j][2 * hh + q] * to_f32(Cs[r * sN + cc]);
+              }
+            d[i][hh] = s;
+          }
+      };
+      float before[2][2], after[2][2];
+      rowdots(before);
+      tc::mac_scaled_a(aC, dys, sP, [&](int i) { return ev[i]; }, Ss, sN, 0, Pp);
+      rowdots(after);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int r = aC.row(i, 2 * hh);
+          const float dot = subwarp_sum(after[i][hh] - before[i][hh], 4);
+          if (r < Lp && threadIdx.x % 4 == 0) part[r * nparts + aC.n0 / 32] = dot;
+        }
+      const int kend = aC.m0 + 32 < Lp ? aC.m0 + 32 : Lp;
+      aC.mac<false, true>(A2, sQ, Bs, sN, 0, kend);  // sum_{j <= i} A2_ij B_j
+      tc::mac_scaled_a(aB, xs, sP, [&](int j) { return wv[j]; }, Gs, sN, 0, Pp);
+      aB.mac<true, true>(A2, sQ, Cs, sN, aB.m0, Lp);  // sum_{i >= j} A2_ij C_i
+    }
+    __syncthreads();  // part complete; the head's tiles may be replaced after the next barrier
+    for (int i = threadIdx.x; i < L; i += blockDim.x) {
+      float s = 0.0f;
+      for (int q = 0; q < nparts; ++q) s += part[i * nparts + q];
+      if (i == L - 1) s += expf(cm[L - 1]) * gs;
+      dcum[bh * k.T + t0 + i] += s;
+    }
+    __syncthreads();
+  }
+  if (live) {
+    const int64_t row0 = ((b * k.T + t0) * k.G + g) * nsplit + sp;  // [B,T,G,nsplit,N] row
+    aC.each([&](int i, int n, float& v) {
+      if (i < L && n < N) dCp[(row0 + int64_t(i) * k.G * nsplit) * N + n] = v;
+    });
+    aB.each([&](int j, int n, float& v) {
+      if (j < L && n < N) dBp[(row0 + int64_t(j) * k.G * nsplit) * N + n] = v;
+    });
   }
 }
 
@@ -271,16 +478,66 @@ void launch_dx_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t*
                   const float* states, const float* grads, bf16_t* dx, float* ddt, float* dcum,
                   float* partials, cudaStream_t s) {
   if (k.nc * k.B * k.H == 0) return;
-  launch_chunks(dx_tc_kernel, k, dx_tc_smem(k), s, k, x, dt, Bm, Cm, D, dy, cum, states, grads,
-                dx, ddt, dcum, partials);
+  launch_chunks(dx_tc_kernel<float>, k, dx_tc_smem(k), s, k, x, dt, Bm, Cm, D, dy, cum, states,
+                grads, dx, ddt, dcum, partials);
 }
 
 void launch_dbc_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t* Bm,
                    const bf16_t* Cm, const bf16_t* dy, const float* cum, const float* states,
                    const float* grads, float* dBh, float* dCh, float* dcum, cudaStream_t s) {
   if (k.nc * k.B * k.H == 0) return;
-  launch_chunks(dbc_tc_kernel, k, dbc_tc_smem(k), s, k, x, dt, Bm, Cm, dy, cum, states, grads,
-                dBh, dCh, dcum);
+  launch_chunks(dbc_tc_kernel<float>, k, dbc_tc_smem(k), s, k, x, dt, Bm, Cm, dy, cum, states,
+                grads, dBh, dCh, dcum);
+}
+
+void launch_dx_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t* Bm,
+                  const bf16_t* Cm, const float* D, const bf16_t* dy, const float* cum,
+                  const bf16_t* grads, bf16_t* dx, float* ddt, float* dcum, float* partials,
+                  cudaStream_t s) {
+  if (k.nc * k.B * k.H == 0) return;
+  launch_chunks(dx_tc_kernel<bf16_t>, k, dx_spans_smem(k), s, k, x, dt, Bm, Cm, D, dy, cum,
+                static_cast<const bf16_t*>(nullptr), grads, dx, ddt, dcum, partials);
+}
+
+void launch_dbc_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t* Bm,
+                   const bf16_t* Cm, const bf16_t* dy, const float* cum, const bf16_t* states,
+                   const bf16_t* grads, bf16_t* dBh, bf16_t* dCh, float* dcum, cudaStream_t s) {
+  if (k.nc * k.B * k.H == 0) return;
+  launch_chunks(dbc_tc_kernel<bf16_t>, k, dbc_spans_smem(k), s, k, x, dt, Bm, Cm, dy, cum, states,
+                grads, dBh, dCh, dcum);
+}
+
+int64_t dbc_heads_smem(const Dims& k) {
+  const int64_t nparts = (pad16(int(k.N)) + 31) / 32;
+  return 2 * tile_bytes(k.Q, k.N) + 2 * tile_bytes(k.Q, k.P) + tile_bytes(k.Q, k.Q) +
+         2 * tile_bytes(k.P, k.N) + 4 * pad16(int(k.Q)) * (nparts + 4);
+}
+
+int64_t dbc_heads_splits(const Dims& k) {
+  return (k.H / k.G + kHeadsPerSplit - 1) / kHeadsPerSplit;
+}
+
+bool dbc_heads_fit(const Dims& k) {
+  return tc::state_fits(int(k.Q), int(k.N)) && dbc_heads_smem(k) <= kSsdMaxSmemBytes;
+}
+
+void launch_dbc_heads_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t* Bm,
+                         const bf16_t* Cm, const bf16_t* dy, const float* cum,
+                         const bf16_t* states, const bf16_t* grads, float* dBp, float* dCp,
+                         float* dcum, cudaStream_t s) {
+  if (k.nc * k.B * k.G == 0) return;
+  const int64_t bytes = dbc_heads_smem(k);
+  AMOR_CUDA_CHECK(cudaFuncSetAttribute(dbc_heads_tc_kernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  dbc_heads_tc_kernel<<<dim3(unsigned(k.nc), unsigned(k.B * k.G), unsigned(dbc_heads_splits(k))),
+                        kThreads, size_t(bytes), s>>>(k, x, dt, Bm, Cm, dy, cum, states, grads,
+                                                      dBp, dCp, dcum);
+  AMOR_CUDA_CHECK_LAUNCH();
+}
+
+int64_t backward_spans_smem(const Dims& k) {
+  const int64_t a = dx_spans_smem(k), b = dbc_spans_smem(k);
+  return a > b ? a : b;
 }
 
 int64_t backward_tc_smem(const Dims& k) {

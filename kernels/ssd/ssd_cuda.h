@@ -27,9 +27,10 @@ inline constexpr int64_t kSsdMaxSmemBytes = 227 * 1024;
 // The most shared memory any SSD kernel needs for these sizes (the caller checks the limit).
 int64_t ssd_smem_bytes(const SsdDims& d);
 
-// Floats of f32 scratch the forward / backward need (chunk log decays, chunk states, ...).
-int64_t ssd_forward_scratch_floats(const SsdDims& d);
-int64_t ssd_backward_scratch_floats(const SsdDims& d);
+// Floats of f32 scratch the forward / backward need on inputs of storage dtype t (chunk log
+// decays, chunk or span states, ...).
+int64_t ssd_forward_scratch_floats(DType t, const SsdDims& d);
+int64_t ssd_backward_scratch_floats(DType t, const SsdDims& d);
 
 // x [B,T,H,P], dt [B,T,H] f32, A [H] f32, Bm/Cm [B,T,G,N], D [H] f32, h0 [B,H,P,N] f32 or null
 // -> y [B,T,H,P], hT [B,H,P,N] f32 (null: not wanted).
@@ -43,6 +44,17 @@ void ssd_backward(DType t, const SsdDims& d, const void* x, const float* dt, con
                   const void* Bm, const void* Cm, const float* D, const float* h0, const void* dy,
                   const float* dhT, void* dx, float* ddt, float* dA, void* dB, void* dC,
                   float* dD, float* dh0, float* scratch, cudaStream_t s = 0);
+
+// Per-kernel timing (bench-ssd --kernels): while a hook is set, ssd_forward and ssd_backward call
+// it with "start" before their first kernel and then after each kernel they launch, with the
+// kernel's name and the stream (so events recorded by the hook time each kernel). Off (null) by
+// default; not thread-safe (a benchmark's switch).
+using SsdKernelHook = void (*)(const char* kernel, cudaStream_t s);
+void ssd_set_kernel_hook(SsdKernelHook hook);
+
+// The bf16 path by spans of chunks (ssd_state_tc_cuda.cu) is on by default; off, bf16 runs the
+// per-chunk tensor-core kernels (the earlier path, kept for comparison: bench-ssd times both).
+void ssd_set_spans(bool on);
 
 // One decode step: x [B,H,P], dt [B,H] f32, A [H] f32, Bm/Cm [B,G,N], D [H] f32; state
 // [B,H,P,N] f32 updated in place -> y [B,H,P].

@@ -17,8 +17,14 @@
 // [B,H,nc,P,N] are written by (1), read and rewritten by (2) and read by (3): 4 * 4 P N bytes
 // per chunk and head, which at Q = 64, P = 64, N = 128 is 2 KiB per step and head against
 // 2 * P bytes of bf16 x. The final state is the state after the last chunk (f32).
-// bf16 storage: (1) and (3) run on tensor cores instead (ssd_forward_tc_cuda.cu, same math and
-// scratch); the f32 kernels here stay the path of f32 inputs (exact to ~1e-7).
+// bf16 storage runs on tensor cores instead, by spans of m chunks (ssd_state_tc_cuda.cu): (1)
+// per span (the span's own contribution, f32), (2) over spans, (3) per span carrying the state in
+// registers through its chunks (scan_spans_tc_kernel); the f32 chunk states are never stored, so
+// the state traffic drops from 4 x 4 P N bytes per chunk to ~3 x 4 P N / m (m = 8 at the
+// presets). Where a state does not fit the register tiles (P N > 64 x 128) or under
+// ssd_set_spans(false), the per-chunk tensor-core kernels (1) and (3) of
+// ssd_forward_tc_cuda.cu run with the f32 scratch above. The f32 kernels here stay the path of
+// f32 inputs (exact to ~1e-7).
 #include "kernels/ssd/ssd_mma.cuh"
 #include "kernels/ssd/ssd_tile.cuh"
 
@@ -26,7 +32,11 @@ namespace amor::cuda {
 namespace ssd {
 namespace {
 
-// (0) One thread per (b, chunk, h): adjacent threads read adjacent heads of dt.
+// (0) One thread per (b, chunk, h): adjacent threads read adjacent heads of dt. The loads of
+// kBatch steps are issued before their sums (a thread's chunk is a chain of dependent steps; few
+// threads, so each keeps several loads in flight); the same order of operations.
+constexpr int kBatch = 16;
+
 __global__ void chunk_cumsum_kernel(Dims k, const float* __restrict__ dt,
                                     const float* __restrict__ A, float* __restrict__ cum) {
   const int64_t total = k.B * k.nc * k.H;
@@ -36,9 +46,19 @@ __global__ void chunk_cumsum_kernel(Dims k, const float* __restrict__ dt,
     const int64_t t0 = c * k.Q, t1 = t0 + k.Q < k.T ? t0 + k.Q : k.T;
     const float a = A[h];
     float acc = 0.0f;
-    for (int64_t t = t0; t < t1; ++t) {
-      acc += dt[(b * k.T + t) * k.H + h] * a;
-      cum[(b * k.H + h) * k.T + t] = acc;
+    for (int64_t tb = t0; tb < t1; tb += kBatch) {
+      float v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        v[u] = tb + u < t1 ? dt[(b * k.T + tb + u) * k.H + h] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        if (tb + u < t1) {
+          acc += v[u] * a;
+          cum[(b * k.H + h) * k.T + tb + u] = acc;
+        }
+      }
     }
   }
 }
@@ -211,6 +231,14 @@ void launch_state_passing(const Dims& k, const float* cum, const float* h0, floa
   AMOR_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+SsdKernelHook g_hook = nullptr;
+}  // namespace
+
+void mark(const char* kernel, cudaStream_t s) {
+  if (g_hook) g_hook(kernel, s);
+}
+
 int64_t forward_smem(const Dims& k) {
   const int64_t a = outer_smem(k), b = scan_smem(k), c = forward_tc_smem(k);
   const int64_t ab = a > b ? a : b;
@@ -219,8 +247,14 @@ int64_t forward_smem(const Dims& k) {
 
 }  // namespace ssd
 
-int64_t ssd_forward_scratch_floats(const SsdDims& d) {
-  return ssd::scratch_floats(ssd::dims_of(d), false);
+void ssd_set_kernel_hook(SsdKernelHook hook) { ssd::g_hook = hook; }
+
+int64_t ssd_forward_scratch_floats(DType t, const SsdDims& d) {
+  const ssd::Dims k = ssd::dims_of(d);
+  if (t == DType::BF16 && ssd::use_spans(k)) {  // cum, then the span states
+    return k.B * k.H * k.T + k.B * k.H * ceil_div(k.nc, ssd::span_len(k)) * k.P * k.N;
+  }
+  return ssd::scratch_floats(k, false);
 }
 
 void ssd_forward(DType t, const SsdDims& d, const void* x, const float* dt, const float* A,
@@ -229,14 +263,36 @@ void ssd_forward(DType t, const SsdDims& d, const void* x, const float* dt, cons
   using namespace ssd;
   const Dims k = dims_of(d);
   const Scratch sc = carve(k, scratch, false);
+  mark("start", s);
   launch_chunk_cumsum(k, dt, A, sc.cum, s);
+  mark("fwd cumsum", s);
+  if (t == DType::BF16 && use_spans(k)) {
+    // By spans of m chunks (ssd_state_tc_cuda.cu): each span's own state, the pass over spans
+    // (slot s <- the state entering span s), then the chunk scan carrying the state through
+    // each span. Scratch: cum, then the span states (fewer than the chunk states).
+    const int m = span_len(k);
+    float* spans = sc.states;
+    launch_span_states_tc(k, m, static_cast<const bf16_t*>(x), static_cast<const bf16_t*>(Bm),
+                          dt, sc.cum, true, false, nullptr, spans, nullptr, s);
+    mark("fwd span_states (x, B)", s);
+    launch_span_passing(k, m, sc.cum, h0, spans, hT, false, s);
+    mark("fwd span_passing", s);
+    launch_scan_spans_tc(k, m, static_cast<const bf16_t*>(x), dt, static_cast<const bf16_t*>(Bm),
+                         static_cast<const bf16_t*>(Cm), D, sc.cum, spans,
+                         static_cast<bf16_t*>(y), s);
+    mark("fwd scan_spans", s);
+    return;
+  }
   launch_chunk_outer(t, k, x, Bm, dt, sc.cum, true, sc.states, s);
+  mark("fwd chunk_outer", s);
   launch_state_passing(k, sc.cum, h0, sc.states, hT, s);
+  mark("fwd state_passing", s);
   if (k.nc * k.B * k.H == 0) return;
   if (t == DType::BF16) {  // tensor cores (ssd_forward_tc_cuda.cu)
     launch_chunk_scan_tc(k, static_cast<const bf16_t*>(x), dt, static_cast<const bf16_t*>(Bm),
                          static_cast<const bf16_t*>(Cm), D, sc.cum, sc.states,
                          static_cast<bf16_t*>(y), s);
+    mark("fwd chunk_scan", s);
     return;
   }
   dispatch_storage(t, "cuda ssd_forward", [&](auto tag) {

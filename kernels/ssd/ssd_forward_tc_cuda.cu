@@ -18,6 +18,12 @@
 // + Q (Q+8) elements = 52.5 KiB at the presets (3 blocks per SM, bound by its 77 registers; the
 // f32 kernel's 97.5 KiB fit two), outer Q (P+8) + Q (N+8) = 26 KiB. Memory traffic as the f32
 // kernels', with half the bytes for x, B, C.
+//
+// scan_spans_tc_kernel (the default bf16 path, see ssd_state_tc_cuda.cu) runs the same chunk scan
+// for the m chunks of a span with the state in registers; per chunk it reads x, B, C once (bf16)
+// and writes y; per span it reads one f32 state. Shared memory: two buffers of the C, B, x tiles
+// (the next chunk's copied in while this one computes), the S and M tiles: 113 KiB at the
+// presets, two blocks per SM (127 registers).
 #include "kernels/ssd/ssd_mma.cuh"
 
 namespace amor::cuda {
@@ -122,6 +128,129 @@ __global__ void __launch_bounds__(kThreads)
   });
 }
 
+// y of the m chunks of one span (b, h, s), in order, carrying the state S_c in f32 registers
+// (ssd_mma.cuh's state tiles) from spans[b,h,s] (the state entering the span): per chunk, the
+// chunk scan above with S_c from the registers (rounded to bf16 into a tile, as the per-chunk
+// kernel rounds the f32 state it loads), then S_{c+1} = exp(cum_last) S_c + (w x)^T B (w applied
+// to the x fragments: mac_scaled_rows). The C, B, x tiles and the per-step scalars of chunk
+// q + 1 are loaded (cp.async) into the other of two buffers while chunk q computes; two
+// barriers per chunk.
+__global__ void __launch_bounds__(kThreads, 2)
+    scan_spans_tc_kernel(Dims k, int m, const bf16_t* __restrict__ x,
+                         const float* __restrict__ dt, const bf16_t* __restrict__ Bm,
+                         const bf16_t* __restrict__ Cm, const float* __restrict__ D,
+                         const float* __restrict__ cum, const float* __restrict__ spans,
+                         bf16_t* __restrict__ y) {
+  extern __shared__ uint4 smem_raw[];
+  const int Q = int(k.Q), P = int(k.P), N = int(k.N), Qp = pad16(Q);
+  const int64_t sp = blockIdx.x, bh = blockIdx.y, b = bh / k.H, h = bh % k.H;
+  const int64_t g = h / (k.H / k.G), ns = (k.nc + m - 1) / m;
+  const int64_t c0 = sp * m, c1 = c0 + m < k.nc ? c0 + m : k.nc;
+  const int n = int(c1 - c0);
+  const int sN = stride_of(N), sP = stride_of(P), sQ = stride_of(Q);
+  const int Pp = pad16(P), Np = pad16(N);
+  // Layout: buffers 0 and 1 of (C, B, x), then Ss, Ms, then the scalars (cm, dts) x 2: 113 KiB
+  // at the presets, exactly two blocks per SM (228 KiB less 1 KiB per block).
+  unsigned char* smem = reinterpret_cast<unsigned char*>(smem_raw);
+  const int64_t cbytes = tile_bytes(Q, N), xbytes = tile_bytes(Q, P);
+  const int64_t buf = 2 * cbytes + xbytes;
+  auto Cs = [&](int q) { return reinterpret_cast<bf16_t*>(smem + (q & 1) * buf); };
+  auto Bs = [&](int q) { return reinterpret_cast<bf16_t*>(smem + (q & 1) * buf + cbytes); };
+  auto xs = [&](int q) { return reinterpret_cast<bf16_t*>(smem + (q & 1) * buf + 2 * cbytes); };
+  bf16_t* Ss = reinterpret_cast<bf16_t*>(smem + 2 * buf);  // S_c as [P][N]
+  bf16_t* Ms = reinterpret_cast<bf16_t*>(smem + 2 * buf + tile_bytes(P, N));
+  float* scal = reinterpret_cast<float*>(smem + 2 * buf + tile_bytes(P, N) + tile_bytes(Q, Q));
+  auto cm = [&](int q) { return scal + (q & 1) * 2 * Qp; };
+  auto dts = [&](int q) { return scal + (q & 1) * 2 * Qp + Qp; };
+  auto len_of = [&](int q) {
+    const int64_t t0 = (c0 + q) * k.Q;
+    return int(k.T - t0 < k.Q ? k.T - t0 : k.Q);
+  };
+  auto issue = [&](int q) {  // chunk q's tiles into buffer q % 2 (one commit group)
+    const int64_t t0 = (c0 + q) * k.Q;
+    const int L = len_of(q);
+    tc::load_rows_async(Cs(q), sN, Cm, b, g, t0, L, k.T, k.G, N);
+    tc::load_rows_async(Bs(q), sN, Bm, b, g, t0, L, k.T, k.G, N);
+    tc::load_rows_async(xs(q), sP, x, b, h, t0, L, k.T, k.H, P);
+    mma::cp_async_commit();
+  };
+  // Chunk q's per-step scalars: fetch into registers (one step per thread of the first warps),
+  // then put into buffer q % 2 (later, so that the loads' latency hides behind other work).
+  struct Step {
+    float cm, cl, dt;
+  };
+  auto fetch = [&](int q) {
+    const int64_t t0 = (c0 + q) * k.Q;
+    const int L = len_of(q), i = int(threadIdx.x);
+    Step st{0.0f, 0.0f, 0.0f};
+    if (i < L) {
+      const float* cg = cum + bh * k.T + t0;
+      st = {cg[i], cg[L - 1], dt[(b * k.T + t0 + i) * k.H + h]};
+    }
+    return st;
+  };
+  auto put = [&](int q, const Step& st) {
+    const int i = int(threadIdx.x);
+    if (i < Qp) {
+      cm(q)[i] = st.cm;
+      dts(q)[i] = st.dt;  // zero past the chunk
+    }
+  };
+  bool live;
+  WarpTile<2, 2> st = tc::state_tile(P, N, live);
+  if (n > 0) {
+    issue(0);
+    put(0, fetch(0));
+  }
+  if (live) tc::state_load(st, spans + (bh * ns + sp) * int64_t(P) * N, P, N);
+  const float d = D[h];
+  for (int q = 0; q < n; ++q) {
+    mma::cp_async_wait<0>();
+    __syncthreads();  // chunk q's tiles and scalars are in; chunk q - 1's buffers are free
+    Step next{0.0f, 0.0f, 0.0f};
+    if (q + 1 < n) {
+      issue(q + 1);
+      next = fetch(q + 1);
+    }
+    const int64_t t0 = (c0 + q) * k.Q;
+    const int L = len_of(q), Lp = pad16(L);
+    const bf16_t *C = Cs(q), *Bt = Bs(q), *X = xs(q);
+    const float *cmq = cm(q), *dtq = dts(q);
+    if (live) tc::state_store_bf16(st, Ss, sN, Pp, Np);
+    // M as the per-chunk kernel (zero off j <= i and in the padding).
+    tc::for_warp_tiles<1, 2>(Lp, Lp, [&](int m0, int n0) {
+      WarpTile<1, 2> t(m0, n0, Lp, Lp);
+      if (n0 <= m0 + 15) t.mac<false, false>(C, sN, Bt, sN, 0, Np);
+      t.each([&](int i, int j, float& kij) {
+        const float mv = j <= i && i < L ? kij * expf(cmq[i] - cmq[j]) * dtq[j] : 0.0f;
+        Ms[i * sQ + j] = from_f32<bf16_t>(mv);
+      });
+    });
+    __syncthreads();
+    bf16_t* yc = y + ((b * k.T + t0) * k.H + h) * P;
+    tc::for_warp_tiles<1, 2>(Lp, Pp, [&](int m0, int n0) {
+      WarpTile<1, 2> t(m0, n0, Lp, Pp);
+      t.mac<false, false>(C, sN, Ss, sN, 0, Np);  // (C S^T)_ip = sum_n C_in S_pn
+      t.each([&](int i, int, float& v) { v *= expf(cmq[i < L ? i : L - 1]); });
+      t.mac<false, true>(Ms, sQ, X, sP, 0, m0 + 16);  // sum_{j <= i} M_ij x_jp
+      t.each([&](int i, int p, float& v) {
+        if (i < L && p < P) {
+          yc[int64_t(i) * k.H * P + p] = from_f32<bf16_t>(v + d * to_f32(X[i * sP + p]));
+        }
+      });
+    });
+    if (live) {  // S_{c+1} = exp(cum_last) S_c + sum_i (w_i x_i) B_i^T
+      const float dc = expf(cmq[L - 1]);
+      st.each([&](int, int, float& v) { v *= dc; });
+      const float cl = cmq[L - 1];  // w_i = exp(cum_last - cum_i) dt_i, zero past the chunk
+      tc::mac_scaled_rows(
+          st, X, sP, [&](int i) { return i < L ? expf(cl - cmq[i]) * dtq[i] : 0.0f; }, Bt, sN,
+          Lp);
+    }
+    if (q + 1 < n) put(q + 1, next);
+  }
+}
+
 int64_t outer_tc_smem(const Dims& k) {
   return tile_bytes(k.Q, k.P) + tile_bytes(k.Q, k.N) + 4 * k.Q;
 }
@@ -155,6 +284,24 @@ void launch_chunk_scan_tc(const Dims& k, const bf16_t* x, const float* dt, const
   if (k.nc * k.B * k.H == 0) return;
   launch_chunks(chunk_scan_tc_kernel, k, scan_tc_smem(k), s, k, x, dt, Bm, Cm, D, cum, states,
                 y);
+}
+
+int64_t scan_spans_smem(const Dims& k) {
+  return 2 * (2 * tile_bytes(k.Q, k.N) + tile_bytes(k.Q, k.P)) + tile_bytes(k.P, k.N) +
+         tile_bytes(k.Q, k.Q) + 4 * 4 * pad16(int(k.Q));
+}
+
+void launch_scan_spans_tc(const Dims& k, int m, const bf16_t* x, const float* dt,
+                          const bf16_t* Bm, const bf16_t* Cm, const float* D, const float* cum,
+                          const float* spans, bf16_t* y, cudaStream_t s) {
+  const int64_t ns = ceil_div(k.nc, m);
+  if (ns * k.B * k.H == 0) return;
+  const int64_t bytes = scan_spans_smem(k);
+  AMOR_CUDA_CHECK(cudaFuncSetAttribute(scan_spans_tc_kernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  scan_spans_tc_kernel<<<dim3(unsigned(ns), unsigned(k.B * k.H)), kThreads, size_t(bytes), s>>>(
+      k, m, x, dt, Bm, Cm, D, cum, spans, y);
+  AMOR_CUDA_CHECK_LAUNCH();
 }
 
 int64_t forward_tc_smem(const Dims& k) {

@@ -205,6 +205,212 @@ struct WarpTile {
   }
 };
 
+// ---- a [P, N] state held in registers across chunks (the fused kernels of ssd_state_tc_cuda.cu
+// and ssd_forward_tc_cuda.cu). Warp w holds the 32 x 32 warp tile (w / tn, w % tn) of the
+// pad16(P) x pad16(N) state, tn = ceil(pad16(N) / 32), as f32 accumulators (32 registers per
+// thread); the state fits when every tile has a warp (P = 64, N = 128: 2 x 4 tiles, one per warp).
+// Tile elements in the padding stay zero: they only ever accumulate products of zero padding.
+__host__ __device__ inline int state_tiles_n(int N) { return (pad16(N) + 31) / 32; }
+__host__ __device__ inline bool state_fits(int P, int N) {
+  return ((pad16(P) + 31) / 32) * state_tiles_n(N) <= kWarps;
+}
+// This warp's tile; live: whether the warp holds one (warp-uniform).
+__device__ __forceinline__ WarpTile<2, 2> state_tile(int P, int N, bool& live) {
+  const int tn = state_tiles_n(N), tm = (pad16(P) + 31) / 32, w = int(threadIdx.x) / 32;
+  live = w < tm * tn;
+  return WarpTile<2, 2>((w / tn) * 32, (w % tn) * 32, pad16(P), pad16(N));
+}
+// st = src [P, N] f32 (zeros in the padding), or zeros when src is null.
+__device__ __forceinline__ void state_load(WarpTile<2, 2>& st, const float* __restrict__ src,
+                                           int P, int N) {
+  st.each([&](int p, int n, float& v) { v = src && p < P && n < N ? src[p * N + n] : 0.0f; });
+}
+__device__ __forceinline__ void state_store(WarpTile<2, 2>& st, float* __restrict__ dst, int P,
+                                            int N) {
+  st.each([&](int p, int n, float& v) {
+    if (p < P && n < N) dst[p * N + n] = v;
+  });
+}
+// dst (row stride ld) = st rounded to bf16, rows < R and columns < C (R = pad16(P), C = pad16(N)
+// writes the padding's zeros too: a shared-memory operand tile). Pairs of neighbouring columns
+// as one 4-byte store where ld is even.
+__device__ __forceinline__ void state_store_bf16(WarpTile<2, 2>& st, bf16_t* dst, int ld, int R,
+                                                 int C) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; e += 2) {
+        const int r = st.row(i, e), c = st.col(j, e);
+        if (r >= R || c >= C) continue;
+        if (c + 1 < C && ld % 2 == 0) {
+          *reinterpret_cast<uint32_t*>(dst + r * ld + c) =
+              mma::pack_bf16x2(st.c[i][j][e], st.c[i][j][e + 1]);
+        } else {
+          dst[r * ld + c] = from_f32<bf16_t>(st.c[i][j][e]);
+          if (c + 1 < C) dst[r * ld + c + 1] = from_f32<bf16_t>(st.c[i][j][e + 1]);
+        }
+      }
+}
+
+// dst (stride ld) = rows t0 .. t0 + len - 1 of a [B, T, X, W] bf16 tensor at (b, xi), zeros for
+// the padding up to pad16(len) x pad16(W): by cp.async where W is a multiple of 8 and the tensor
+// 16-byte aligned (complete after cp_async_wait and a barrier), else by plain loads and stores
+// (complete after a barrier). The caller commits the group.
+__device__ inline void load_rows_async(bf16_t* dst, int ld, const bf16_t* __restrict__ src,
+                                       int64_t b, int64_t xi, int64_t t0, int len, int64_t Tn,
+                                       int64_t X, int W) {
+  const int R = pad16(len), C = pad16(W);
+  if (W % 8 == 0 && (reinterpret_cast<uintptr_t>(src) & 15u) == 0) {
+    const int per = C / 8;
+    for (int e = threadIdx.x; e < R * per; e += blockDim.x) {
+      const int i = e / per, w = (e % per) * 8;
+      const bool valid = i < len && w < W;
+      mma::cp_async_16(dst + i * ld + w,
+                       valid ? src + ((b * Tn + t0 + i) * X + xi) * W + w : src, valid);
+    }
+    return;
+  }
+  load_rows_bf16(dst, ld, src, b, xi, t0, len, len, Tn, X, W, nullptr);
+}
+
+// Two bf16 (a packed pair) times lo and hi, rounded back to bf16: the rounding of
+// load_rows_bf16's scaling, applied to an mma fragment instead.
+__device__ __forceinline__ uint32_t scale_bf16x2(uint32_t v, float lo, float hi) {
+  const uint32_t ul = v << 16, uh = v & 0xffff0000u;
+  float a, b;
+  memcpy(&a, &ul, 4);
+  memcpy(&b, &uh, 4);
+  return mma::pack_bf16x2(a * lo, b * hi);
+}
+
+// t += sum_{k < K} A(m, k) B(k, n) with A(m, k) = w(k) Am[k][m] (rounded to bf16 as the product
+// of load_rows_bf16's scaling would be) and B(k, n) = Bm[k][n]: WarpTile::mac<true, true> with
+// the rows of Am scaled by w on the way (w(k) finite for every k < K; zero rows give zero).
+template <int MT, int NT, class W>
+__device__ __forceinline__ void mac_scaled_rows(WarpTile<MT, NT>& t, const bf16_t* Am, int lda,
+                                                W&& w, const bf16_t* Bm, int ldb, int K) {
+  const int lane = int(threadIdx.x) % 32, r = lane % 8, q1 = (lane / 8) & 1, q2 = lane / 16;
+  const int tq = lane % 4;
+  for (int k = 0; k < K; k += 16) {
+    // a[0], a[1] hold k + 2 tq, k + 2 tq + 1; a[2], a[3] the same + 8 (mma.cuh's A layout).
+    const float w0 = w(k + 2 * tq), w1 = w(k + 2 * tq + 1);
+    const float w2 = w(k + 2 * tq + 8), w3 = w(k + 2 * tq + 9);
+    uint32_t a[MT][4], b[NT][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      const int m = t.m0 + 16 * i;
+      if (m >= t.M) continue;
+      mma::ldmatrix_x4_trans(a[i], Am + (k + r + 8 * q2) * lda + m + 8 * q1);
+      a[i][0] = scale_bf16x2(a[i][0], w0, w1);
+      a[i][1] = scale_bf16x2(a[i][1], w0, w1);
+      a[i][2] = scale_bf16x2(a[i][2], w2, w3);
+      a[i][3] = scale_bf16x2(a[i][3], w2, w3);
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int n = t.n0 + 16 * j;
+      if (n >= t.N) continue;
+      mma::ldmatrix_x4_trans(b[j], Bm + (k + r + 8 * q1) * ldb + n + 8 * q2);
+    }
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      if (t.m0 + 16 * i >= t.M) continue;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        if (t.n0 + 16 * j >= t.N) continue;
+        const uint32_t lo[2] = {b[j][0], b[j][1]}, hi[2] = {b[j][2], b[j][3]};
+        mma::mma_bf16_16816(t.c[i][2 * j], a[i], lo);
+        mma::mma_bf16_16816(t.c[i][2 * j + 1], a[i], hi);
+      }
+    }
+  }
+}
+
+// t += sum_{k0 <= k < k1} A(m, k) B(k, n) with A(m, k) = w(m) Am[m][k] (rounded to bf16) and
+// B(k, n) = Bm[k][n]: WarpTile::mac<false, true> with the rows of Am scaled by w on the way.
+template <int MT, int NT, class W>
+__device__ __forceinline__ void mac_scaled_a(WarpTile<MT, NT>& t, const bf16_t* Am, int lda,
+                                             W&& w, const bf16_t* Bm, int ldb, int k0, int k1) {
+  const int lane = int(threadIdx.x) % 32, r = lane % 8, q1 = (lane / 8) & 1, q2 = lane / 16;
+  const int g = lane / 4;
+  float wr[MT][2];  // a[0], a[2] hold row m + g; a[1], a[3] row m + g + 8 (mma.cuh's A layout)
+#pragma unroll
+  for (int i = 0; i < MT; ++i) {
+    wr[i][0] = t.m0 + 16 * i < t.M ? w(t.m0 + 16 * i + g) : 0.0f;
+    wr[i][1] = t.m0 + 16 * i < t.M ? w(t.m0 + 16 * i + g + 8) : 0.0f;
+  }
+  for (int k = k0; k < k1; k += 16) {
+    uint32_t a[MT][4], b[NT][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      const int m = t.m0 + 16 * i;
+      if (m >= t.M) continue;
+      mma::ldmatrix_x4(a[i], Am + (m + r + 8 * q1) * lda + k + 8 * q2);
+      a[i][0] = scale_bf16x2(a[i][0], wr[i][0], wr[i][0]);
+      a[i][1] = scale_bf16x2(a[i][1], wr[i][1], wr[i][1]);
+      a[i][2] = scale_bf16x2(a[i][2], wr[i][0], wr[i][0]);
+      a[i][3] = scale_bf16x2(a[i][3], wr[i][1], wr[i][1]);
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int n = t.n0 + 16 * j;
+      if (n >= t.N) continue;
+      mma::ldmatrix_x4_trans(b[j], Bm + (k + r + 8 * q1) * ldb + n + 8 * q2);
+    }
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      if (t.m0 + 16 * i >= t.M) continue;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        if (t.n0 + 16 * j >= t.N) continue;
+        const uint32_t lo[2] = {b[j][0], b[j][1]}, hi[2] = {b[j][2], b[j][3]};
+        mma::mma_bf16_16816(t.c[i][2 * j], a[i], lo);
+        mma::mma_bf16_16816(t.c[i][2 * j + 1], a[i], hi);
+      }
+    }
+  }
+}
+
+// dst (stride ld) = a [R, C] bf16 matrix (row stride C) with zeros for the padding up to
+// pad16(R) x pad16(C). 16 bytes at a time where C is a multiple of 8 and src 16-byte aligned.
+__device__ inline void load_tile_bf16(bf16_t* dst, int ld, const bf16_t* __restrict__ src, int R,
+                                      int C) {
+  const int Rp = pad16(R), Cp = pad16(C);
+  if (C % 8 == 0 && (reinterpret_cast<uintptr_t>(src) & 15u) == 0) {
+    const int per = Cp / 8;
+    for (int e = threadIdx.x; e < Rp * per; e += blockDim.x) {
+      const int r = e / per, c = (e % per) * 8;
+      uint4 raw = make_uint4(0, 0, 0, 0);
+      if (r < R && c < C) raw = *reinterpret_cast<const uint4*>(src + r * C + c);
+      *reinterpret_cast<uint4*>(dst + r * ld + c) = raw;
+    }
+    return;
+  }
+  for (int e = threadIdx.x; e < Rp * Cp; e += blockDim.x) {
+    const int r = e / Cp, c = e % Cp;
+    dst[r * ld + c] = r < R && c < C ? src[r * C + c] : from_f32<bf16_t>(0.0f);
+  }
+}
+
+// load_tile_bf16 by cp.async where C is a multiple of 8 and src 16-byte aligned (complete after
+// cp_async_wait and a barrier), else by plain loads and stores (complete after a barrier). The
+// caller commits the group.
+__device__ inline void load_tile_async(bf16_t* dst, int ld, const bf16_t* __restrict__ src, int R,
+                                       int C) {
+  if (C % 8 == 0 && (reinterpret_cast<uintptr_t>(src) & 15u) == 0) {
+    const int per = pad16(C) / 8;
+    for (int e = threadIdx.x; e < pad16(R) * per; e += blockDim.x) {
+      const int r = e / per, c = (e % per) * 8;
+      const bool valid = r < R && c < C;
+      mma::cp_async_16(dst + r * ld + c, valid ? src + r * C + c : src, valid);
+    }
+    return;
+  }
+  load_tile_bf16(dst, ld, src, R, C);
+}
+
 }  // namespace amor::cuda::ssd::tc
 
 namespace amor::cuda::ssd {
@@ -227,5 +433,58 @@ void launch_dbc_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t
                    const bf16_t* Cm, const bf16_t* dy, const float* cum, const float* states,
                    const float* grads, float* dBh, float* dCh, float* dcum, cudaStream_t s);
 int64_t backward_tc_smem(const Dims& k);
+// The span path's dB, dC summed over splits of a group's heads in the block (partials
+// [B,T,G,nsplit,N] f32, nsplit = dbc_heads_splits) with the dcum terms of launch_dbc_tc; used
+// where dbc_heads_fit (a Q x N tile per warp, Q = 64 and N = 128 fit).
+bool dbc_heads_fit(const Dims& k);
+int64_t dbc_heads_splits(const Dims& k);
+void launch_dbc_heads_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t* Bm,
+                         const bf16_t* Cm, const bf16_t* dy, const float* cum,
+                         const bf16_t* states, const bf16_t* grads, float* dBp, float* dCp,
+                         float* dcum, cudaStream_t s);
+// The same kernels on the span path's bf16 chunk states S_c and gradients G_{c+1}; dBh, dCh in
+// bf16; the <G, S> term of dcum goes into the dbc kernel (states unused by dx).
+void launch_dx_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t* Bm,
+                  const bf16_t* Cm, const float* D, const bf16_t* dy, const float* cum,
+                  const bf16_t* grads, bf16_t* dx, float* ddt, float* dcum, float* partials,
+                  cudaStream_t s);
+void launch_dbc_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t* Bm,
+                   const bf16_t* Cm, const bf16_t* dy, const float* cum, const bf16_t* states,
+                   const bf16_t* grads, bf16_t* dBh, bf16_t* dCh, float* dcum, cudaStream_t s);
+
+// ---- the bf16 path by spans of chunks (ssd_state_tc_cuda.cu; used where spans_fit).
+// Chunks per span (per block of the span kernels), >= 2.
+int span_len(const Dims& k);
+// Whether a [P, N] state fits the warps' register tiles (P = 64, N = 128 does).
+bool spans_fit(const Dims& k);
+// Per span (b, h, s), carrying a [P, N] state across its chunks in order (reverse: last to
+// first): out_chunks[b,h,c] (bf16, when not null) = the state before chunk c's step, then
+// state <- exp(cum_last) state + sum_i wt_i u_i v_i^T (wt as launch_chunk_outer's to_end);
+// started from init[b,h,s] (f32, null: zeros); out_spans[b,h,s] (f32, when not null) = the
+// state after the span.
+void launch_span_states_tc(const Dims& k, int m, const bf16_t* u, const bf16_t* v,
+                           const float* dt, const float* cum, bool to_end, bool reverse,
+                           const float* init, float* out_spans, bf16_t* out_chunks,
+                           cudaStream_t s);
+// In place over spans [B,H,ns,P,N] f32 (each span's own contribution): slot s <- the state
+// entering span s in the pass's direction, starting from `first` (null: zeros); `last` (when
+// not null) = the state after the last span.
+void launch_span_passing(const Dims& k, int m, const float* cum, const float* first,
+                         float* spans, float* last, bool reverse, cudaStream_t s);
+int64_t span_smem(const Dims& k);
+// The forward's chunk scan by spans (ssd_forward_tc_cuda.cu): y of every chunk of a span from
+// the state entering the span (spans[b,h,s], f32), carrying the state across the span's chunks.
+void launch_scan_spans_tc(const Dims& k, int m, const bf16_t* x, const float* dt,
+                          const bf16_t* Bm, const bf16_t* Cm, const float* D, const float* cum,
+                          const float* spans, bf16_t* y, cudaStream_t s);
+int64_t scan_spans_smem(const Dims& k);
+// Whether the bf16 kernels run by spans: the state fits the register tiles and every span
+// kernel's shared memory fits a block (else the per-chunk kernels run).
+bool spans_on();  // ssd_set_spans
+int64_t backward_spans_smem(const Dims& k);  // ssd_backward_tc_cuda.cu
+inline bool use_spans(const Dims& k) {
+  return spans_on() && spans_fit(k) && backward_spans_smem(k) <= kSsdMaxSmemBytes &&
+         span_smem(k) <= kSsdMaxSmemBytes && scan_spans_smem(k) <= kSsdMaxSmemBytes;
+}
 
 }  // namespace amor::cuda::ssd

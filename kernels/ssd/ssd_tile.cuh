@@ -169,6 +169,47 @@ inline int64_t scratch_floats(const Dims& k, bool backward) {
   return n;
 }
 
+// The bf16 span path's backward scratch (ssd_backward_cuda.cu): cum and dcum [B,H,T], the span
+// states [B,H,ns,P,N] f32 (the forward's, then reused for the gradients'), the chunk states S_c
+// and gradients G_{c+1} [B,H,nc,P,N] bf16, dBh and dCh [B,T,H,N] bf16, partials [B*nc, 2H];
+// every piece 16-byte aligned. With base null, only .floats (the total) is meaningful.
+struct SpanScratch {
+  float *cum, *dcum, *spans, *partials;
+  bf16_t *states, *grads, *dBh, *dCh;
+  int64_t floats;
+};
+
+int span_len(const Dims& k);  // ssd_state_tc_cuda.cu
+
+inline SpanScratch span_scratch(const Dims& k, float* base) {
+  SpanScratch s{};
+  int64_t at = 0;
+  auto take = [&](int64_t floats) {
+    float* p = base ? base + at : nullptr;
+    at += (floats + 3) / 4 * 4;
+    return p;
+  };
+  const int64_t m = span_len(k), ns = (k.nc + m - 1) / m;
+  const int64_t chunk_states = k.B * k.H * k.nc * k.P * k.N, bhn = k.B * k.T * k.H * k.N;
+  s.cum = take(k.B * k.H * k.T);
+  s.dcum = take(k.B * k.H * k.T);
+  s.spans = take(k.B * k.H * ns * k.P * k.N);
+  s.partials = take(k.B * k.nc * 2 * k.H);
+  s.states = reinterpret_cast<bf16_t*>(take((chunk_states + 1) / 2));
+  s.grads = reinterpret_cast<bf16_t*>(take((chunk_states + 1) / 2));
+  // dBh, dCh: bf16 per head, or f32 per split of heads (dbc_heads_tc_kernel: 8 heads a split).
+  const int64_t splits = k.G * ((k.H / (k.G > 0 ? k.G : 1) + 7) / 8);
+  const int64_t per = (bhn + 1) / 2 > k.B * k.T * splits * k.N ? (bhn + 1) / 2
+                                                                 : k.B * k.T * splits * k.N;
+  s.dBh = reinterpret_cast<bf16_t*>(take(per));
+  s.dCh = reinterpret_cast<bf16_t*>(take(per));
+  s.floats = at;
+  return s;
+}
+
+// Calls the kernel hook (ssd_cuda.h) where one is set: mark("name", s) after each launch.
+void mark(const char* kernel, cudaStream_t s);
+
 // ---- pieces of the forward the backward reruns (ssd_forward_cuda.cu).
 // cum = within-chunk inclusive cumsum of dt A.
 void launch_chunk_cumsum(const Dims& k, const float* dt, const float* A, float* cum,

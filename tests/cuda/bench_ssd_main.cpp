@@ -20,6 +20,11 @@
 // "n/a" where attention's CUDA path is not there (its error is printed once).
 // At T = 4K the f32 path (SIMT kernels) is timed too, as the reference of the bf16 path's tensor
 // cores ("bf16 vs f32" line).
+// At T = 4K the bf16 per-chunk tensor-core path (the earlier kernels, kept behind
+// ssd_set_spans(false)) is timed too, against the default path by spans of chunks.
+// --kernels: instead of the table, each kernel of the forward and the backward timed alone
+// (CUDA events between the launches, through ssd_set_kernel_hook; median of N calls) at
+// T = 2K and 16K, for the span path and the per-chunk path; printed, and written to OUT.csv.
 // Decode step: B in {1, 16}, H = 64, P = 64, N = 128; GB/s counts the f32 state read and written
 // (8 P N bytes per (b, h)), the only traffic that matters.
 #include <cuda_runtime.h>
@@ -31,6 +36,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -40,6 +46,7 @@
 #include "kernels/core/caching_allocator.h"
 #include "kernels/core/cuda_check.h"
 #include "kernels/ssd/ssd.h"
+#include "kernels/ssd/ssd_cuda.h"
 #include "tests/cuda/bench_util.h"
 
 namespace amor {
@@ -92,7 +99,100 @@ void write_csv(const std::string& path, const std::vector<Row>& rows) {
                    });
 }
 
+// ---- --kernels: per-kernel times through the SSD launchers' hook.
+bool g_kernels_mode = false;
+std::vector<std::pair<std::string, cudaEvent_t>> g_marks;
+
+void record_mark(const char* kernel, cudaStream_t s) {
+  cudaEvent_t e;
+  AMOR_CUDA_CHECK(cudaEventCreate(&e));
+  AMOR_CUDA_CHECK(cudaEventRecord(e, s));
+  g_marks.emplace_back(kernel, e);
+}
+
+// Median time of each kernel `f` launches, over `reps` calls (after one warm-up call), in the
+// order of their first launch.
+std::vector<std::pair<std::string, double>> kernel_times(int reps, const std::function<void()>& f) {
+  f();
+  AMOR_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<std::string> order;
+  std::vector<std::vector<double>> times;
+  cuda::ssd_set_kernel_hook(record_mark);
+  for (int r = 0; r < reps; ++r) {
+    g_marks.clear();
+    f();
+    AMOR_CUDA_CHECK(cudaDeviceSynchronize());
+    for (size_t i = 1; i < g_marks.size(); ++i) {
+      if (g_marks[i].first == "start") continue;
+      float ms = 0.0f;
+      AMOR_CUDA_CHECK(cudaEventElapsedTime(&ms, g_marks[i - 1].second, g_marks[i].second));
+      size_t at = std::find(order.begin(), order.end(), g_marks[i].first) - order.begin();
+      if (at == order.size()) {
+        order.push_back(g_marks[i].first);
+        times.emplace_back();
+      }
+      times[at].push_back(1e3 * ms);
+    }
+    for (auto& m : g_marks) AMOR_CUDA_CHECK(cudaEventDestroy(m.second));
+  }
+  cuda::ssd_set_kernel_hook(nullptr);
+  g_marks.clear();
+  std::vector<std::pair<std::string, double>> out;
+  for (size_t i = 0; i < order.size(); ++i) {
+    std::vector<double>& t = times[i];
+    std::sort(t.begin(), t.end());
+    out.emplace_back(order[i], t[t.size() / 2]);
+  }
+  return out;
+}
+
+int run_kernels(const bench::Args& args) {
+  const DType bf = DType::BF16;
+  Tensor x_all = random_tensor({kTokens * kH * kP}, bf, 1, -1.0f, 1.0f);
+  Tensor dy_all = random_tensor({kTokens * kH * kP}, bf, 2, -1.0f, 1.0f);
+  Tensor B_all = random_tensor({kTokens * kN}, bf, 3, -0.5f, 0.5f);
+  Tensor C_all = random_tensor({kTokens * kN}, bf, 4, -0.5f, 0.5f);
+  Tensor dt_all = random_tensor({kTokens * kH}, DType::F32, 5, 1e-3f, 0.1f);
+  Tensor A = random_tensor({kH}, DType::F32, 6, -16.0f, -1.0f);
+  Tensor D = random_tensor({kH}, DType::F32, 7, -1.0f, 1.0f);
+  std::printf("bench-ssd --kernels: median of %d calls, SSD H=%ld P=%ld N=%ld chunk %ld, bf16\n",
+              args.reps, long(kH), long(kP), long(kN), long(kChunk));
+  std::printf("%-8s %-14s %-46s %10s\n", "path", "shape [B,T]", "kernel", "us");
+  FILE* f = std::fopen(args.csv.c_str(), "w");
+  if (!f) throw std::runtime_error("bench-ssd: cannot write " + args.csv);
+  std::fprintf(f, "path,shape,kernel,median_us\n");
+  for (bool spans : {true, false}) {
+    cuda::ssd_set_spans(spans);
+    for (int64_t T : {2048, 16384}) {
+      const int64_t B = kTokens / T;
+      const std::string shape = "[" + std::to_string(B) + "," + std::to_string(T) + "]";
+      Tensor x = x_all.view({B, T, kH, kP}), dy = dy_all.view({B, T, kH, kP});
+      Tensor Bm = B_all.view({B, T, 1, kN}), Cm = C_all.view({B, T, 1, kN});
+      Tensor dt = dt_all.view({B, T, kH});
+      double total = 0.0;
+      auto both = kernel_times(args.reps, [&] {
+        ssd_forward(x, dt, A, Bm, Cm, D, Tensor(), kChunk);
+        ssd_backward(x, dt, A, Bm, Cm, D, Tensor(), dy, Tensor(), kChunk);
+      });
+      for (auto& [name, us] : both) {
+        const char* path = spans ? "spans" : "chunks";
+        std::printf("%-8s %-14s %-46s %10.1f\n", path, shape.c_str(), name.c_str(), us);
+        std::fprintf(f, "%s,\"%s\",\"%s\",%.3f\n", path, shape.c_str(), name.c_str(), us);
+        total += us;
+      }
+      std::printf("%-8s %-14s %-46s %10.1f\n", spans ? "spans" : "chunks", shape.c_str(),
+                  "(sum, fwd+bwd)", total);
+      allocator(Device::CUDA).release_cached();
+    }
+  }
+  cuda::ssd_set_spans(true);
+  std::fclose(f);
+  std::printf("wrote %s\n", args.csv.c_str());
+  return 0;
+}
+
 int run(const bench::Args& args) {
+  if (g_kernels_mode) return run_kernels(args);
   const std::string& csv = args.csv;
   const int reps = args.reps;
   cudaDeviceProp prop{};
@@ -183,6 +283,18 @@ int run(const bench::Args& args) {
       print_row(rows.back());
       std::printf("  bf16 (tensor cores) vs f32 (SIMT) fwd+bwd at %s: %.2fx faster\n",
                   shape.c_str(), f32_both / ssd_both);
+      // The bf16 per-chunk kernels (the path before the spans), on the same values.
+      cuda::ssd_set_spans(false);
+      const double chunks_both = time_us(reps, [&] {
+        ssd_forward(x, dt, A, Bm, Cm, D, Tensor(), kChunk);
+        ssd_backward(x, dt, A, Bm, Cm, D, Tensor(), dy, Tensor(), kChunk);
+      });
+      cuda::ssd_set_spans(true);
+      rows.push_back({"ssd fwd+bwd per-chunk", shape, chunks_both,
+                      (fwd_flops + bwd_flops) / chunks_both / 1e6, -1, 0});
+      print_row(rows.back());
+      std::printf("  bf16 by spans vs per-chunk fwd+bwd at %s: %.2fx faster\n", shape.c_str(),
+                  chunks_both / ssd_both);
     }
     allocator(Device::CUDA).release_cached();
   }
@@ -209,5 +321,15 @@ int run(const bench::Args& args) {
 }  // namespace amor
 
 int main(int argc, char** argv) {
-  return amor::bench::run_command(argc, argv, "bench-ssd", false, 20, amor::run);
+  // --kernels (this tool's own flag) is taken out before the common arguments are parsed.
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0 && std::strcmp(argv[i], "--kernels") == 0) {
+      amor::g_kernels_mode = true;
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  return amor::bench::run_command(int(rest.size()), rest.data(), "bench-ssd", false, 20,
+                                  amor::run);
 }

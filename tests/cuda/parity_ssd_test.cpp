@@ -12,10 +12,15 @@
 // cancellation (dA and dD add B*T terms of both signs; ddt and dA go through a reverse cumsum of
 // dcum, itself a difference of decayed products), so a few ulps of expf per term show up.
 //
+// The bf16 path runs by spans of chunks where the state fits (ssd_state_tc_cuda.cu): the small
+// tests cover spans of 2 chunks (several spans, partial last span and chunk), SsdRealistic spans
+// of 8; SsdSmallPerChunkPath the per-chunk bf16 kernels.
+//
 // CudaParity.SsdSmall* are small enough for the CPU emulator (tests/cuda/emu).
 #include <string>
 
 #include "kernels/ssd/ssd.h"
+#include "kernels/ssd/ssd_cuda.h"
 #include "tests/cuda/parity.h"
 
 namespace amor::parity {
@@ -105,11 +110,13 @@ void check_steps(int64_t B, int64_t H, int64_t P, int64_t G, int64_t N, int step
 
 // ---- small shapes (also run in the emulator)
 
-// Three chunks, the last one partial; two groups; both optional states; then without them.
+// Three chunks, the last one partial; two groups; both optional states; then without them; then
+// 10 heads in a group (the bf16 dB, dC are summed over splits of 8 heads: a full and a short one).
 TEST(CudaParity, SsdSmallChunks) {
   AMOR_REQUIRE_GPU();
   check_scan({2, 37, 4, 8, 2, 16, 16, true, true}, 7000);
   check_scan({1, 37, 3, 5, 1, 12, 16, false, false}, 7100);
+  check_scan({1, 40, 10, 8, 1, 16, 16, true, true}, 7150);
 }
 
 // T = 1 (one one-step chunk), T shorter than the chunk, an odd chunk size.
@@ -132,6 +139,18 @@ TEST(CudaParity, SsdSmallLongChunks) {
   AMOR_REQUIRE_GPU();
   check_scan({1, 300, 2, 40, 1, 24, 128, true, true}, 7800);
   check_scan({2, 97, 3, 16, 1, 48, 96, false, true}, 7900);
+}
+
+// The bf16 per-chunk kernels, which run where a state does not fit the span kernels' register
+// tiles (N = 256 here) and, under ssd_set_spans(false), everywhere (the realistic head).
+TEST(CudaParity, SsdSmallPerChunkPath) {
+  AMOR_REQUIRE_GPU();
+  check_scan({1, 70, 2, 64, 1, 256, 32, true, true}, 7950);
+  struct SpansOff {  // back on however the test ends
+    SpansOff() { cuda::ssd_set_spans(false); }
+    ~SpansOff() { cuda::ssd_set_spans(true); }
+  } off;
+  check_scan({1, 70, 2, 64, 1, 128, 64, true, true}, 7960);
 }
 
 TEST(CudaParity, SsdSmallStep) {

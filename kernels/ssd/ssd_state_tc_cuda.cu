@@ -1,0 +1,206 @@
+// The bf16 SSD path's chunk states, by spans: a block owns m consecutive chunks of one (b, h)
+// (a "span", m = span_len(): 8 at the 1.5B presets' sizes) and carries a [P, N] state across
+// them in f32 registers (ssd_mma.cuh's state tiles), so the per-chunk f32 states of
+// ssd_forward_cuda.cu ([B,H,nc,P,N], 537 MB at 16K tokens, H 64, P 64, N 128, written and read
+// four times per forward) become per-span states (m times fewer) plus, in the backward, per-chunk
+// bf16 copies written once. The math of ssd_chunked_ref.h, with d_c = exp(cum_last of chunk c):
+//
+//   forward  S_{c+1} = d_c S_c + R_c,  R_c = sum_j w_j x_j B_j^T,  w_j = exp(cum_last - cum_j) dt_j
+//   reverse  G_c = d_c G_{c+1} + dS_c,  dS_c = sum_i exp(cum_i) dy_i C_i^T
+//
+// span_states (one block per (span, b, h), 256 threads): per chunk of the span in order (reverse:
+// last to first), optionally write the carried state as bf16 (the state entering chunk c forward,
+// G_{c+1} in reverse), then state <- d_c state + sum_i wt_i u_i v_i^T (mma m16n8k16, K = the
+// chunk's steps, A = (wt u)^T: the bf16 u times wt rounded back to bf16, in the fragments, as the
+// per-chunk kernels round their scaled tile). Started from zero it gives the span's own contribution (R of a span); started from the
+// state entering the span it materialises every chunk's state.
+// span_passing: the sequential pass over spans (one thread per (b, h, p, n), as
+// ssd_forward_cuda.cu's state passing over chunks), in place: slot s <- the state entering span s
+// (reverse: the gradient of span s's end state); the decay of a span is exp(sum of its d_c's logs).
+//
+// Shared memory: two buffers of a u tile Q (P+8) and a v tile Q (N+8) bf16, plus weights: 52 KiB
+// at the presets; 115 registers (__launch_bounds__(256, 2): two blocks per SM).
+// Memory traffic per span_states call: u and v read once (bf16), f32 span states of m chunks
+// (P N 4 bytes) read and/or written once, and bf16 chunk states (P N 2 bytes per chunk) when
+// materialised.
+#include "kernels/ssd/ssd_mma.cuh"
+
+namespace amor::cuda {
+namespace ssd {
+namespace {
+
+using tc::pad16;
+using tc::stride_of;
+using tc::tile_bytes;
+using tc::WarpTile;
+
+// See the file comment. init [B,H,ns,P,N] f32 or null (zeros); out_spans [B,H,ns,P,N] f32 or
+// null; out_chunks [B,H,nc,P,N] bf16 or null. The tiles of chunk q + 1 are loaded (cp.async)
+// into the other of two buffers while chunk q's product runs; the weights wt are applied to the
+// u fragments (mac_scaled_rows), so the copies need no pass over shared memory.
+__global__ void __launch_bounds__(kThreads, 2)
+    span_states_tc_kernel(Dims k, int m, const bf16_t* __restrict__ u,
+                          const bf16_t* __restrict__ v, const float* __restrict__ dt,
+                          const float* __restrict__ cum, bool to_end, bool reverse,
+                          const float* __restrict__ init, float* __restrict__ out_spans,
+                          bf16_t* __restrict__ out_chunks) {
+  extern __shared__ uint4 smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>(smem_raw);
+  const int Q = int(k.Q), P = int(k.P), N = int(k.N), Qp = pad16(Q);
+  const int64_t sp = blockIdx.x, bh = blockIdx.y, b = bh / k.H, h = bh % k.H;
+  const int64_t g = h / (k.H / k.G), ns = (k.nc + m - 1) / m;
+  const int64_t c0 = sp * m, c1 = c0 + m < k.nc ? c0 + m : k.nc;
+  const int n = int(c1 - c0);
+  const int su = stride_of(P), sv = stride_of(N);
+  const int64_t ubytes = tile_bytes(Q, P), vbytes = tile_bytes(Q, N);
+  // Buffer q % 2 of the u and v tiles and of the weights (computed, not indexed arrays of
+  // pointers, which would live in local memory).
+  auto us = [&](int q) { return reinterpret_cast<bf16_t*>(smem + (q & 1) * ubytes); };
+  auto vs = [&](int q) { return reinterpret_cast<bf16_t*>(smem + 2 * ubytes + (q & 1) * vbytes); };
+  float* wts = reinterpret_cast<float*>(smem + 2 * (ubytes + vbytes));
+  auto wt = [&](int q) { return wts + (q & 1) * Qp; };
+  float* dec = wts + 2 * Qp;  // exp(cum_last) of the chunk in each buffer
+  auto chunk_of = [&](int q) { return reverse ? c1 - 1 - q : c0 + q; };
+  auto len_of = [&](int64_t c) { return int(k.T - c * k.Q < k.Q ? k.T - c * k.Q : k.Q); };
+  // Issues chunk q's tile copies into buffer q % 2 (one commit group).
+  auto issue = [&](int q) {
+    const int64_t c = chunk_of(q), t0 = c * k.Q;
+    const int L = len_of(c);
+    tc::load_rows_async(us(q), su, u, b, h, t0, L, k.T, k.H, P);
+    tc::load_rows_async(vs(q), sv, v, b, g, t0, L, k.T, k.G, N);
+    mma::cp_async_commit();
+  };
+  // Chunk q's weights (zero in the padding rows) and decay into buffer q % 2.
+  auto weights = [&](int q) {
+    const int64_t c = chunk_of(q), t0 = c * k.Q;
+    const int L = len_of(c);
+    const float* cm = cum + bh * k.T + t0;
+    for (int i = threadIdx.x; i < pad16(L); i += blockDim.x) {
+      float w = 0.0f;
+      if (i < L) {
+        w = to_end ? expf(cm[L - 1] - cm[i]) * dt[(b * k.T + t0 + i) * k.H + h] : expf(cm[i]);
+      }
+      wt(q)[i] = w;
+    }
+    if (threadIdx.x == 0) dec[q & 1] = expf(cm[L - 1]);
+  };
+  bool live;
+  WarpTile<2, 2> st = tc::state_tile(P, N, live);
+  const int64_t span_at = (bh * ns + sp) * int64_t(P) * N;
+  if (n > 0) {
+    issue(0);
+    weights(0);
+  }
+  if (live) tc::state_load(st, init ? init + span_at : nullptr, P, N);
+  for (int q = 0; q < n; ++q) {
+    mma::cp_async_wait<0>();
+    __syncthreads();  // chunk q's tiles and weights are in; chunk q - 1's buffers are free
+    if (q + 1 < n) issue(q + 1);
+    const int64_t c = chunk_of(q);
+    if (live) {
+      if (out_chunks) {
+        tc::state_store_bf16(st, out_chunks + (bh * k.nc + c) * int64_t(P) * N, N, P, N);
+      }
+      const float d = dec[q & 1];
+      st.each([&](int, int, float& val) { val *= d; });
+      const float* w = wt(q);
+      tc::mac_scaled_rows(st, us(q), su, [&](int i) { return w[i]; }, vs(q), sv,
+                          pad16(len_of(c)));
+    }
+    if (q + 1 < n) weights(q + 1);
+  }
+  if (live && out_spans) tc::state_store(st, out_spans + span_at, P, N);
+}
+
+// One thread per (b, h, p, n) element, sequential over the spans (reverse: last to first). The
+// loads of kAhead spans are issued before their steps.
+constexpr int kAhead = 8;
+
+__global__ void span_passing_kernel(Dims k, int m, const float* __restrict__ cum,
+                                    const float* __restrict__ first, float* __restrict__ spans,
+                                    float* __restrict__ last, bool reverse) {
+  const int64_t PN = k.P * k.N, ns = (k.nc + m - 1) / m;
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= PN) return;
+  const int64_t bh = blockIdx.y;
+  float s = first ? first[bh * PN + e] : 0.0f;
+  float* sl = spans + bh * ns * PN + e;
+  for (int64_t q0 = 0; q0 < ns; q0 += kAhead) {
+    float r[kAhead], decay[kAhead];
+#pragma unroll
+    for (int a = 0; a < kAhead; ++a) {
+      const int64_t q = q0 + a, sp = reverse ? ns - 1 - q : q;
+      if (q < ns) {
+        r[a] = sl[sp * PN];
+        float logd = 0.0f;  // sum of the span's chunks' cum_last, in chunk order
+        const int64_t c1 = (sp + 1) * m < k.nc ? (sp + 1) * m : k.nc;
+        for (int64_t c = sp * m; c < c1; ++c) {
+          const int64_t lst = (c + 1) * k.Q < k.T ? (c + 1) * k.Q - 1 : k.T - 1;
+          logd += cum[bh * k.T + lst];
+        }
+        decay[a] = expf(logd);
+      }
+    }
+#pragma unroll
+    for (int a = 0; a < kAhead; ++a) {
+      const int64_t q = q0 + a, sp = reverse ? ns - 1 - q : q;
+      if (q < ns) {
+        sl[sp * PN] = s;
+        s = decay[a] * s + r[a];
+      }
+    }
+  }
+  if (last) last[bh * PN + e] = s;
+}
+
+int64_t span_states_smem(const Dims& k) {
+  return 2 * (tile_bytes(k.Q, k.P) + tile_bytes(k.Q, k.N)) + 4 * (2 * pad16(int(k.Q)) + 2);
+}
+
+}  // namespace
+
+namespace {
+bool g_spans_on = true;
+}  // namespace
+
+bool spans_on() { return g_spans_on; }
+
+int span_len(const Dims& k) {
+  // 8 chunks per block where that still leaves >= 1024 blocks (8 per SM on 132 SMs), else
+  // fewer; never below 2 (so the small tests cover spans of several chunks).
+  int m = 8;
+  while (m > 2 && k.B * k.H * ceil_div(k.nc, m) < 1024) m /= 2;
+  return m;
+}
+
+bool spans_fit(const Dims& k) { return tc::state_fits(int(k.P), int(k.N)); }
+
+void launch_span_states_tc(const Dims& k, int m, const bf16_t* u, const bf16_t* v,
+                           const float* dt, const float* cum, bool to_end, bool reverse,
+                           const float* init, float* out_spans, bf16_t* out_chunks,
+                           cudaStream_t s) {
+  const int64_t ns = ceil_div(k.nc, m);
+  if (ns * k.B * k.H == 0) return;
+  const int64_t bytes = span_states_smem(k);
+  AMOR_CUDA_CHECK(cudaFuncSetAttribute(span_states_tc_kernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  span_states_tc_kernel<<<dim3(unsigned(ns), unsigned(k.B * k.H)), kThreads, size_t(bytes), s>>>(
+      k, m, u, v, dt, cum, to_end, reverse, init, out_spans, out_chunks);
+  AMOR_CUDA_CHECK_LAUNCH();
+}
+
+void launch_span_passing(const Dims& k, int m, const float* cum, const float* first,
+                         float* spans, float* last, bool reverse, cudaStream_t s) {
+  if (k.B * k.H * k.P * k.N == 0) return;
+  span_passing_kernel<<<dim3(unsigned(ceil_div(k.P * k.N, 256)), unsigned(k.B * k.H)), 256, 0,
+                        s>>>(k, m, cum, first, spans, last, reverse);
+  AMOR_CUDA_CHECK_LAUNCH();
+}
+
+int64_t span_smem(const Dims& k) { return span_states_smem(k); }
+
+}  // namespace ssd
+
+void ssd_set_spans(bool on) { ssd::g_spans_on = on; }
+
+}  // namespace amor::cuda
