@@ -382,15 +382,7 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
     if (!quiet) std::printf("%s step profile over steps %lld-%lld (AMOR_PROFILE):\n%s", spec.id().c_str(),
                             static_cast<long long>(cfg.train.steps - profiled_steps + 1),
                             static_cast<long long>(cfg.train.steps), table.c_str());
-    if (root) {
-      const fs::path path = opt.run_dir / "profile.txt";
-      {
-        std::ofstream f(path.string() + ".tmp");
-        f << table;
-        AMOR_CHECK(f.good(), "{}: cannot write the step profile", path.string());
-      }
-      fs::rename(path.string() + ".tmp", path);
-    }
+    if (root) write_file_atomic((opt.run_dir / "profile.txt").string(), table);
   };
   double last_loss = NAN;
 
