@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Times the peers' own scan kernels at our benchmark shapes: mamba_ssm's mamba_chunk_scan_combined
 (Mamba2 SSD, Triton) and flash-linear-attention's chunk_gated_delta_rule (Triton), forward and
-forward + backward, bf16, 16K tokens per call. Each time is the median of N calls between CUDA
-events after warm-up (the first calls also run Triton's autotuning). Inputs are random (never
+forward + backward, bf16, 16K tokens per call. Each time is per call, N calls back to back between
+CUDA events, median of 5 rounds, after warm-up (the first calls also run Triton's autotuning). Inputs are random (never
 zeros), in the layouts the peers take: x [B,T,H,P], dt [B,T,H] (already positive: no softplus,
 no dt_bias, as our scan takes it), A [H] < 0, B/C [B,T,G,N], D [H]; q/k [B,T,H,K] with rows of
 unit norm (as the model's L2 norm gives), v [B,T,H,V], g [B,T,H] log-decay < 0, beta in (0,1).
@@ -12,7 +12,7 @@ fla-org/flash-linear-attention (and einops) into a git-ignored folder and pass i
 (the folder holding mamba_ssm/, fla/, einops/). mamba_ssm's and fla's top-level __init__ import
 their CUDA extensions and model zoos: the folder's copies of mamba_ssm/__init__.py,
 fla/__init__.py, fla/ops/__init__.py and fla/modules/__init__.py are emptied so the ops load alone
-(scripts/fetch_peers.md says how the folder is made).
+(tests/cuda/README.md, "The peers", says how the folder is made).
 
 usage: peer_kernels.py OUT.csv --peers DIR [--reps N] [--only ssd|gdn] [--profile OUT.txt]
 Writes CSV rows: op,peer,B,T,H,dims,fwd_us,fwdbwd_us,note (fwdbwd_us empty with the reason in
@@ -34,17 +34,21 @@ GDN_CASES = [  # (T, H, K, V)
 
 
 def time_us(torch, fn, reps):
+    """Device time per call: `reps` calls issued back to back between two CUDA events (the host
+    runs ahead, so the peers' Python and Triton launch overhead is hidden as it is in a training
+    step), median over 5 such rounds. The first calls warm up (and run Triton's autotuning)."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
-    for _ in range(reps):
+    for _ in range(5):
         start.record()
-        fn()
+        for _ in range(reps):
+            fn()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
+        times.append(start.elapsed_time(end) * 1000.0 / reps)
     return statistics.median(times)
 
 
