@@ -4,6 +4,25 @@ utilisation against the cuBLASLt bf16 GEMM peak measured in the same run, and pe
 
 Usage: bench_train.py BUILD_BIN_DIR OUT_DIR [--presets transformer-1.5b,amor-1.5b,...]
          [--seq-len 2048] [--micro-batch 4] [--steps 8] [--gpus 1 | --gpu-ids 0,1] [--profile]
+         [--amor-kappa 0.772 | --amor-gate ema]
+(options as --name=value or --name value)
+
+Presets are model.preset names; AMOR also as amor-gdn-<size> and amor-mamba2-<size> (the preset
+amor-<size> with model.amor.backbone gdn or mamba2; plain amor-<size> takes the config's default
+backbone, gdn). Validation examples scale with the micro-batch (data.mqar.num_valid = max(4,
+micro-batch): the loader refuses fewer examples than one global micro-batch).
+
+AMOR's gate at its trained firing rate (~22%, not the 100% of an 8-step run from init). From
+init, every token's normalised entropy sits within ~1e-4 of one value that depends on the width
+(a near-uniform softmax over 128K tokens), and the default EMA (m_init 0.3, momentum 0.99) puts
+the threshold far below it, so every token fires. No fixed threshold (m_init + fixed_offset) can
+be chosen in advance at that precision. So AMOR presets run with model.amor.offset_mode adaptive,
+momentum 0 and kappa 0.772: each training forward gates its own micro-batch at
+tau = median(H) + 0.772 * std(H) (amor_gate.h; with momentum 0 the EMA is the batch's own
+statistics), and 0.772 is the standard normal's 78% quantile, so ~22% of a roughly normal
+entropy distribution fires whatever its centre and width. The table's fire column (the run's
+/train/fire_rate) shows the rate measured; a rate outside 0.12-0.32 is flagged. --amor-kappa
+changes kappa; --amor-gate ema keeps the config's defaults (the old 100% behaviour).
 
 For each preset: runs bench-gemm first (its peak is the reference), then amor-run on a one-run
 sweep (device cuda, bf16, synthetic MQAR data of seq_len tokens, micro_batch sequences per step,
@@ -47,22 +66,70 @@ import numpy as np
 
 SWEEP = """name: bench-train
 base:
-  model: {preset: PRESET PATTERN}
+  model: MODEL
   device: cuda
   data:
     source: mqar
     seq_len: SEQ
-    mqar: {num_kv_pairs: 32, num_train: 256, num_valid: 4}
+    mqar: {num_kv_pairs: 32, num_train: NTRAIN, num_valid: NVALID}
   train: {steps: STEPS, micro_batch: MB, lr: 1.0e-4, warmup_steps: 0, log_every: 1}
   checkpoint: {every: 0, keep: 1}
 """
 
+AMOR_KAPPA_22 = 0.772  # the standard normal's 0.78 quantile: P(H > median + 0.772 std) ~ 0.22
+FIRE_RANGE = (0.12, 0.32)  # a measured AMOR fire rate outside this is flagged
+
 
 def arg(name, default):
-    for a in sys.argv:
+    """--name=value or --name value (the last one given wins)."""
+    value = default
+    argv = sys.argv[1:]
+    for i, a in enumerate(argv):
         if a.startswith(name + "="):
-            return a.split("=", 1)[1]
-    return default
+            value = a.split("=", 1)[1]
+        elif a == name and i + 1 < len(argv):
+            value = argv[i + 1]
+    return value
+
+
+def positional():
+    """The arguments that are neither options nor an option's value."""
+    out, skip = [], False
+    for a in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif a.startswith("--"):
+            skip = "=" not in a and a not in ("--profile",)
+        else:
+            out.append(a)
+    return out
+
+
+def model_spec(preset, amor_gate, kappa):
+    """The sweep's model mapping (flow YAML) for a bench preset name: the model.preset, a serial
+    hybrid's pattern, an AMOR backbone alias (amor-gdn-180m, amor-mamba2-1.5b) and AMOR's gate
+    settings (see the header)."""
+    fields = []
+    name = preset
+    for backbone in ("gdn", "mamba2"):
+        if preset.startswith("amor-%s-" % backbone):
+            name = "amor-" + preset[len("amor-%s-" % backbone):]
+            fields.append("amor.backbone: " + backbone)
+    fields.insert(0, "preset: " + name)
+    if preset.startswith("serial-"):
+        # the AMOR table's GDN baseline, one attention layer in six (experiments/amor-table.yaml)
+        fields.append("pattern: GGGGGA")
+    if name.startswith("amor-") and amor_gate != "ema":
+        fields += ["amor.offset_mode: adaptive", "amor.momentum: 0.0", "amor.kappa: %g" % kappa]
+    return "{" + ", ".join(fields) + "}"
+
+
+def sweep_text(preset, seq, mb, steps, amor_gate="batch", kappa=AMOR_KAPPA_22):
+    """The one-run sweep: validation examples scale with the micro-batch (the loader refuses fewer
+    examples than one global micro-batch), training examples cover every step."""
+    return (SWEEP.replace("MODEL", model_spec(preset, amor_gate, kappa)).replace("SEQ", str(seq))
+            .replace("NTRAIN", str(max(256, 2 * steps * mb))).replace("NVALID", str(max(4, mb)))
+            .replace("MB", str(mb)).replace("STEPS", str(steps)))
 
 
 def gemm_peak(bin_dir, out_dir, gpu):
@@ -153,15 +220,12 @@ def run_until_last_step(cmd, env, steps, h5_glob, timeout_s=900):
     return (0 if tps is not None else (rc or 1)), "".join(tail), tps, fire
 
 
-def bench_preset(preset, gpu, bin_dir, seq, mb, steps, peak, out_dir, profiled):
+def bench_preset(preset, gpu, bin_dir, seq, mb, steps, peak, out_dir, profiled, amor_gate="batch",
+                 kappa=AMOR_KAPPA_22):
     work = tempfile.mkdtemp(prefix="amor_bench_train_")
     sweep = os.path.join(work, "s.yaml")
     with open(sweep, "w") as f:
-        # serial hybrids need their layer pattern: the AMOR table's GDN baseline, one attention
-        # layer in six (experiments/amor-table.yaml)
-        pattern = ", pattern: GGGGGA" if preset.startswith("serial-") else ""
-        f.write(SWEEP.replace("PRESET PATTERN", preset + pattern).replace("PRESET", preset).replace("SEQ", str(seq)).replace("MB", str(mb))
-                .replace("STEPS", str(steps)))
+        f.write(sweep_text(preset, seq, mb, steps, amor_gate, kappa))
     sampler = MemorySampler(gpu)
     t0 = time.time()
     env = dict(os.environ, AMOR_PROGRESS="plain", CUDA_VISIBLE_DEVICES=str(gpu), AMOR_PROFILE="1" if profiled else "0")
@@ -190,21 +254,32 @@ def bench_preset(preset, gpu, bin_dir, seq, mb, steps, peak, out_dir, profiled):
         row.update({"params": n_params, "tokens_per_s": round(tok_s, 1), "flops_per_token": flops_tok,
                     "model_tflops": round(tflops, 2), "mfu": round(tflops / peak, 4),
                     "fire_rate": fire_rate})
+        if m["kind"] == "amor" and np.isfinite(fire_rate) and not (
+                FIRE_RANGE[0] <= fire_rate <= FIRE_RANGE[1]):
+            row["status"] = "ok (fire rate %.3f outside %.2f-%.2f)" % ((fire_rate,) + FIRE_RANGE)
     shutil.rmtree(work, ignore_errors=True)
     return row
 
 
 def main():
-    bin_dir, out_dir = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    pos = positional()
+    if "-h" in sys.argv or "--help" in sys.argv or len(pos) != 2:
+        print(__doc__)
+        return 0 if ("-h" in sys.argv or "--help" in sys.argv) else 2
+    bin_dir, out_dir = os.path.abspath(pos[0]), os.path.abspath(pos[1])
     presets = arg("--presets", "transformer-1.5b,mamba2-1.5b,gdn-1.5b,amor-1.5b").split(",")
     seq, mb, steps = int(arg("--seq-len", 2048)), int(arg("--micro-batch", 4)), int(arg("--steps", 8))
     gpu_ids = [int(g) for g in arg("--gpu-ids", ",".join(str(i) for i in range(int(arg("--gpus", 1))))).split(",")]
     profiled = "--profile" in sys.argv
+    amor_gate, kappa = arg("--amor-gate", "batch"), float(arg("--amor-kappa", AMOR_KAPPA_22))
+    if amor_gate not in ("batch", "ema"):
+        raise SystemExit("bench_train.py: --amor-gate is batch (the default: ~22%% firing) or ema, "
+                         "not %r" % amor_gate)
     os.makedirs(out_dir, exist_ok=True)
     peak = gemm_peak(bin_dir, out_dir, gpu_ids[0])
     print("reference: cuBLASLt bf16 GEMM peak %.1f TFLOP/s (bench-gemm, this run)" % peak)
-    print("%-20s %10s %12s %10s %8s %10s  %s" % ("preset", "params", "tokens/s", "TFLOP/s", "MFU",
-                                                 "peak GiB", "status"))
+    print("%-20s %10s %12s %10s %8s %10s %6s  %s" % ("preset", "params", "tokens/s", "TFLOP/s",
+                                                      "MFU", "peak GiB", "fire", "status"))
     sys.stdout.flush()
     rows, lock, queue = [], threading.Lock(), list(presets)
 
@@ -214,13 +289,15 @@ def main():
                 if not queue:
                     return
                 preset = queue.pop(0)
-            row = bench_preset(preset, gpu, bin_dir, seq, mb, steps, peak, out_dir, profiled)
+            row = bench_preset(preset, gpu, bin_dir, seq, mb, steps, peak, out_dir, profiled,
+                               amor_gate, kappa)
             with lock:
                 rows.append(row)
-                print("%-20s %10s %12s %10s %8s %10.1f  %s" % (
+                fr = row.get("fire_rate", float("nan"))
+                print("%-20s %10s %12s %10s %8s %10.1f %6s  %s" % (
                     preset, "%.0fM" % (row.get("params", 0) / 1e6), "%.0f" % row.get("tokens_per_s", 0),
                     "%.1f" % row.get("model_tflops", 0), "%.3f" % row.get("mfu", 0), row["peak_gpu_mib"] / 1024.0,
-                    row["status"]))
+                    "%.3f" % fr if fr == fr else "-", row["status"]))
                 if row["status"] != "ok":
                     print(row.get("output", ""))
                 sys.stdout.flush()
@@ -239,7 +316,7 @@ def main():
         w.writerows(rows)
     os.replace(path + ".tmp", path)
     print("wrote", path)
-    return 0 if all(r["status"] == "ok" for r in rows) else 1
+    return 0 if all(r["status"].startswith("ok") for r in rows) else 1
 
 
 def count_params(bin_dir, sweep):
