@@ -298,8 +298,9 @@ def main():
                     preset, "%.0fM" % (row.get("params", 0) / 1e6), "%.0f" % row.get("tokens_per_s", 0),
                     "%.1f" % row.get("model_tflops", 0), "%.3f" % row.get("mfu", 0), row["peak_gpu_mib"] / 1024.0,
                     "%.3f" % fr if fr == fr else "-", row["status"]))
-                if row["status"] != "ok":
+                if not row["status"].startswith("ok"):
                     print(row.get("output", ""))
+                write_rows(out_dir, rows, presets)  # after every preset: a killed call keeps them
                 sys.stdout.flush()
 
     threads = [threading.Thread(target=worker, args=(g,)) for g in gpu_ids]
@@ -307,7 +308,14 @@ def main():
         t.start()
     for t in threads:
         t.join()
-    rows.sort(key=lambda r: presets.index(r["preset"]))
+    path = write_rows(out_dir, rows, presets)
+    print("wrote", path)
+    return 0 if all(r["status"].startswith("ok") for r in rows) else 1
+
+
+def write_rows(out_dir, rows, presets):
+    """OUT_DIR/bench_train.csv (temp + rename) of the rows so far, in the presets' order."""
+    rows = sorted(rows, key=lambda r: presets.index(r["preset"]))
     path = os.path.join(out_dir, "bench_train.csv")
     keys = sorted({k for row in rows for k in row if k != "output"})
     with open(path + ".tmp", "w", newline="") as f:
@@ -315,8 +323,7 @@ def main():
         w.writeheader()
         w.writerows(rows)
     os.replace(path + ".tmp", path)
-    print("wrote", path)
-    return 0 if all(r["status"].startswith("ok") for r in rows) else 1
+    return path
 
 
 def count_params(bin_dir, sweep):
