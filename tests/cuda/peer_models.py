@@ -5,7 +5,7 @@ bench_train.py's amor-run numbers are compared with (tests/cuda/bench_vs_peers.p
 
 usage: peer_models.py OUT.csv --peers DIR [--presets transformer-180m,mamba2-180m,...]
                       [--modes eager,compile] [--seq-len 2048] [--micro-batch 4] [--steps 6]
-                      [--warmup 3] [--timeout 600] [--no-force-fla-bwd] [--amor-kappa 0.772]
+                      [--warmup 3] [--timeout 420] [--no-force-fla-bwd] [--amor-kappa 0.772]
        peer_models.py --describe [--presets ...]     (dimensions and parameter counts; no torch)
 
 Presets: <kind>-<size>, kind transformer | mamba2 | gdn | amor-mamba2 | amor-gdn (amor = amor-gdn,
@@ -37,15 +37,18 @@ backward under bf16 autocast, the loss by F.cross_entropy on the full logits. "e
 module as is; "compile" wraps it in torch.compile (default mode); the peers' Triton ops are
 called through torch.compiler.disable (graph breaks around them: Dynamo does not trace their
 autograd Functions reliably), everything else is compiled. tokens/s is over `steps` steps after
-`warmup` (compilation and Triton autotuning happen there), between two synchronisations; peak
-memory is torch.cuda.max_memory_reserved (the caching allocator's, no CUDA context).
+`warmup` (compilation and Triton autotuning happen there), between two CUDA events; peak memory
+is torch.cuda.max_memory_reserved over the timed steps (the caching allocator's, no CUDA context).
+The modes run one after the other in one child per preset, on the same model (eager first: the
+peers' Triton autotuning is then done once; the compiled model continues its training).
 
 fla's backward refuses to run on Hopper with Triton >= 3.4 and < 3.7.1 (fla #640); the refusal is
 noted and, unless --no-force-fla-bwd, fla's version flag is set so that it runs: the GDN models'
 gradients are then wrong (that Triton miscompiles a kernel) and their throughput is timing only.
 
-Each (preset, mode) runs in its own child process (a crash, OOM or hang there is that row's note;
---timeout per child). Writes OUT.csv (temp + rename):
+Each preset runs in its own child process (a crash, OOM or hang there is its rows' note; --timeout
+per child; a mode that raises is its row's note and the next mode still runs). Writes OUT.csv
+(temp + rename, after every preset) and the children's output to OUT.log:
 preset,mode,params,d_model,n_layers,d_ff,seq_len,micro_batch,tokens_per_s,step_ms,peak_gib,
 fire_rate,status,note
 """
@@ -302,7 +305,7 @@ def build_model(torch, kind, d, L, d_ff, kappa, force_fla_bwd):
                     fire = fire + f / len(self.blocks)
                 h = self.final_norm(h)
             logits = F.linear(h, self.embed.weight.to(h.dtype))
-            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
             return loss, fire
 
     if kind.endswith("gdn") and force_fla_bwd:
@@ -321,84 +324,106 @@ def build_model(torch, kind, d, L, d_ff, kappa, force_fla_bwd):
 
 
 def run_one(args):
-    """The child: trains one (preset, mode) and prints RESULT {json}."""
+    """The child: trains one preset in each mode of --modes (eager first, then the same model
+    compiled: the peers' Triton autotuning is done once) and prints RESULT {json} per mode as
+    soon as it has it."""
     sys.path.insert(0, os.path.abspath(args.peers))
+    import traceback
+
     import torch
-    kind, d, L, d_ff, _ = dims(args.one[0])
-    mode = args.one[1]
+    kind, d, L, d_ff, _ = dims(args.one)
+    modes = [m for m in args.modes.split(",") if m]
     torch.manual_seed(0)
-    model, notes = build_model(torch, kind, d, L, d_ff, args.amor_kappa, not args.no_force_fla_bwd)
-    model = model.cuda()
+    with torch.device("cuda"):  # parameters made on the GPU: no host-side init of 1.5B weights
+        model, notes = build_model(torch, kind, d, L, d_ff, args.amor_kappa,
+                                   not args.no_force_fla_bwd)
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, fused=True)
-    fwd = torch.compile(model) if mode == "compile" else model
     B, T = args.micro_batch, args.seq_len
     gen = torch.Generator(device="cuda").manual_seed(1)
-    data = torch.randint(0, V_LLAMA3, (args.warmup + args.steps, B, T + 1), device="cuda",
-                         generator=gen)
-    fires = []
+    n_data = 4
+    data = torch.randint(0, V_LLAMA3, (n_data, B, T + 1), device="cuda", generator=gen)
+    for mode in modes:
+        row = {"mode": mode, "params": params, "d_model": d, "n_layers": L, "d_ff": d_ff,
+               "seq_len": T, "micro_batch": B}
+        try:
+            fwd = torch.compile(model) if mode == "compile" else model
 
-    def step(i):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss, fire = fwd(data[i, :, :-1], data[i, :, 1:])
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss, fire
+            def step(i):
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    loss, fire = fwd(data[i % n_data, :, :-1], data[i % n_data, :, 1:])
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                return fire
 
-    t0 = time.time()
-    for i in range(args.warmup):
-        step(i)
-    torch.cuda.synchronize()
-    warm_s = time.time() - t0
-    torch.cuda.reset_peak_memory_stats()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for i in range(args.warmup, args.warmup + args.steps):
-        _, fire = step(i)
-        fires.append(fire)
-    end.record()
-    end.synchronize()
-    ms = start.elapsed_time(end) / args.steps
-    fire_rate = float(torch.stack(fires).mean()) if kind.startswith("amor") else float("nan")
-    notes.append("warm-up %.0f s" % warm_s)
-    row = {"params": params, "d_model": d, "n_layers": L, "d_ff": d_ff, "seq_len": T,
-           "micro_batch": B, "tokens_per_s": round(B * T / (ms / 1e3), 1), "step_ms": round(ms, 2),
-           "peak_gib": round(torch.cuda.max_memory_reserved() / 2 ** 30, 2),
-           "fire_rate": round(fire_rate, 4) if fire_rate == fire_rate else "",
-           "status": "ok", "note": "; ".join(notes)}
-    print("RESULT " + json.dumps(row), flush=True)
+            t0 = time.time()
+            for i in range(args.warmup):
+                step(i)
+            torch.cuda.synchronize()
+            warm_s = time.time() - t0
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            fires = []
+            start.record()
+            for i in range(args.steps):
+                fires.append(step(i))
+            end.record()
+            end.synchronize()
+            ms = start.elapsed_time(end) / args.steps
+            fire = float(torch.stack(fires).mean()) if kind.startswith("amor") else None
+            row.update({"tokens_per_s": round(B * T / (ms / 1e3), 1), "step_ms": round(ms, 2),
+                        "peak_gib": round(torch.cuda.max_memory_reserved() / 2 ** 30, 2),
+                        "fire_rate": round(fire, 4) if fire is not None else "",
+                        "status": "ok", "note": "; ".join(notes + ["warm-up %.0f s" % warm_s])})
+        except Exception as e:  # noqa: BLE001 - this mode's row says why; the next mode runs
+            traceback.print_exc()
+            row.update({"status": "failed", "note": "; ".join(
+                notes + [("%s: %s" % (type(e).__name__, (str(e).strip().splitlines() or
+                                                         [""])[0]))[:300]])})
+            torch.cuda.empty_cache()
+        print("RESULT " + json.dumps(row), flush=True)
     return 0
 
 
-def child_row(preset, mode, args, log):
-    """Runs one child; its RESULT line as a row, or a row whose status says why there is none."""
+def child_rows(preset, modes, args, log):
+    """Runs the preset's child; a row per mode: its RESULT line, or one whose status says why
+    there is none (crash, out of memory, timeout: whatever the child printed last)."""
     kind, d, L, d_ff, n = dims(preset)
-    row = {"preset": preset, "mode": mode, "params": n, "d_model": d, "n_layers": L, "d_ff": d_ff,
-           "seq_len": args.seq_len, "micro_batch": args.micro_batch, "tokens_per_s": "",
-           "step_ms": "", "peak_gib": "", "fire_rate": "", "status": "failed", "note": ""}
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", preset, mode, "--peers", args.peers,
-           "--seq-len", str(args.seq_len), "--micro-batch", str(args.micro_batch),
-           "--steps", str(args.steps), "--warmup", str(args.warmup),
-           "--amor-kappa", str(args.amor_kappa)] + (["--no-force-fla-bwd"]
-                                                   if args.no_force_fla_bwd else [])
+    cmd = [sys.executable, os.path.abspath(__file__), "--one", preset, "--modes", ",".join(modes),
+           "--peers", args.peers, "--seq-len", str(args.seq_len),
+           "--micro-batch", str(args.micro_batch), "--steps", str(args.steps),
+           "--warmup", str(args.warmup), "--amor-kappa", str(args.amor_kappa)] + (
+        ["--no-force-fla-bwd"] if args.no_force_fla_bwd else [])
     t0 = time.time()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
         out, rc = p.stdout + p.stderr, p.returncode
     except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else \
-            (e.stdout or "")
-        out += "\n(killed after %d s)" % args.timeout
-        rc = "timeout"
-    log.write("=== %s %s (%.0f s, rc %s)\n%s\n" % (preset, mode, time.time() - t0, rc, out[-6000:]))
+        def dec(b):
+            return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+        out, rc = dec(e.stdout) + dec(e.stderr) + "\n(killed after %d s)" % args.timeout, "timeout"
+    log.write("=== %s %s (%.0f s, rc %s)\n%s\n" % (preset, ",".join(modes), time.time() - t0, rc,
+                                                  out[-8000:]))
     log.flush()
+    got = {}
     for line in out.splitlines():
         if line.startswith("RESULT "):
-            row.update(json.loads(line[7:]))
-            return row
-    row["note"] = failure_note(out, rc)
-    return row
+            r = json.loads(line[7:])
+            got[r["mode"]] = r
+    rows = []
+    for mode in modes:
+        row = {"preset": preset, "mode": mode, "params": n, "d_model": d, "n_layers": L,
+               "d_ff": d_ff, "seq_len": args.seq_len, "micro_batch": args.micro_batch,
+               "tokens_per_s": "", "step_ms": "", "peak_gib": "", "fire_rate": "",
+               "status": "failed", "note": ""}
+        if mode in got:
+            row.update(got[mode])
+        else:
+            row["note"] = failure_note(out, rc)
+        rows.append(row)
+    return rows
 
 
 def failure_note(out, rc):
@@ -433,12 +458,12 @@ def main(argv=None):
     ap.add_argument("--micro-batch", type=int, default=4)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--timeout", type=int, default=600, help="seconds per (preset, mode) child")
+    ap.add_argument("--timeout", type=int, default=420, help="seconds per preset (its child)")
     ap.add_argument("--amor-kappa", type=float, default=AMOR_KAPPA_22)
     ap.add_argument("--no-force-fla-bwd", action="store_true")
     ap.add_argument("--describe", action="store_true",
                     help="print each preset's dimensions and parameter count, then exit")
-    ap.add_argument("--one", nargs=2, metavar=("PRESET", "MODE"), help=argparse.SUPPRESS)
+    ap.add_argument("--one", metavar="PRESET", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     presets = [p for p in args.presets.split(",") if p]
     try:
@@ -454,14 +479,14 @@ def main(argv=None):
         return 0
     if not args.peers:
         ap.error("--peers DIR is required (the folder holding mamba_ssm/, fla/, einops/)")
-    if args.one:
-        return run_one(args)
-    if not args.out:
-        ap.error("OUT.csv is required")
     modes = [m for m in args.modes.split(",") if m]
     for m in modes:
         if m not in ("eager", "compile"):
             ap.error("--modes: eager and/or compile, not %r" % m)
+    if args.one:
+        return run_one(args)
+    if not args.out:
+        ap.error("OUT.csv is required")
     rows = []
     log_path = os.path.splitext(args.out)[0] + ".log"
     with open(log_path, "w") as log:
@@ -469,14 +494,14 @@ def main(argv=None):
                                                      "step ms", "peak GiB", "fire", "status"),
               flush=True)
         for p in presets:
-            for m in modes:
-                r = child_row(p, m, args, log)
+            for r in child_rows(p, modes, args, log):
                 rows.append(r)
                 print("%-20s %-8s %7.0fM %12s %9s %8s %6s  %s %s" % (
-                    p, m, r["params"] / 1e6, r["tokens_per_s"] or "-", r["step_ms"] or "-",
-                    r["peak_gib"] or "-", r["fire_rate"] if r["fire_rate"] != "" else "-",
-                    r["status"], r["note"]), flush=True)
-                write_csv(args.out, rows)  # after every row: a killed call keeps what it had
+                    p, r["mode"], r["params"] / 1e6, r["tokens_per_s"] or "-",
+                    r["step_ms"] or "-", r["peak_gib"] or "-",
+                    r["fire_rate"] if r["fire_rate"] != "" else "-", r["status"], r["note"]),
+                    flush=True)
+            write_csv(args.out, rows)  # after every preset: a killed call keeps what it had
     print("wrote %s (child output: %s)" % (args.out, log_path))
     return 0
 
