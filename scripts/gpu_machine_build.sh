@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Builds amor-run on the H200 machine (Ubuntu 24.04, CUDA 13), where nothing can be installed.
 # It has CMake 4, ninja, OpenBLAS, fmt, GoogleTest, HDF5, yaml-cpp, Open MPI and PyTorch (in the
-# python3 first on PATH, not /usr/bin/python3), but only Boost's headers. Debian packages for what
-# is missing travel with the call in .carry/debs (fetched here with `apt-get download`; README
-# "GPU machine") and are unpacked into a private prefix, never into /.
+# python3 first on PATH, not /usr/bin/python3), but only Boost's headers and PCRE2's runtime
+# library (libpcre2-8.so.0) without its headers. Debian packages for what is missing travel with
+# the call in .carry/debs (git-ignored) and are unpacked into a private prefix, never into /.
+# Fetch them on a Debian 12 machine (README "Building"):
+#
+#   mkdir -p .carry/debs && cd .carry/debs && apt-get download libboost-program-options1.74.0 \
+#     libboost-program-options1.74-dev libboost1.74-dev libpcre2-dev
+#
+# Boost.Program_options: its library and headers (the prefix becomes Boost_ROOT). PCRE2:
+# libpcre2-dev's headers and pkg-config files; the files are pointed at the prefix and its
+# libpcre2-8.so at the machine's own libpcre2-8.so.0 (below), so nothing of Debian's PCRE2 runtime
+# is loaded. Without libpcre2-dev the configure step fails (data/CMakeLists.txt: pkg-config finds
+# no libpcre2-8).
 #
 #   scripts/gpu_machine_build.sh BUILD_DIR [setup.sh options]
 # Writes BUILD_DIR/env.sh (LD_LIBRARY_PATH for the unpacked libraries); source it before running.
