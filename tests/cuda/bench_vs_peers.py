@@ -55,6 +55,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -386,16 +387,7 @@ class Runner:
         self.log.write("\n$ %s   [t=%.0f s]\n" % (" ".join(shlex.quote(c) for c in cmd),
                                                   self.elapsed()))
         self.log.flush()
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                               env=dict(os.environ, **(env or {})))
-            rc, out = p.returncode, (p.stdout or "") + (p.stderr or "")
-        except subprocess.TimeoutExpired as e:
-            def dec(b):
-                return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
-            rc, out = "timeout", dec(e.stdout) + dec(e.stderr) + "\n(killed after %d s)" % timeout
-        except OSError as e:
-            rc, out = "missing", str(e)
+        rc, out = run_group(cmd, timeout, dict(os.environ, **(env or {})))
         self.log.write(out + "\n[rc %s, t=%.0f s]\n" % (rc, self.elapsed()))
         self.log.flush()
         return rc, out
@@ -407,6 +399,28 @@ class Runner:
             return self.raw[-1][1]
         except OSError:
             return ""
+
+
+def run_group(cmd, timeout, env=None):
+    """(rc, stdout + stderr) of cmd run in its own process group; on timeout the whole group is
+    killed (amor-run under bench_train.py, the per-preset children of peer_models.py and their
+    compile workers: nothing is left holding the GPU) and rc is 'timeout'; 'missing' when cmd
+    cannot be started."""
+    try:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=env, start_new_session=True)
+    except OSError as e:
+        return "missing", str(e)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        return p.returncode, out or ""
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        out, _ = p.communicate()
+        return "timeout", (out or "") + "\n(killed after %d s)" % timeout
 
 
 def why(rc, out, what):

@@ -27,6 +27,7 @@ unless --no-force-fla-bwd, the backward is timed once more with fla's version fl
 the same kernels, whose gradients are wrong on this Triton (timing only, never a result).
 """
 import argparse
+import os
 import statistics
 import sys
 import traceback
@@ -159,6 +160,14 @@ def main():
         plan += [('ssd', 'mamba_ssm', c, 'H%d P%d N%d' % c[1:]) for c in SSD_CASES]
     if args.only in (None, 'gdn'):
         plan += [('gdn', 'fla', c, 'H%d K%d V%d' % c[1:]) for c in GDN_CASES]
+    def write_rows():  # after every case (temp + rename): a call cut short keeps what it timed
+        tmp = args.out + '.tmp'
+        with open(tmp, 'w') as fh:
+            fh.write('op,peer,B,T,H,dims,fwd_us,fwdbwd_us,note\n')
+            for r in rows:
+                fh.write(','.join(str(v).replace(',', ';') for v in r) + '\n')
+        os.replace(tmp, args.out)
+
     for op, peer, case, dims in plan:
         T = case[0]
         try:
@@ -169,6 +178,7 @@ def main():
             traceback.print_exc()
             rows.append((op, peer, TOKENS // T, T, case[1], dims, '', '', 'forward failed: %s' %
                          first_line(e)))
+            write_rows()
             continue
         note, fb = '', ''
         try:
@@ -185,6 +195,7 @@ def main():
                 except Exception as e2:
                     note += ' | bypassed, still failed: %s' % first_line(e2)
         rows.append((op, peer, B, T, case[1], dims, '%.1f' % f, fb, note))
+        write_rows()
         print('%-4s %-9s B%-2d T%-6d %-16s fwd %9.1f us  fwd+bwd %9s us %s' %
               (op, peer, B, T, dims, f, fb or '-', note), flush=True)
         if prof and T == 2048:
@@ -193,13 +204,7 @@ def main():
                 profile_kernels(torch, fwdbwd, '%s %s T%d %s fwd+bwd' % (op, peer, T, dims), prof)
     if prof:
         prof.close()
-    tmp = args.out + '.tmp'
-    with open(tmp, 'w') as fh:
-        fh.write('op,peer,B,T,H,dims,fwd_us,fwdbwd_us,note\n')
-        for r in rows:
-            fh.write(','.join(str(v).replace(',', ';') for v in r) + '\n')
-    import os
-    os.replace(tmp, args.out)
+    write_rows()
 
 
 if __name__ == '__main__':

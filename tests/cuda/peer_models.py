@@ -56,6 +56,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -397,13 +398,15 @@ def child_rows(preset, modes, args, log):
            "--warmup", str(args.warmup), "--amor-kappa", str(args.amor_kappa)] + (
         ["--no-force-fla-bwd"] if args.no_force_fla_bwd else [])
     t0 = time.time()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-        out, rc = p.stdout + p.stderr, p.returncode
-    except subprocess.TimeoutExpired as e:
-        def dec(b):
-            return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
-        out, rc = dec(e.stdout) + dec(e.stderr) + "\n(killed after %d s)" % args.timeout, "timeout"
+        out, _ = p.communicate(timeout=args.timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)  # the child and its compile workers
+        out, _ = p.communicate()
+        out, rc = (out or "") + "\n(killed after %d s)" % args.timeout, "timeout"
     log.write("=== %s %s (%.0f s, rc %s)\n%s\n" % (preset, ",".join(modes), time.time() - t0, rc,
                                                   out[-8000:]))
     log.flush()
