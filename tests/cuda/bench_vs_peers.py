@@ -145,7 +145,7 @@ def ratio(peer, ours):
     return peer / ours if peer and ours else None
 
 
-def kernel_rows(section, ours, peers, peer_name, why_ours_missing=""):
+def kernel_rows(section, ours, peers, peer_name, why_ours_missing="", why_peer_missing=""):
     """Rows of one scan section: every peer case (ops matching the section), with ours at the
     same (H, dims..., T) when bench-ssd/bench-gdn has it, else 'not run'."""
     rows = []
@@ -177,7 +177,7 @@ def kernel_rows(section, ours, peers, peer_name, why_ours_missing=""):
                 rows.append({"section": section, "case": "%s T%d" % (key[:-1], key[-1]),
                              "what": label, "ours": v.get(what), "peer": peer_name,
                              "peer_value": None, "unit": "us", "ratio": None,
-                             "note": "peer not run"})
+                             "note": why_peer_missing or "peer not run"})
     return rows
 
 
@@ -374,8 +374,8 @@ def csv_text(rows):
 # ---- running the children
 
 class Runner:
-    def __init__(self, work, deadline_s):
-        self.t0, self.deadline = time.time(), deadline_s
+    def __init__(self, work, deadline_s, python):
+        self.t0, self.deadline, self.python = time.time(), deadline_s, python
         self.log = open(os.path.join(work, "vs_peers.log"), "w")  # copied to OUT_DIR by flush()
         self.raw = []  # (name, text)
 
@@ -387,7 +387,14 @@ class Runner:
         self.log.write("\n$ %s   [t=%.0f s]\n" % (" ".join(shlex.quote(c) for c in cmd),
                                                   self.elapsed()))
         self.log.flush()
+        print("[%4.0f s] %s" % (self.elapsed(), " ".join(shlex.quote(os.path.basename(c))
+                                                        if i == 0 else shlex.quote(c)
+                                                        for i, c in enumerate(cmd[:4]))),
+              flush=True)
         rc, out = run_group(cmd, timeout, dict(os.environ, **(env or {})))
+        if rc != 0:
+            tool = os.path.basename(cmd[1] if cmd[0] == self.python and len(cmd) > 1 else cmd[0])
+            print("        %s" % why(rc, out, tool), flush=True)
         self.log.write(out + "\n[rc %s, t=%.0f s]\n" % (rc, self.elapsed()))
         self.log.flush()
         return rc, out
@@ -503,7 +510,7 @@ def main(argv=None):
     os.makedirs(out_dir, exist_ok=True)
     py = args.python
     work = tempfile.mkdtemp(prefix="vs_peers_")
-    run = Runner(work, args.deadline_s)
+    run = Runner(work, args.deadline_s, args.python)
     info = gather_info(args, py)
     print("# %s; %s; %s" % (info["gpu"], info["versions"], info["peers"]), flush=True)
     rows = []
@@ -553,7 +560,8 @@ def main(argv=None):
         text = run.keep(tool + ".csv", path)
         ours = parse(text, out)
         srows = kernel_rows(sec, ours, peer_scan.get("rows", []), peer_name,
-                            "" if ours else "not run: " + why(rc, out, tool))
+                            "" if ours else "not run: " + why(rc, out, tool),
+                            peer_scan.get("why", "") or "peer not run")
         if not srows:
             srows = [{"section": sec, "case": "(all)", "what": "-", "ours": None,
                       "peer": peer_name, "peer_value": None, "unit": "us", "ratio": None,
