@@ -67,6 +67,13 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool v
     memset(smem, 0, 16);
   }
 }
+__device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, bool valid) {
+  if (valid) {
+    memcpy(smem, gmem, 4);
+  } else {
+    memset(smem, 0, 4);
+  }
+}
 __device__ __forceinline__ void cp_async_commit() {}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {}
@@ -106,6 +113,12 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)),
                "l"(gmem), "r"(valid ? 16 : 0));
+}
+// 4 bytes global -> shared (cp.async.ca: 4-byte copies may not bypass L1), zeros when !valid;
+// for arrays whose rows are not 16-byte aligned (the per-row gate sums). As cp_async_16 otherwise.
+__device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem)),
+               "l"(gmem), "r"(valid ? 4 : 0));
 }
 // Closes the group of copies issued since the last commit.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }

@@ -7,6 +7,9 @@
 // [B*H, T, D] (bh = b*H + h), so one chunk's rows are contiguous; per-chunk states are
 // [B*H, NC, K, V] with NC = ceil(T / L) chunks per sequence.
 #pragma once
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cast/cuda_device.cuh"
 #include "kernels/core/mma.cuh"
 #include "kernels/gated_delta/gated_delta_cuda.h"
@@ -189,6 +192,28 @@ template <class E>
 __device__ __forceinline__ void tile_load_scratch(const E* x, int64_t row0, int n, int64_t D,
                                                   int64_t c0, int w, E* sm, int64_t ld) {
   tile_load(x + row0 * D + c0, D, n, w, sm, ld);
+}
+
+// rows x cols elements of E into a tile of `rows_pad` rows: global row r < rows at
+// src + r * gstride -> shared dst + r * ld, rows rows .. rows_pad - 1 zero-filled (so a product
+// whose k runs over whole 16-row steps multiplies zeros, never stale shared memory). 16-byte
+// cp.async only: the caller guarantees what tile_load's vector path checks. Not collective.
+template <class E>
+__device__ __forceinline__ void tile_load_zfill(const E* src, int64_t gstride, int rows,
+                                                int rows_pad, int cols, E* dst, int64_t ld) {
+  constexpr int kPer = 16 / int(sizeof(E));
+  const int vpr = cols / kPer, count = rows_pad * vpr;
+  for (int idx = int(threadIdx.x); idx < count; idx += int(blockDim.x)) {
+    const int r = idx / vpr, c = (idx - r * vpr) * kPer;
+    mma::cp_async_16(dst + r * ld + c, src + (r < rows ? r : 0) * gstride + c, r < rows);
+  }
+}
+
+// n floats src[0 .. n) -> dst, zeros up to n_pad (4-byte cp.async: src need not be 16-byte
+// aligned). Not collective.
+__device__ __forceinline__ void vec_load_zfill(const float* src, int n, int n_pad, float* dst) {
+  for (int r = int(threadIdx.x); r < n_pad; r += int(blockDim.x))
+    mma::cp_async_4(dst + r, src + (r < n ? r : 0), r < n);
 }
 
 // Buffer i (0 or 1) of a double buffer, chosen without indexing the pair (a runtime index into
@@ -429,10 +454,107 @@ struct BwdWySmem {                   // gdn_bwd_wy_kernel: 81 KB, two blocks per
   }
 };
 
-template <class Layout>
-int64_t smem_bytes(const Dims& d) {
+// ---- the register-state passes (gdn_state_fwd_reg_kernel, gdn_state_bwd_reg_kernel): each warp
+// owns 16 columns of V and keeps its [16, K] slice of the transposed state in MMA accumulator
+// registers (f32); the block's warps share the chunk's [L, K] operand tiles, double-buffered.
+// bf16 only (the f32 path keeps the exact SIMT passes), K one of kRegStateK, V a multiple of 16.
+constexpr int kRegCols = 16;  // V columns per warp (the MMA's 16 rows)
+inline constexpr int kRegStateK[] = {32, 48, 64, 128};
+
+// Which state passes run (AMOR_GDN_VARIANT, read once): "tile" the shared-memory passes (32
+// columns of V per block of 8 warps, every shape), anything else (default) the register passes
+// where they apply. Warps per block of the register passes: AMOR_GDN_STATE_WARPS (1, 2 or 4,
+// default 4; fewer give more, smaller blocks, and reload the shared k/W tiles more often).
+inline bool reg_state_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("AMOR_GDN_VARIANT");
+    return !(e && std::string(e) == "tile");
+  }();
+  return on;
+}
+inline int reg_state_warps() {
+  static const int w = [] {
+    const char* e = std::getenv("AMOR_GDN_STATE_WARPS");
+    const int v = e ? std::atoi(e) : 4;
+    return v == 1 || v == 2 ? v : 4;
+  }();
+  return w;
+}
+
+template <class T>
+inline bool reg_state_ok(const Dims& d, const void* k) {
+  if constexpr (sizeof(T) != 2) {
+    return false;
+  } else {
+    bool k_ok = false;
+    for (int kk : kRegStateK) k_ok = k_ok || d.K == kk;
+    return reg_state_enabled() && k_ok && d.V % kRegCols == 0 &&
+           reinterpret_cast<uintptr_t>(k) % 16 == 0;
+  }
+}
+
+// Rows of the register passes' operand tiles: the chunk rounded up to whole 16-row MMA steps.
+__host__ __device__ inline int64_t reg_rows(const Dims& d) { return (d.L + 15) / 16 * 16; }
+
+// The forward's pass: k and W of a chunk (T, [R, K]) and its gam, double-buffered.
+template <class T>
+struct StateFwdRegSmem {
+  int64_t ld;  // tile_ld<T>(K)
+  T *k[2], *W[2];
+  float* gam[2];
+  __host__ __device__ StateFwdRegSmem(Carve& c, const Dims& d) : ld(tile_ld<T>(d.K)) {
+    const int64_t R = reg_rows(d);
+    for (int i = 0; i < 2; ++i) {
+      k[i] = c.take_as<T>(R * ld);
+      W[i] = c.take_as<T>(R * ld);
+      gam[i] = c.take_as<float>(R);
+    }
+  }
+};
+
+// The backward's pass: q, k, W ([R, K]), the block's dO columns ([R, 16 warps]) and gam of a
+// chunk, double-buffered; P [R, R] and Q~ [R, K] computed from them per chunk.
+template <class T>
+struct StateBwdRegSmem {
+  int64_t ld, ldo, ldp;  // q, k, W, Q~: ld; dO: ldo; P: ldp
+  T *P, *qs;
+  T *q[2], *k[2], *W[2], *dO[2];
+  float* gam[2];
+  __host__ __device__ StateBwdRegSmem(Carve& c, const Dims& d, int warps)
+      : ld(tile_ld<T>(d.K)), ldo(tile_ld<T>(kRegCols * warps)), ldp(tile_ld<T>(reg_rows(d))) {
+    const int64_t R = reg_rows(d);
+    P = c.take_as<T>(R * ldp);
+    qs = c.take_as<T>(R * ld);
+    for (int i = 0; i < 2; ++i) {
+      q[i] = c.take_as<T>(R * ld);
+      k[i] = c.take_as<T>(R * ld);
+      W[i] = c.take_as<T>(R * ld);
+      dO[i] = c.take_as<T>(R * ldo);
+      gam[i] = c.take_as<float>(R);
+    }
+  }
+};
+
+// A warp's register tiles hold, per lane (g = lane / 4, t = lane % 4), the C fragments of 16 x 8
+// tiles: element e of tile j is row g + 8 (e / 2), column 8 j + 2 t + e % 2. store_row_pairs
+// writes such a tile's pair p (the bf16 elements e = 0, 1 or e = 2, 3: columns i, i + 1 of row
+// `row`) to a row-major array x where the tile is transposed: x[i][row], x[i + 1][row]. The lanes
+// g, g ^ 1 (lane ^ 4) hold neighbouring rows, so they trade halves and each lane stores one
+// 4-byte pair of neighbouring x columns: the even lane x[i][row .. row + 1], the odd one
+// x[i + 1][row - 1 .. row]. Only x rows < n are written. Warp-collective (the shuffle).
+template <class T>
+__device__ __forceinline__ void store_row_pairs(T* x, int64_t stride, int i, int64_t row,
+                                                uint32_t p, int n) {
+  const uint32_t o = __shfl_xor_sync(0xffffffffu, p, 4);
+  const int odd = int(threadIdx.x / 4) & 1;
+  const uint32_t v = odd ? (o >> 16) | (p & 0xffff0000u) : (p & 0xffffu) | (o << 16);
+  if (i + odd < n) *reinterpret_cast<uint32_t*>(x + (i + odd) * stride + row - odd) = v;
+}
+
+template <class Layout, class... Args>
+int64_t smem_bytes(const Dims& d, Args... args) {
   Carve c{nullptr};
-  Layout l(c, d);
+  Layout l(c, d, args...);
   (void)l;
   return c.used * int64_t(sizeof(float));
 }

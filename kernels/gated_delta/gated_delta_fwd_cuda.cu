@@ -247,6 +247,174 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 }
 
+// The sequential pass with the state in registers (bf16; see reg_state_ok), the default where it
+// applies. The shared-memory pass above spends a chunk step on barriers and shared-memory round
+// trips of S for two small products; here each warp owns 16 columns of V and the whole K, so it
+// needs no other warp's results and no barrier except the one per chunk for the shared tiles. It
+// holds the transposed state S^T [16, K] (f32) as the C fragments of K / 8 MMA tiles and computes
+//   Vn^T = U^T - S^T W^T          A = -S^T (its C fragments rounded to bf16 are an A fragment),
+//                                 B = W^T (ldmatrix of the row-major W tile), C = U^T;
+//   S^T <- e_{n-1} S^T + (Vn^T diag(D_{n-1,.})) K
+//                                 A = Vn^T D (C fragments, each column j scaled by D_{n-1,j},
+//                                 zero past the chunk's rows), B = K (ldmatrix.trans).
+// The block's warps cover 16 * warps columns of one head; they share the k, W and gam tiles of
+// the chunk (cp.async, double-buffered: chunk c + 1's in flight during chunk c, rows past the
+// chunk zero-filled), and each lane loads its own U^T fragment of chunk c + 1 into registers during
+// chunk c. So a chunk step is 2 * (L / 16) * (K / 8) MMAs per warp with one barrier and no memory
+// latency; the parallelism is (V / 16) warps per head instead of V / 32 blocks of 8 warps taking
+// turns at barriers. Rounding as the shared-memory pass, except that D scales Vn (f32, then
+// rounded once) instead of K.
+template <int K>
+__global__ void __launch_bounds__(128)
+    gdn_state_fwd_reg_kernel(const bf16_t* __restrict__ k, const float* __restrict__ gam,
+                             const bf16_t* __restrict__ W, const float* __restrict__ U,
+                             bf16_t* __restrict__ Vn_out, const void* s0, bool state_f32, Dims d,
+                             bf16_t* __restrict__ S_out, float* __restrict__ s_final) {
+  constexpr int KT = K / 8;   // n8 tiles of S^T
+  constexpr int KS = K / 16;  // k16 steps over K
+  constexpr int LT = int(kGdnMaxChunk) / 8;  // n8 tiles of Vn^T (chunk rows)
+  extern __shared__ float smem[];
+  Carve carve{smem};
+  StateFwdRegSmem<bf16_t> s(carve, d);
+  const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int64_t b = blockIdx.z, h = blockIdx.y, bh = b * d.H + h, V = d.V, KV = int64_t(K) * V;
+  const int64_t c0 = (int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * kRegCols;
+  const bool active = c0 < V;  // warp-uniform: a warp past V only helps load the tiles
+  const int64_t ld = s.ld;
+  auto rows_of = [&](int64_t ch) { return int(d.T - ch * d.L < d.L ? d.T - ch * d.L : d.L); };
+  auto load_chunk = [&](int64_t ch, int buf) {
+    const int64_t t0 = ch * d.L;
+    const int n = rows_of(ch), np = (n + 15) / 16 * 16;
+    tile_load_zfill(k + ((b * d.T + t0) * d.H + h) * K, d.H * K, n, np, K, pick(s.k, buf), ld);
+    tile_load_zfill(W + (bh * d.T + t0) * K, K, n, np, K, pick(s.W, buf), ld);
+    vec_load_zfill(gam + bh * d.T + t0, n, np, pick(s.gam, buf));
+  };
+  // This lane's U^T fragments of chunk ch (zeros past its rows).
+  float u[LT][4];
+  auto load_u = [&](int64_t ch) {
+    const int n = rows_of(ch);
+    const float* Uc = U + (bh * d.T + ch * d.L) * V + c0 + g;
+#pragma unroll
+    for (int j = 0; j < LT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = 8 * j + 2 * t + e % 2;
+        u[j][e] = r < n ? Uc[r * V + 8 * (e / 2)] : 0.0f;
+      }
+  };
+
+  load_chunk(0, 0);
+  tile_commit();
+  float st[KT][4];  // S^T: st[j][e] = S[8 j + 2 t + e % 2][c0 + g + 8 (e / 2)]
+#pragma unroll
+  for (int j = 0; j < KT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      st[j][e] = s0 && active ? load_any(s0, bh * KV + (8 * j + 2 * t + e % 2) * V + c0 + g +
+                                                 8 * (e / 2),
+                                         state_f32)
+                              : 0.0f;
+  if (active) load_u(0);
+  for (int64_t ch = 0; ch < d.NC; ++ch) {
+    const int n = rows_of(ch), buf = int(ch & 1);
+    const int64_t row0 = bh * d.T + ch * d.L;
+    tile_wait();      // chunk ch's tiles (the only copies in flight)
+    __syncthreads();  // ... visible to all; chunk ch - 1's buffers no longer read
+    if (ch + 1 < d.NC) {
+      load_chunk(ch + 1, buf ^ 1);
+      tile_commit();
+    }
+    if (!active) continue;
+    const bf16_t *kt = pick(s.k, buf), *Wt = pick(s.W, buf);
+    const float* gm = pick(s.gam, buf);
+    // -S^T as A fragments; the chunk's start state S (the same bf16 values) to the scratch.
+    uint32_t sa[KS][4];
+    bf16_t* const S_c = S_out + (bh * d.NC + ch) * KV;
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      const uint32_t p0 = mma::pack_bf16x2(st[2 * kk][0], st[2 * kk][1]);
+      const uint32_t p1 = mma::pack_bf16x2(st[2 * kk][2], st[2 * kk][3]);
+      const uint32_t p2 = mma::pack_bf16x2(st[2 * kk + 1][0], st[2 * kk + 1][1]);
+      const uint32_t p3 = mma::pack_bf16x2(st[2 * kk + 1][2], st[2 * kk + 1][3]);
+      store_row_pairs(S_c, V, 16 * kk + 2 * t, c0 + g, p0, K);
+      store_row_pairs(S_c, V, 16 * kk + 2 * t, c0 + g + 8, p1, K);
+      store_row_pairs(S_c, V, 16 * kk + 8 + 2 * t, c0 + g, p2, K);
+      store_row_pairs(S_c, V, 16 * kk + 8 + 2 * t, c0 + g + 8, p3, K);
+      sa[kk][0] = p0 ^ 0x80008000u;  // the sign bits: -S exactly
+      sa[kk][1] = p1 ^ 0x80008000u;
+      sa[kk][2] = p2 ^ 0x80008000u;
+      sa[kk][3] = p3 ^ 0x80008000u;
+    }
+    float vn[LT][4];
+#pragma unroll
+    for (int j = 0; j < LT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) vn[j][e] = u[j][e];
+    if (ch + 1 < d.NC) load_u(ch + 1);  // in flight during the products below
+    // Vn^T = U^T - S^T W^T, 16 chunk rows (two n8 tiles) at a time.
+#pragma unroll
+    for (int jp = 0; jp < LT / 2; ++jp) {
+      if (16 * jp >= n) break;
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk) {
+        uint32_t b0[2], b1[2];
+        ColB<bf16_t>{Wt, ld}.frag_b2(16 * kk, 16 * jp, lane, b0, b1);
+        mma::mma_bf16_16816(vn[2 * jp], sa[kk], b0);
+        mma::mma_bf16_16816(vn[2 * jp + 1], sa[kk], b1);
+      }
+    }
+    // Vn to the scratch (rows < n), then A = Vn^T diag(D_{n-1,.}) in bf16.
+    bf16_t* const Vn_c = Vn_out + row0 * V;
+    const float glast = gm[n - 1], elast = expf(glast);
+    uint32_t va[LT / 2][4];
+#pragma unroll
+    for (int kr = 0; kr < LT / 2; ++kr) {
+      if (16 * kr >= n) break;
+      store_row_pairs(Vn_c, V, 16 * kr + 2 * t, c0 + g,
+                      mma::pack_bf16x2(vn[2 * kr][0], vn[2 * kr][1]), n);
+      store_row_pairs(Vn_c, V, 16 * kr + 2 * t, c0 + g + 8,
+                      mma::pack_bf16x2(vn[2 * kr][2], vn[2 * kr][3]), n);
+      store_row_pairs(Vn_c, V, 16 * kr + 8 + 2 * t, c0 + g,
+                      mma::pack_bf16x2(vn[2 * kr + 1][0], vn[2 * kr + 1][1]), n);
+      store_row_pairs(Vn_c, V, 16 * kr + 8 + 2 * t, c0 + g + 8,
+                      mma::pack_bf16x2(vn[2 * kr + 1][2], vn[2 * kr + 1][3]), n);
+      float dec[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int r = 16 * kr + 8 * (q / 2) + 2 * t + q % 2;
+        dec[q] = r < n ? expf(glast - gm[r]) : 0.0f;
+      }
+      va[kr][0] = mma::pack_bf16x2(vn[2 * kr][0] * dec[0], vn[2 * kr][1] * dec[1]);
+      va[kr][1] = mma::pack_bf16x2(vn[2 * kr][2] * dec[0], vn[2 * kr][3] * dec[1]);
+      va[kr][2] = mma::pack_bf16x2(vn[2 * kr + 1][0] * dec[2], vn[2 * kr + 1][1] * dec[3]);
+      va[kr][3] = mma::pack_bf16x2(vn[2 * kr + 1][2] * dec[2], vn[2 * kr + 1][3] * dec[3]);
+    }
+    // S^T <- e_{n-1} S^T + (Vn^T D) K
+#pragma unroll
+    for (int j = 0; j < KT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[j][e] *= elast;
+#pragma unroll
+    for (int kr = 0; kr < LT / 2; ++kr) {
+      if (16 * kr >= n) break;
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk) {
+        uint32_t b0[2], b1[2];
+        RowB<bf16_t>{kt, ld}.frag_b2(16 * kr, 16 * kk, lane, b0, b1);
+        mma::mma_bf16_16816(st[2 * kk], va[kr], b0);
+        mma::mma_bf16_16816(st[2 * kk + 1], va[kr], b1);
+      }
+    }
+  }
+  if (s_final && active) {
+#pragma unroll
+    for (int j = 0; j < KT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s_final[bh * KV + (8 * j + 2 * t + e % 2) * V + c0 + g + 8 * (e / 2)] = st[j][e];
+  }
+}
+
 // Three blocks per SM (48 KB of shared memory each for bf16; left alone, the bf16 build takes
 // more registers than three blocks allow; ptxas fits it in 80 without spills). The [K, 32] state
 // and [n, 32] Vn tiles of V tile j + 1 load while tile j is multiplied.
@@ -339,9 +507,30 @@ void launch_prepare(const T* k, const T* v, const void* g, const void* beta, boo
   AMOR_CUDA_CHECK_LAUNCH();
 }
 
+template <int K>
+void launch_state_fwd_reg(const bf16_t* k, const void* s0, bool state_f32, const Dims& d,
+                          const Scratch<bf16_t>& sc, float* s_final, cudaStream_t stream) {
+  const int warps = reg_state_warps(), cols = warps * kRegCols;
+  const dim3 grid(unsigned((d.V + cols - 1) / cols), unsigned(d.H), unsigned(d.B));
+  allow_smem(gdn_state_fwd_reg_kernel<K>);
+  gdn_state_fwd_reg_kernel<K><<<grid, 32 * warps, smem_bytes<StateFwdRegSmem<bf16_t>>(d), stream>>>(
+      k, sc.gam, sc.W, sc.U, sc.Vn, s0, state_f32, d, sc.S, s_final);
+  AMOR_CUDA_CHECK_LAUNCH();
+}
+
 template <class T>
 void launch_state_fwd(const T* k, const void* s0, bool state_f32, const Dims& d,
                       const Scratch<T>& sc, float* s_final, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    if (reg_state_ok<T>(d, k)) {
+      switch (d.K) {
+        case 32: return launch_state_fwd_reg<32>(k, s0, state_f32, d, sc, s_final, stream);
+        case 48: return launch_state_fwd_reg<48>(k, s0, state_f32, d, sc, s_final, stream);
+        case 64: return launch_state_fwd_reg<64>(k, s0, state_f32, d, sc, s_final, stream);
+        case 128: return launch_state_fwd_reg<128>(k, s0, state_f32, d, sc, s_final, stream);
+      }
+    }
+  }
   const dim3 grid(unsigned((d.V + kVt - 1) / kVt), unsigned(d.H), unsigned(d.B));
   allow_smem(gdn_state_fwd_kernel<T>);
   gdn_state_fwd_kernel<T><<<grid, kThreads, smem_bytes<StateFwdSmem<T>>(d), stream>>>(
@@ -369,6 +558,11 @@ int64_t max_smem_bytes(const Dims& d) {
        {smem_bytes<PrepareSmem<T>>(d), smem_bytes<StateFwdSmem<T>>(d), smem_bytes<OutputSmem<T>>(d),
         smem_bytes<StateBwdSmem<T>>(d), smem_bytes<BwdQkSmem<T>>(d), smem_bytes<BwdWySmem<T>>(d)})
     m = b > m ? b : m;
+  // The register-state passes (bf16, K <= 128 only).
+  if (sizeof(T) == 2 && d.K <= 128) {
+    for (int64_t b : {smem_bytes<StateFwdRegSmem<T>>(d), smem_bytes<StateBwdRegSmem<T>>(d, 4)})
+      m = b > m ? b : m;
+  }
   return m;
 }
 }  // namespace
