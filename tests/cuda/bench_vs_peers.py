@@ -483,8 +483,8 @@ def peers_commits(folder):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join(__doc__.splitlines()[2:]))
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("bin_dir", help="the build's bin/ folder")
     ap.add_argument("out_dir")
     ap.add_argument("--peers", required=True, help="folder holding mamba_ssm/, fla/, einops/")

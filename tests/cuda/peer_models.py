@@ -451,8 +451,8 @@ def write_csv(path, rows):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join(__doc__.splitlines()[2:]))
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("out", nargs="?")
     ap.add_argument("--peers")
     ap.add_argument("--presets", default=SMALL_SET)
