@@ -307,14 +307,14 @@ def fmt_ratio(r):
 
 
 def console_table(rows):
-    lines = ["%-10s %-34s %-16s %12s %-22s %12s %8s  %s" % (
+    lines = ["%-10s %-34s %-16s %14s %-18s %14s %6s  %s" % (
         "section", "case", "what", "ours", "peer", "peer", "ratio", "note")]
     for r in rows:
-        lines.append("%-10s %-34s %-16s %12s %-22s %12s %8s  %s" % (
-            r["section"], r["case"][:34], r["what"][:16],
-            fmt(r["ours"], r["unit"]) + ("" if r["ours"] is None else " " + r["unit"][:2]),
-            r["peer"][:22], fmt(r["peer_value"], r["unit"]), fmt_ratio(r["ratio"]),
-            r["note"]))
+        def val(v):
+            return "-" if v is None else fmt(v, r["unit"]) + " " + r["unit"]
+        lines.append("%-10s %-34s %-16s %14s %-18s %14s %6s  %s" % (
+            r["section"], r["case"][:34], r["what"][:16], val(r["ours"]), r["peer"][:18],
+            val(r["peer_value"]), fmt_ratio(r["ratio"]), r["note"]))
     return "\n".join(lines)
 
 
