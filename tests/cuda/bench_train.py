@@ -273,7 +273,7 @@ def main():
     profiled = "--profile" in sys.argv
     amor_gate, kappa = arg("--amor-gate", "batch"), float(arg("--amor-kappa", AMOR_KAPPA_22))
     if amor_gate not in ("batch", "ema"):
-        raise SystemExit("bench_train.py: --amor-gate is batch (the default: ~22%% firing) or ema, "
+        raise SystemExit("bench_train.py: --amor-gate is batch (the default: ~22% firing) or ema, "
                          "not %r" % amor_gate)
     os.makedirs(out_dir, exist_ok=True)
     peak = gemm_peak(bin_dir, out_dir, gpu_ids[0])
