@@ -29,7 +29,7 @@ Tensor AmorBlock::forward(const Tensor& hn, const Tensor& W, bool training) {
   entropy_ = lm_head_entropy(hn.view({B * T, d}), W, vocab_chunk_).view({B, T});
   GateDecision g = gate_.decide(entropy_, training);
   gate_t_ = g.gate;
-  tau_ = g.tau;
+  gate_state_ = g.state;
 
   sparse_ = !training && sparse_inference_;
   y_ = attn_.forward(hn, gate_t_, sparse_);
@@ -42,6 +42,11 @@ Tensor AmorBlock::forward(const Tensor& hn, const Tensor& W, bool training) {
     y_ = Tensor();
   }
   return delta;
+}
+
+double AmorBlock::last_tau() const {
+  AMOR_CHECK(gate_state_.defined(), "AmorBlock::last_tau: no forward yet");
+  return gate_state_.to(Device::CPU).item(ref::kGateTau);
 }
 
 Tensor AmorBlock::alpha_vector(const Tensor& like) const {
@@ -57,7 +62,7 @@ AmorBlock::InferOut AmorBlock::infer(const Tensor& hn, const Tensor& W, KvCache&
   r.entropy = lm_head_entropy(hn.view({B * T, d}), W, vocab_chunk_).view({B, T});
   GateDecision g = gate_.decide(r.entropy, /*training=*/false);  // frozen: no EMA update
   r.gate = g.gate;
-  r.tau = g.tau;
+  r.tau = gate_.tau();  // frozen: a host copy the gate keeps, read back once after training
   r.delta = channel_scale_forward(attn_.infer(hn, r.gate, cache), alpha_vector(hn));
   return r;
 }

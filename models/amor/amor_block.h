@@ -55,10 +55,13 @@ class AmorBlock {
 
   AmorGate& gate() { return gate_; }
   const AmorGate& gate() const { return gate_; }
-  // What the last forward decided: gate u8 [B,T], entropies [B,T] (hn's dtype), threshold.
+  // What the last forward decided: gate u8 [B,T], entropies [B,T] (hn's dtype), and the gate's
+  // state {m, s, tau} f64 [3] after it, on hn's device. last_tau() reads the threshold on the
+  // host (a copy back from the GPU: for logging, once per step, not in the forward).
   const Tensor& last_gate() const { return gate_t_; }
   const Tensor& last_entropy() const { return entropy_; }
-  double last_tau() const { return tau_; }
+  const Tensor& last_gate_state() const { return gate_state_; }
+  double last_tau() const;
   // The last forward's gated attention output y [B,T,d] (kept for alpha's gradient; undefined
   // after a forward under recomputation, which keeps only hn).
   const Tensor& last_attention() const { return y_; }
@@ -78,7 +81,7 @@ class AmorBlock {
   AmorAttention attn_;
   Tensor y_, alpha_, gate_t_, entropy_;
   Tensor hn_;  // recompute: the last forward's input
-  double tau_ = 0;
+  Tensor gate_state_;
 
   Tensor alpha_vector(const Tensor& like) const;  // sigmoid(max(raw, -1)) on like's device
 };

@@ -1,51 +1,20 @@
 #include "models/amor/amor_gate.h"
 
-#include <algorithm>
 #include <cmath>
-#include <limits>
+#include <string>
 
 #include "kernels/core/error.h"
 
 namespace amor::model {
 
-namespace {
-
-std::vector<double> host_values(const Tensor& t) {
-  Tensor c = t.to(Device::CPU);
-  std::vector<double> v(static_cast<size_t>(c.numel()));
-  for (int64_t i = 0; i < c.numel(); ++i) v[static_cast<size_t>(i)] = c.item(i);
-  return v;
-}
-
-}  // namespace
-
 EntropyStats entropy_stats(const Tensor& values) {
-  std::vector<double> v = host_values(values);
-  AMOR_CHECK(!v.empty(), "amor gate: no entropies to take statistics of");
-  const size_t n = v.size();
-  EntropyStats st;
-  std::vector<double> sorted = v;
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>((n - 1) / 2), sorted.end());
-  st.median = sorted[(n - 1) / 2];
-  if (n < 2) {
-    st.std = std::numeric_limits<double>::quiet_NaN();
-    return st;
-  }
-  double mean = 0;
-  for (double x : v) mean += x;
-  mean /= static_cast<double>(n);
-  double ss = 0;
-  for (double x : v) ss += (x - mean) * (x - mean);
-  st.std = std::sqrt(ss / static_cast<double>(n - 1));
-  return st;
+  AMOR_CHECK(values.defined() && values.numel() > 0, "amor gate: no entropies to take statistics of");
+  Tensor st = amor_entropy_stats(values).to(Device::CPU);
+  return {st.item(0), st.item(1)};
 }
 
 AmorGate::AmorGate(const AmorConfig& cfg)
-    : adaptive_(cfg.offset_mode == "adaptive"),
-      kappa_(cfg.kappa),
-      momentum_(cfg.momentum),
-      fixed_offset_(cfg.fixed_offset),
-      state_{cfg.m_init, cfg.s_init} {
+    : rule_{cfg.offset_mode == "adaptive", cfg.kappa, cfg.momentum, cfg.fixed_offset} {
   AMOR_CHECK(cfg.offset_mode == "adaptive" || cfg.offset_mode == "fixed",
              "model.amor.offset_mode: '{}' is not one of adaptive (tau = m + kappa*s), fixed "
              "(tau = m + fixed_offset)",
@@ -62,27 +31,47 @@ AmorGate::AmorGate(const AmorConfig& cfg)
              "model.amor.s_init: {} must be a finite number >= 0", cfg.s_init);
   AMOR_CHECK(std::isfinite(cfg.fixed_offset), "model.amor.fixed_offset: {} must be finite",
              cfg.fixed_offset);
+  set_state({cfg.m_init, cfg.s_init});
+}
+
+void AmorGate::set_state(const AmorGateState& s) {
+  state_ = amor_gate_state(s.m, s.s, rule_);
+  for (int i = 0; i < ref::kAmorGateStateSize; ++i) host_[i] = state_.item(i);
+  host_valid_ = true;
+}
+
+void AmorGate::read_host() const {
+  if (host_valid_) return;
+  Tensor h = state_.to(Device::CPU);
+  for (int i = 0; i < ref::kAmorGateStateSize; ++i) host_[i] = h.item(i);
+  host_valid_ = true;
+}
+
+AmorGateState AmorGate::state() const {
+  read_host();
+  return {host_[ref::kGateM], host_[ref::kGateS]};
 }
 
 double AmorGate::tau() const {
-  return adaptive_ ? state_.m + kappa_ * state_.s : state_.m + fixed_offset_;
+  read_host();
+  return host_[ref::kGateTau];
 }
 
 GateDecision AmorGate::decide(const Tensor& H, bool training) {
-  Tensor local = H.to(Device::CPU).view({H.numel()});
+  // The state follows the entropies' device: uploaded once after construction or set_state (a
+  // checkpoint), then stepped where it lives.
+  if (state_.device() != H.device()) state_ = state_.to(H.device());
+  Tensor local = H.view({H.numel()});
   if (training) {
     Tensor all = gather_ ? gather_(local) : local;
-    EntropyStats st = entropy_stats(all);
-    state_.m = momentum_ * state_.m + (1 - momentum_) * st.median;
-    if (adaptive_ && !std::isnan(st.std)) state_.s = momentum_ * state_.s + (1 - momentum_) * st.std;
+    AMOR_CHECK(all.defined() && all.device() == H.device(),
+               "amor gate: the entropy gather returned {} for entropies {}; it must return a tensor on "
+               "their device",
+               all.defined() ? all.str() : std::string("an undefined tensor"), H.str());
+    state_ = amor_gate_update(state_, amor_entropy_stats(all), rule_);
+    host_valid_ = false;
   }
-  GateDecision d;
-  d.tau = tau();
-  d.gate = Tensor::empty(H.shape(), DType::U8);
-  uint8_t* g = d.gate.data<uint8_t>();
-  for (int64_t i = 0; i < local.numel(); ++i) g[i] = local.item(i) > d.tau ? 1 : 0;
-  d.gate = d.gate.to(H.device());
-  return d;
+  return {amor_gate_mask(H, state_), state_};
 }
 
 }  // namespace amor::model

@@ -17,12 +17,19 @@
 // The statistics are over the micro-batch of all ranks of a run: before taking them the gate
 // hands its local entropies to a gather hook (identity by default; the sharded runner plugs in
 // an MPI/NCCL all-gather), so W ranks with micro-batch b see exactly what one rank with W*b sees.
-// The EMA itself is kept in double on the host: it is model state that checkpoints save and
-// restore (state()/set_state()).
+//
+// Where it runs: on the device of H (kernels/amor_gate: the cpu reference, or the CUDA kernels).
+// The EMA is model state in double (checkpoints save and restore it: state()/set_state()) and
+// lives as an f64 {m, s, tau} vector on the device the gate last ran on, so a training forward on
+// the GPU gathers, takes the statistics, steps the EMA and gates without any host round trip.
+// Reading it on the host (state(), tau(), GateDecision::tau()) is an explicit copy back, meant
+// for checkpoints and logging; the host copy is kept until the next training step changes the
+// state, so an evaluation reads it once, not per forward.
 #pragma once
 #include <functional>
 #include <vector>
 
+#include "kernels/amor_gate/amor_gate.h"
 #include "kernels/core/tensor.h"
 #include "models/core/config.h"
 
@@ -33,20 +40,23 @@ struct AmorGateState {
   double s = 0.1;  // EMA of the batch standard deviation of H
 };
 
-// Gathers the flat entropies of this rank's micro-batch (CPU, f32 or f64) into those of the
-// whole run's micro-batch (the same dtype, any order). Collective: every rank calls it once per
-// block per training forward, blocks in order.
+// Gathers the flat entropies of this rank's micro-batch (f32 or f64, on the gate's device) into
+// those of the whole run's micro-batch (the same dtype and device, any order). Collective: every
+// rank calls it once per block per training forward, blocks in order.
 using EntropyGather = std::function<Tensor(const Tensor& local)>;
 
 struct EntropyStats {
   double median = 0;  // lower middle value for an even count
   double std = 0;     // unbiased; NaN for fewer than two values
 };
+// (Reads the result back to the host: for tests and tools; the gate itself keeps it on the device.)
 EntropyStats entropy_stats(const Tensor& values);
 
 struct GateDecision {
-  Tensor gate;  // u8, H's shape and device: 1 where attention fires
-  double tau = 0;
+  Tensor gate;   // u8, H's shape and device: 1 where attention fires
+  Tensor state;  // f64 [3] {m, s, tau} the gate used, on H's device (never changed afterwards)
+  // The threshold, read on the host (a device-to-host copy when the gate ran on the GPU).
+  double tau() const { return state.to(Device::CPU).item(ref::kGateTau); }
 };
 
 class AmorGate {
@@ -58,17 +68,26 @@ class AmorGate {
   // H: the normalised entropies of this rank's micro-batch (any shape, any device).
   GateDecision decide(const Tensor& H, bool training);
 
-  // The threshold the current state gives (what an eval forward uses).
+  // The threshold the current state gives (what an eval forward uses), and the EMA state: host
+  // reads, a copy back from the device only when a training step changed the state since the
+  // last read.
   double tau() const;
-  AmorGateState state() const { return state_; }
-  void set_state(const AmorGateState& s) { state_ = s; }
+  AmorGateState state() const;
+  // Replaces the EMA state (a checkpoint's); the next decide uploads it to H's device.
+  void set_state(const AmorGateState& s);
   void set_gather(EntropyGather gather) { gather_ = std::move(gather); }
+  // The current state {m, s, tau} as an f64 [3] tensor on the device the gate last ran on.
+  const Tensor& device_state() const { return state_; }
 
  private:
-  bool adaptive_;
-  double kappa_, momentum_, fixed_offset_;
-  AmorGateState state_;
+  AmorGateRule rule_;
+  Tensor state_;  // f64 [3] {m, s, tau}: the current state, on the device of the last decide
+  // Host copy of state_ (m, s, tau), valid while host_valid_: set by set_state and by a read.
+  mutable double host_[ref::kAmorGateStateSize] = {0, 0, 0};
+  mutable bool host_valid_ = false;
   EntropyGather gather_;
+
+  void read_host() const;
 };
 
 }  // namespace amor::model

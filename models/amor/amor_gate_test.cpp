@@ -42,16 +42,16 @@ TEST(AmorGate, TrainingUpdatesTheEmaFirstThenGates) {
   double m = 0.5 * 0.3 + 0.5 * st.median, s = 0.5 * 0.1 + 0.5 * st.std;
   EXPECT_DOUBLE_EQ(g.state().m, m);
   EXPECT_DOUBLE_EQ(g.state().s, s);
-  EXPECT_DOUBLE_EQ(d.tau, m + 0.2 * s);
+  EXPECT_DOUBLE_EQ(d.tau(), m + 0.2 * s);
   ASSERT_EQ(d.gate.shape(), (Shape{2, 3}));
-  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(d.gate.data<uint8_t>()[i], h[i] > d.tau ? 1 : 0);
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(d.gate.data<uint8_t>()[i], h[i] > d.tau() ? 1 : 0);
   EXPECT_EQ(d.gate.data<uint8_t>()[0], 0);  // 0.35 < new tau ~0.41: gated with the new tau
 
   // Outside training the EMA is frozen and gates with the current tau.
   GateDecision e = g.decide(H, /*training=*/false);
   EXPECT_DOUBLE_EQ(g.state().m, m);
   EXPECT_DOUBLE_EQ(g.state().s, s);
-  EXPECT_DOUBLE_EQ(e.tau, d.tau);
+  EXPECT_DOUBLE_EQ(e.tau(), d.tau());
   // Each training call is one update.
   g.decide(H, true);
   EXPECT_DOUBLE_EQ(g.state().m, 0.5 * m + 0.5 * st.median);
@@ -65,7 +65,7 @@ TEST(AmorGate, FixedOffsetModeLeavesStdAlone) {
   GateDecision d = g.decide(H, true);
   EXPECT_DOUBLE_EQ(g.state().m, 0.99 * 0.3 + 0.01 * 0.5);
   EXPECT_EQ(g.state().s, 0.1);
-  EXPECT_DOUBLE_EQ(d.tau, g.state().m + 0.03);
+  EXPECT_DOUBLE_EQ(d.tau(), g.state().m + 0.03);
 }
 
 TEST(AmorGate, OneEntropyLeavesStdAlone) {
@@ -89,6 +89,51 @@ TEST(AmorGate, StatisticsComeFromTheGatheredEntropies) {
   EXPECT_DOUBLE_EQ(g.state().m, 0.99 * 0.3 + 0.01 * all.median);
   EXPECT_DOUBLE_EQ(g.state().s, 0.99 * 0.1 + 0.01 * all.std);
   EXPECT_EQ(d.gate.numel(), 3);  // the decision is for the local tokens only
+}
+
+// The state a decision returns is a snapshot: later steps replace the gate's state, never write
+// into the one an earlier forward used.
+TEST(AmorGate, DecisionKeepsTheStateItUsed) {
+  AmorConfig c;
+  c.momentum = 0.5;
+  AmorGate g(c);
+  Tensor H = values({0.1, 0.9, 0.5, 0.6});
+  GateDecision first = g.decide(H, true);
+  const double tau1 = first.tau();
+  g.decide(values({0.9, 0.95, 0.99}), true);
+  EXPECT_EQ(first.tau(), tau1);
+  EXPECT_NE(g.tau(), tau1);
+  EXPECT_EQ(g.device_state().item(2), g.tau());
+}
+
+// set_state (a checkpoint's) replaces m and s and the threshold they give; the next step starts
+// from it.
+TEST(AmorGate, SetStateIsWhatTheNextStepStartsFrom) {
+  AmorConfig c;
+  c.kappa = 2;
+  AmorGate g(c);
+  g.decide(values({0.1, 0.9, 0.5, 0.6}), true);
+  g.set_state({0.4, 0.05});
+  EXPECT_EQ(g.state().m, 0.4);
+  EXPECT_EQ(g.state().s, 0.05);
+  EXPECT_EQ(g.tau(), 0.4 + 2 * 0.05);
+  GateDecision e = g.decide(values({0.45, 0.55}), false);
+  EXPECT_EQ(e.tau(), 0.4 + 2 * 0.05);
+  EXPECT_EQ(e.gate.to_vector<uint8_t>(), (std::vector<uint8_t>{0, 1}));
+  g.decide(values({0.2, 0.3, 0.4}), true);
+  EXPECT_EQ(g.state().m, 0.99 * 0.4 + (1 - 0.99) * 0.3);
+}
+
+// The gather must hand the entropies back on the gate's device.
+TEST(AmorGate, GatherThatMovesTheEntropiesIsAnError) {
+  AmorGate g(AmorConfig{});
+  g.set_gather([](const Tensor&) { return Tensor(); });
+  try {
+    g.decide(values({0.5, 0.6}), true);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("amor gate: the entropy gather returned"), std::string::npos) << e.what();
+  }
 }
 
 void expect_error_naming(const AmorConfig& c, const std::string& key) {

@@ -92,7 +92,6 @@ Tensor AmorModel::body_forward(const Tensor& h0, const Batch&, bool training, St
     h = add(h, delta);
     out.gates.push_back(blocks_[i]->last_gate());
     out.gate_entropy.push_back(blocks_[i]->last_entropy());
-    out.tau.push_back(blocks_[i]->last_tau());
     release(block_units_[i]);
     if (i == 0) release(norm_f_unit_);
   }
@@ -100,6 +99,20 @@ Tensor AmorModel::body_forward(const Tensor& h0, const Batch&, bool training, St
   h = final_norm_->forward(h);
   release(final_norm_unit_);
   return h;
+}
+
+// StepOutput.tau, the threshold each block used: logged per step (run.h5's tau and block_tau).
+// Reading each block's device state in the forward would stop the host K times per forward while
+// the GPU still works; here the forward's losses were just copied back, so the stream is idle and
+// one copy of K doubles (gathered on the device first) costs no wait. (Reading only at the steps
+// the trainer logs would need StepOutput to carry device tensors; the trainer logs every step.)
+void AmorModel::forward_done(StepOutput& out) {
+  if (blocks_.empty()) return;
+  const int64_t K = num_blocks();
+  Tensor taus = Tensor::empty({K}, DType::F64, blocks_[0]->last_gate_state().device());
+  for (int64_t k = 0; k < K; ++k)
+    taus.slice_flat(k, {1}).copy_from(blocks_[static_cast<size_t>(k)]->last_gate_state().slice_flat(ref::kGateTau, {1}));
+  out.tau = taus.to(Device::CPU).to_vector<double>();
 }
 
 namespace {

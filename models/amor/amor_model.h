@@ -26,7 +26,9 @@
 // final_norm.
 //
 // The gates' EMA thresholds are model state (amor_gate.h): gate_state()/set_gate_state() for
-// checkpoints; forward() fills StepOutput.gates, gate_entropy and tau per block. Activation
+// checkpoints; forward() fills StepOutput.gates, gate_entropy and tau per block. The gates' EMA
+// steps stay on the device during the forward; the K thresholds come back to the host in one read
+// at its end (forward_done), where the host waits for the losses anyway. Activation
 // recomputation (model.recompute) applies to the backbone layers (layer.h) and to each block
 // (amor_block.h).
 #pragma once
@@ -59,6 +61,7 @@ class AmorModel final : public LanguageModel {
   Tensor body_backward(const Tensor& dh) override;
   std::unique_ptr<InferenceState> new_body_state() const override;
   Tensor body_infer(const Tensor& h, InferenceState& state, StepOutput& out) override;
+  void forward_done(StepOutput& out) override;
 
  private:
   bool classic_;

@@ -68,6 +68,7 @@ StepOutput LanguageModel::forward(const Batch& batch, bool training) {
   if (!training)  // evaluation scores recall and decodes greedily
     out.predictions = lm_head_argmax(h_final_.view({B * T, d}), embed_->value, cfg_.vocab_chunk).view({B, T});
   count_loss(batch.targets, head.loss, out);
+  forward_done(out);
   return out;
 }
 

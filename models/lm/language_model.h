@@ -79,6 +79,9 @@ class LanguageModel {
   // Inference of the body (the default: this kind has none).
   virtual std::unique_ptr<InferenceState> new_body_state() const;
   virtual Tensor body_infer(const Tensor& h, InferenceState& state, StepOutput& out);
+  // The end of forward(), after the losses were copied to the host (the GPU stream has drained):
+  // where a model reads device results into StepOutput's host fields without a sync of its own.
+  virtual void forward_done(StepOutput&) {}
   Param* embedding() const { return embed_; }
   void gather(int unit) {
     if (hooks_) hooks_->gather(unit);

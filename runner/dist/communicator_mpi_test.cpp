@@ -1,12 +1,20 @@
 // MpiCommunicator under mpirun at 1, 2 and 4 ranks: every collective against values computed
 // here from the rank numbers, rank-order folding of host scalars, the input checks, the timeout
-// watchdog (a peer that never arrives), the AMOR entropy gather with ragged counts, and the
+// watchdog (a peer that never arrives), the AMOR entropy gather with ragged counts (also of cuda
+// entropies, over MPI and over NCCL where there are GPUs), and the
 // AMOR_COMM_TIMEOUT_S setting.
 #include <chrono>
 #include <cstdlib>
 
+#include "kernels/core/backend.h"
 #include "runner/dist/dist_test_support.h"
 #include "runner/dist/entropy_gather.h"
+
+#ifdef AMOR_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "runner/dist/nccl_communicator.h"
+#endif
 
 namespace amor::dist {
 namespace {
@@ -156,29 +164,70 @@ TEST(MpiCommunicator, APeerThatNeverArrivesTimesOutAndBreaksTheCommunicator) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-TEST(EntropyGather, ConcatenatesRaggedCountsInRankOrder) {
-  MpiCommunicator c(MPI_COMM_WORLD);
+// The gather over comm of entropies on `dev`: ragged counts (rank r holds r+1 values, given as a
+// [1, r+1] tensor: any shape comes back flat) concatenated in rank order, in the dtype and on the
+// device they came in; a rank holding nothing; a bad dtype named.
+void check_entropy_gather(Communicator& c, Device dev) {
   const int W = c.size(), r = c.rank();
   model::EntropyGather gather = make_entropy_gather(c);
   for (DType dt : {DType::F32, DType::F64}) {
-    Tensor local = Tensor::empty({r + 1}, dt);  // rank r holds r+1 values
+    Tensor local = Tensor::empty({1, r + 1}, dt);  // rank r holds r+1 values
     for (int64_t i = 0; i <= r; ++i) local.set_item(i, 0.25 * r + 0.0625 * i);
-    Tensor all = gather(local);
-    ASSERT_EQ(all.numel(), int64_t{W} * (W + 1) / 2);
+    Tensor all = gather(local.to(dev));
+    ASSERT_EQ(all.shape(), (Shape{int64_t{W} * (W + 1) / 2}));
     EXPECT_EQ(all.dtype(), dt);
+    EXPECT_EQ(all.device(), dev);
+    Tensor host = all.to(Device::CPU);
     int64_t at = 0;
     for (int q = 0; q < W; ++q)
-      for (int64_t i = 0; i <= q; ++i) EXPECT_EQ(all.item(at++), 0.25 * q + 0.0625 * i);
+      for (int64_t i = 0; i <= q; ++i) EXPECT_EQ(host.item(at++), 0.25 * q + 0.0625 * i);
   }
-  Tensor none = Tensor::empty({0}, DType::F64);  // a rank may hold nothing
-  Tensor all = gather(r == 0 ? Tensor::full<double>({2}, 0.5) : none);
+  // Equal counts: no padding to drop.
+  Tensor same = gather(Tensor::full<float>({3}, static_cast<float>(r)).to(dev));
+  ASSERT_EQ(same.numel(), 3 * W);
+  EXPECT_EQ(same.to(Device::CPU).item(3 * W - 1), W - 1);
+  Tensor none = Tensor::empty({0}, DType::F64, dev);  // a rank may hold nothing
+  Tensor all = gather(r == 0 ? Tensor::full<double>({2}, 0.5).to(dev) : none);
   ASSERT_EQ(all.numel(), 2);
-  EXPECT_EQ(all.item(1), 0.5);
+  EXPECT_EQ(all.to(Device::CPU).item(1), 0.5);
   std::string err = error_of([&] { gather(Tensor::zeros({2}, DType::I32)); });
-  EXPECT_NE(err.find("amor entropy gather: expected a cpu f32/f64 tensor of entropies, got i32[2]@cpu"),
+  EXPECT_NE(err.find("amor entropy gather: expected an f32/f64 tensor of entropies, got i32[2]@cpu"),
             std::string::npos)
       << err;
 }
+
+TEST(EntropyGather, ConcatenatesRaggedCountsInRankOrder) {
+  MpiCommunicator c(MPI_COMM_WORLD);
+  check_entropy_gather(c, Device::CPU);
+}
+
+// Entropies on the GPU (the gate's device in a cuda run) over MPI: staged through the host, given
+// back on the GPU.
+TEST(EntropyGather, CudaEntropiesOverMpi) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU here";
+  MpiCommunicator c(MPI_COMM_WORLD);
+  check_entropy_gather(c, Device::CUDA);
+}
+
+#ifdef AMOR_HAVE_CUDA
+// Over NCCL the entropies stay on the GPU (one GPU per rank; skipped with fewer).
+TEST(EntropyGather, CudaEntropiesOverNccl) {
+  int gpus = 0;
+  if (!cuda_available() || cudaGetDeviceCount(&gpus) != cudaSuccess) GTEST_SKIP() << "no CUDA GPU here";
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &node);
+  int local = 0, local_size = 1;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_size(node, &local_size);
+  MPI_Comm_free(&node);
+  int enough = local_size <= gpus ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &enough, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!enough) GTEST_SKIP() << "NCCL needs one GPU per rank";
+  cudaSetDevice(local);
+  NcclCommunicator c(MPI_COMM_WORLD);
+  check_entropy_gather(c, Device::CUDA);
+}
+#endif
 
 TEST(CommTimeout, ReadsAmorCommTimeoutS) {
   const char* saved = std::getenv("AMOR_COMM_TIMEOUT_S");

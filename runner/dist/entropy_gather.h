@@ -10,7 +10,10 @@
 namespace amor::dist {
 
 // The returned function is collective (every rank calls it once per block per training forward)
-// and keeps a reference to comm. It takes and returns flat cpu tensors of f32 or f64.
+// and keeps a reference to comm. It takes entropies of f32 or f64 on any device and returns the
+// run's, flat, in the same dtype on the same device. The entropies travel on comm.device(): with
+// NCCL and cuda entropies they never leave the GPU (only the W counts go through the host); with
+// MPI they go through the host. With one rank it returns local's elements as they are.
 model::EntropyGather make_entropy_gather(Communicator& comm);
 
 }  // namespace amor::dist
