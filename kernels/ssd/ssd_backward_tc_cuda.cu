@@ -129,9 +129,7 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (std::is_same_v<S, float>) {
     gs = tc::load_state_bf16(CG, sN, grads + state_at, P, N, states + state_at);
   }
-  float dd = 0.0f;
-  for (int e = threadIdx.x; e < L * P; e += blockDim.x)
-    dd += to_f32(dys[(e / P) * sP + e % P]) * to_f32(xs[(e / P) * sP + e % P]);
+  float dd = tc::tile_dot_bf16(dys, xs, sP, L, P);
   gs = block_sum(gs, red);
   dd = block_sum(dd, red);  // block_sum ends with a barrier: Gt holds G from here on
   const float d = D[ch.h];
@@ -283,11 +281,7 @@ __global__ void __launch_bounds__(kThreads)
     tc::load_state_bf16(SG, sN, grads + state_at, P, N, nullptr);  // G_{c+1} replaces S_c
     __syncthreads();
   } else {
-    for (int e = threadIdx.x; e < P * N; e += blockDim.x) {
-      const int p = e / N, n = e % N;
-      gs += to_f32(SG[p * sN + n]) * to_f32(Gt[p * sN + n]);
-    }
-    gs = block_sum(gs, red);
+    gs = block_sum(tc::tile_dot_bf16(SG, Gt, sN, P, N), red);
   }
   tc::for_warp_tiles<2, 2>(Lp, Np, [&](int m0, int n0) {
     WarpTile<2, 2> t(m0, n0, Lp, Np);
@@ -389,11 +383,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         A2[i * sQ + j] = from_f32<bf16_t>(a);
       });
     });
-    float gs = 0.0f;  // <G_h, S_h>
-    for (int e = threadIdx.x; e < P * N; e += blockDim.x) {
-      gs += to_f32(Ss[(e / N) * sN + e % N]) * to_f32(Gs[(e / N) * sN + e % N]);
-    }
-    gs = block_sum(gs, red);  // ends with a barrier: A2 is complete
+    // <G_h, S_h>; block_sum ends with a barrier: A2 is complete.
+    const float gs = block_sum(tc::tile_dot_bf16(Ss, Gs, sN, P, N), red);
     if (live) {
       // This lane's part of C_r . dC_r for its rows r (a fragment's rows g and g + 8).
       auto rowdots = [&](float (&d)[2][2]) {

@@ -2,7 +2,7 @@
 // mamba_ssm's Triton kernels (chunk cumsum, chunk state, state passing, chunk scan). Per batch b,
 // head h (group g = h / (H/G)), a_t = dt_t A, chunks of Q steps:
 //
-//   (0) cumsum        cum_i = a_{cQ} + ... + a_{cQ+i}                    one thread per chunk
+//   (0) cumsum        cum_i = a_{cQ} + ... + a_{cQ+i}                    one block per chunk
 //   (1) chunk state   R_c = sum_j exp(cum_last - cum_j) dt_j x_j B_j^T   one block per chunk
 //   (2) state passing S_0 = h0, S_{c+1} = exp(cum_last) S_c + R_c        one thread per (b,h,p,n)
 //   (3) chunk scan    y_i = sum_{j<=i} (C_i.B_j) exp(cum_i - cum_j) dt_j x_j
@@ -32,34 +32,41 @@ namespace amor::cuda {
 namespace ssd {
 namespace {
 
-// (0) One thread per (b, chunk, h): adjacent threads read adjacent heads of dt. The loads of
-// kBatch steps are issued before their sums (a thread's chunk is a chain of dependent steps; few
-// threads, so each keeps several loads in flight); the same order of operations.
-constexpr int kBatch = 16;
+// (0) One block of 256 threads per (b, chunk, 32 heads): the block reads the chunk's dt rows of
+// its heads (adjacent threads, adjacent heads) into shared memory, the lanes of warp 0 sum one
+// head each over the chunk's steps in order (in shared memory, so that the loads' latency is
+// paid once per block, not once per step), and the block writes the sums out along the steps
+// (adjacent threads, adjacent steps of one head). Shared memory: [Q][33] floats (the odd row
+// stride spreads a column over the banks).
+constexpr int kCumHeads = 32;
 
-__global__ void chunk_cumsum_kernel(Dims k, const float* __restrict__ dt,
-                                    const float* __restrict__ A, float* __restrict__ cum) {
-  const int64_t total = k.B * k.nc * k.H;
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t h = e % k.H, c = (e / k.H) % k.nc, b = e / (k.H * k.nc);
-    const int64_t t0 = c * k.Q, t1 = t0 + k.Q < k.T ? t0 + k.Q : k.T;
-    const float a = A[h];
+__global__ void __launch_bounds__(256)
+    chunk_cumsum_kernel(Dims k, const float* __restrict__ dt, const float* __restrict__ A,
+                        float* __restrict__ cum) {
+  extern __shared__ float sdt[];
+  const int64_t hb = (k.H + kCumHeads - 1) / kCumHeads;
+  const int64_t h0 = (blockIdx.x % hb) * kCumHeads, c = blockIdx.x / hb % k.nc;
+  const int64_t b = blockIdx.x / hb / k.nc, t0 = c * k.Q;
+  const int L = int(k.T - t0 < k.Q ? k.T - t0 : k.Q);
+  const int nh = int(k.H - h0 < kCumHeads ? k.H - h0 : kCumHeads), ld = kCumHeads + 1;
+  for (int e = threadIdx.x; e < L * kCumHeads; e += blockDim.x) {
+    const int i = e / kCumHeads, hh = e % kCumHeads;
+    if (hh < nh) sdt[i * ld + hh] = dt[(b * k.T + t0 + i) * k.H + h0 + hh];
+  }
+  __syncthreads();
+  if (threadIdx.x < nh) {
+    const int hh = int(threadIdx.x);
+    const float a = A[h0 + hh];
     float acc = 0.0f;
-    for (int64_t tb = t0; tb < t1; tb += kBatch) {
-      float v[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        v[u] = tb + u < t1 ? dt[(b * k.T + tb + u) * k.H + h] : 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        if (tb + u < t1) {
-          acc += v[u] * a;
-          cum[(b * k.H + h) * k.T + tb + u] = acc;
-        }
-      }
+    for (int i = 0; i < L; ++i) {
+      acc += sdt[i * ld + hh] * a;
+      sdt[i * ld + hh] = acc;
     }
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < nh * L; e += blockDim.x) {
+    const int hh = e / L, i = e % L;
+    cum[(b * k.H + h0 + hh) * k.T + t0 + i] = sdt[i * ld + hh];
   }
 }
 
@@ -204,7 +211,9 @@ void launch_chunks(K kernel, const Dims& k, int64_t bytes, cudaStream_t s, Args.
 void launch_chunk_cumsum(const Dims& k, const float* dt, const float* A, float* cum,
                          cudaStream_t s) {
   if (k.B * k.nc * k.H == 0) return;
-  chunk_cumsum_kernel<<<grid_for(k.B * k.nc * k.H, 128), 128, 0, s>>>(k, dt, A, cum);
+  const unsigned blocks = unsigned(k.B * k.nc * ceil_div(k.H, kCumHeads));
+  const size_t bytes = size_t(4 * k.Q * (kCumHeads + 1));  // <= 17 KiB (Q <= 128)
+  chunk_cumsum_kernel<<<blocks, 256, bytes, s>>>(k, dt, A, cum);
   AMOR_CUDA_CHECK_LAUNCH();
 }
 

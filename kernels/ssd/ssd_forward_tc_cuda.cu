@@ -23,7 +23,10 @@
 // for the m chunks of a span with the state in registers; per chunk it reads x, B, C once (bf16)
 // and writes y; per span it reads one f32 state. Shared memory: two buffers of the C, B, x tiles
 // (the next chunk's copied in while this one computes), the S and M tiles: 113 KiB at the
-// presets, two blocks per SM (127 registers).
+// presets, two blocks per SM (128 registers). Its per-step scalars (cum, dt) come in by cp.async
+// with the tiles; its exps are ex2.approx (one instruction; relative error ~2^-22, far below the
+// bf16 rounding of what they scale), and y leaves as bf16 pairs: the kernel is bound by the
+// issue of its non-MMA instructions, so these count.
 #include "kernels/ssd/ssd_mma.cuh"
 
 namespace amor::cuda {
@@ -166,88 +169,112 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int64_t t0 = (c0 + q) * k.Q;
     return int(k.T - t0 < k.Q ? k.T - t0 : k.Q);
   };
-  auto issue = [&](int q) {  // chunk q's tiles into buffer q % 2 (one commit group)
+  // Chunk q's tiles and per-step scalars (cum and dt, zero past the chunk) into buffer q % 2,
+  // one commit group.
+  auto issue = [&](int q) {
     const int64_t t0 = (c0 + q) * k.Q;
-    const int L = len_of(q);
+    const int L = len_of(q), i = int(threadIdx.x);
     tc::load_rows_async(Cs(q), sN, Cm, b, g, t0, L, k.T, k.G, N);
     tc::load_rows_async(Bs(q), sN, Bm, b, g, t0, L, k.T, k.G, N);
     tc::load_rows_async(xs(q), sP, x, b, h, t0, L, k.T, k.H, P);
+    if (i < Qp) {
+      mma::cp_async_4(cm(q) + i, cum + bh * k.T + t0 + (i < L ? i : 0), i < L);
+      mma::cp_async_4(dts(q) + i, dt + (b * k.T + t0 + (i < L ? i : 0)) * k.H + h, i < L);
+    }
     mma::cp_async_commit();
   };
-  // Chunk q's per-step scalars: fetch into registers (one step per thread of the first warps),
-  // then put into buffer q % 2 (later, so that the loads' latency hides behind other work).
-  struct Step {
-    float cm, cl, dt;
-  };
-  auto fetch = [&](int q) {
-    const int64_t t0 = (c0 + q) * k.Q;
-    const int L = len_of(q), i = int(threadIdx.x);
-    Step st{0.0f, 0.0f, 0.0f};
-    if (i < L) {
-      const float* cg = cum + bh * k.T + t0;
-      st = {cg[i], cg[L - 1], dt[(b * k.T + t0 + i) * k.H + h]};
-    }
-    return st;
-  };
-  auto put = [&](int q, const Step& st) {
-    const int i = int(threadIdx.x);
-    if (i < Qp) {
-      cm(q)[i] = st.cm;
-      dts(q)[i] = st.dt;  // zero past the chunk
-    }
-  };
+  // Each exp below is one ex2.approx of log2(e) times the exponent (relative error ~2^-22, far
+  // below the bf16 rounding of the products it feeds).
+  constexpr float kLog2e = 1.4426950408889634f;
   bool live;
   WarpTile<2, 2> st = tc::state_tile(P, N, live);
-  if (n > 0) {
-    issue(0);
-    put(0, fetch(0));
-  }
+  if (n > 0) issue(0);
   if (live) tc::state_load(st, spans + (bh * ns + sp) * int64_t(P) * N, P, N);
   const float d = D[h];
+  const int lane = int(threadIdx.x) % 32, lr = lane / 4, tq = lane % 4;
+  // y stores two neighbouring columns as one bf16 pair where every row starts 4-byte aligned.
+  const bool pairs = P % 2 == 0;
   for (int q = 0; q < n; ++q) {
     mma::cp_async_wait<0>();
     __syncthreads();  // chunk q's tiles and scalars are in; chunk q - 1's buffers are free
-    Step next{0.0f, 0.0f, 0.0f};
-    if (q + 1 < n) {
-      issue(q + 1);
-      next = fetch(q + 1);
-    }
+    if (q + 1 < n) issue(q + 1);
     const int64_t t0 = (c0 + q) * k.Q;
     const int L = len_of(q), Lp = pad16(L);
     const bf16_t *C = Cs(q), *Bt = Bs(q), *X = xs(q);
     const float *cmq = cm(q), *dtq = dts(q);
     if (live) tc::state_store_bf16(st, Ss, sN, Pp, Np);
-    // M as the per-chunk kernel (zero off j <= i and in the padding).
+    // M_ij = (C_i . B_j) exp(cum_i - cum_j) dt_j for j <= i < L, else 0 (also in the padding, which
+    // the product below runs over), rounded to bf16; a warp tile wholly above the diagonal
+    // skips the product. Column pairs (2 tq, 2 tq + 1) of each n8 tile, stored as one pair.
     tc::for_warp_tiles<1, 2>(Lp, Lp, [&](int m0, int n0) {
       WarpTile<1, 2> t(m0, n0, Lp, Lp);
       if (n0 <= m0 + 15) t.mac<false, false>(C, sN, Bt, sN, 0, Np);
-      t.each([&](int i, int j, float& kij) {
-        const float mv = j <= i && i < L ? kij * expf(cmq[i] - cmq[j]) * dtq[j] : 0.0f;
-        Ms[i * sQ + j] = from_f32<bf16_t>(mv);
-      });
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = m0 + lr + 8 * r;
+        const float ci = cmq[i] * kLog2e;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int c = n0 + 8 * j + 2 * tq;  // even, as Lp: c < Lp implies c + 1 < Lp
+          if (c >= Lp) continue;
+          const float m0v = c <= i && i < L
+                                ? t.c[0][j][2 * r] * mma::exp2_approx(ci - cmq[c] * kLog2e) * dtq[c]
+                                : 0.0f;
+          const float m1v = c + 1 <= i && i < L
+                                ? t.c[0][j][2 * r + 1] *
+                                      mma::exp2_approx(ci - cmq[c + 1] * kLog2e) * dtq[c + 1]
+                                : 0.0f;
+          *reinterpret_cast<uint32_t*>(Ms + i * sQ + c) = mma::pack_bf16x2(m0v, m1v);
+        }
+      }
     });
     __syncthreads();
+    // y_i = exp(cum_i) (C S^T)_i + sum_{j <= i} M_ij x_j + D x_i, for the rows i < L.
     bf16_t* yc = y + ((b * k.T + t0) * k.H + h) * P;
     tc::for_warp_tiles<1, 2>(Lp, Pp, [&](int m0, int n0) {
       WarpTile<1, 2> t(m0, n0, Lp, Pp);
       t.mac<false, false>(C, sN, Ss, sN, 0, Np);  // (C S^T)_ip = sum_n C_in S_pn
-      t.each([&](int i, int, float& v) { v *= expf(cmq[i < L ? i : L - 1]); });
-      t.mac<false, true>(Ms, sQ, X, sP, 0, m0 + 16);  // sum_{j <= i} M_ij x_jp
-      t.each([&](int i, int p, float& v) {
-        if (i < L && p < P) {
-          yc[int64_t(i) * k.H * P + p] = from_f32<bf16_t>(v + d * to_f32(X[i * sP + p]));
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float e = mma::exp2_approx(cmq[m0 + lr + 8 * r] * kLog2e);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          t.c[0][j][2 * r] *= e;
+          t.c[0][j][2 * r + 1] *= e;
         }
-      });
+      }
+      t.mac<false, true>(Ms, sQ, X, sP, 0, m0 + 16);  // sum_{j <= i} M_ij x_jp
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = m0 + lr + 8 * r;
+        if (i >= L) continue;
+        bf16_t* yr = yc + int64_t(i) * k.H * P;
+        const bf16_t* xr = X + i * sP;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int c = n0 + 8 * j + 2 * tq;  // even; P even: c < P implies c + 1 < P
+          if (c >= P) continue;
+          const float v0 = t.c[0][j][2 * r] + d * to_f32(xr[c]);
+          const float v1 = c + 1 < P ? t.c[0][j][2 * r + 1] + d * to_f32(xr[c + 1]) : 0.0f;
+          if (pairs) {
+            *reinterpret_cast<uint32_t*>(yr + c) = mma::pack_bf16x2(v0, v1);
+          } else {
+            yr[c] = from_f32<bf16_t>(v0);
+            if (c + 1 < P) yr[c + 1] = from_f32<bf16_t>(v1);
+          }
+        }
+      }
     });
     if (live) {  // S_{c+1} = exp(cum_last) S_c + sum_i (w_i x_i) B_i^T
-      const float dc = expf(cmq[L - 1]);
+      const float cl = cmq[L - 1] * kLog2e;
+      const float dc = mma::exp2_approx(cl);
       st.each([&](int, int, float& v) { v *= dc; });
-      const float cl = cmq[L - 1];  // w_i = exp(cum_last - cum_i) dt_i, zero past the chunk
-      tc::mac_scaled_rows(
-          st, X, sP, [&](int i) { return i < L ? expf(cl - cmq[i]) * dtq[i] : 0.0f; }, Bt, sN,
-          Lp);
+      // w_i = exp(cum_last - cum_i) dt_i, zero past the chunk.
+      auto w = [&](int i) {
+        return i < L ? mma::exp2_approx(cl - cmq[i] * kLog2e) * dtq[i] : 0.0f;
+      };
+      tc::mac_scaled_rows(st, X, sP, w, Bt, sN, Lp);
     }
-    if (q + 1 < n) put(q + 1, next);
   }
 }
 

@@ -254,6 +254,25 @@ __device__ __forceinline__ void state_store_bf16(WarpTile<2, 2>& st, bf16_t* dst
       }
 }
 
+// This thread's pieces (i, w) of a rows x per grid, in the order of e = i per + w = threadIdx.x,
+// threadIdx.x + blockDim.x, ...: the block-wide loop of the copies below, stepped by row and
+// piece increments instead of a division per piece.
+struct PieceWalk {
+  int i, w, rows, per, di, dw;
+  __device__ __forceinline__ PieceWalk(int rows_, int per_)
+      : i(int(threadIdx.x) / per_), w(int(threadIdx.x) % per_), rows(rows_), per(per_),
+        di(int(blockDim.x) / per_), dw(int(blockDim.x) % per_) {}
+  __device__ __forceinline__ bool more() const { return i < rows; }
+  __device__ __forceinline__ void next() {
+    i += di;
+    w += dw;
+    if (w >= per) {
+      w -= per;
+      ++i;
+    }
+  }
+};
+
 // dst (stride ld) = rows t0 .. t0 + len - 1 of a [B, T, X, W] bf16 tensor at (b, xi), zeros for
 // the padding up to pad16(len) x pad16(W): by cp.async where W is a multiple of 8 and the tensor
 // 16-byte aligned (complete after cp_async_wait and a barrier), else by plain loads and stores
@@ -261,18 +280,48 @@ __device__ __forceinline__ void state_store_bf16(WarpTile<2, 2>& st, bf16_t* dst
 __device__ inline void load_rows_async(bf16_t* dst, int ld, const bf16_t* __restrict__ src,
                                        int64_t b, int64_t xi, int64_t t0, int len, int64_t Tn,
                                        int64_t X, int W) {
-  const int R = pad16(len), C = pad16(W);
   if (W % 8 == 0 && (reinterpret_cast<uintptr_t>(src) & 15u) == 0) {
-    const int per = C / 8;
-    for (int e = threadIdx.x; e < R * per; e += blockDim.x) {
-      const int i = e / per, w = (e % per) * 8;
+    const bf16_t* row0 = src + ((b * Tn + t0) * X + xi) * W;
+    const int64_t rs = X * W;
+    for (PieceWalk it(pad16(len), pad16(W) / 8); it.more(); it.next()) {
+      const int i = it.i, w = 8 * it.w;
       const bool valid = i < len && w < W;
-      mma::cp_async_16(dst + i * ld + w,
-                       valid ? src + ((b * Tn + t0 + i) * X + xi) * W + w : src, valid);
+      mma::cp_async_16(dst + i * ld + w, valid ? row0 + i * rs + w : src, valid);
     }
     return;
   }
   load_rows_bf16(dst, ld, src, b, xi, t0, len, len, Tn, X, W, nullptr);
+}
+
+// This thread's part of sum_{r < R, c < W} a[r][c] b[r][c] over two bf16 tiles with one row
+// stride ld (a multiple of 8, as stride_of gives; tiles 16-byte aligned): 8 elements at a time
+// where W is a multiple of 8, else one at a time; f32 products and sums.
+__device__ inline float tile_dot_bf16(const bf16_t* a, const bf16_t* b, int ld, int R, int W) {
+  float s = 0.0f;
+  if (W % 8 == 0) {
+    for (PieceWalk it(R, W / 8); it.more(); it.next()) {
+      const int at = it.i * ld + 8 * it.w;
+      const uint4 va = *reinterpret_cast<const uint4*>(a + at);
+      const uint4 vb = *reinterpret_cast<const uint4*>(b + at);
+      const uint32_t ua[4] = {va.x, va.y, va.z, va.w}, ub[4] = {vb.x, vb.y, vb.z, vb.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint32_t alo = ua[q] << 16, ahi = ua[q] & 0xffff0000u;
+        const uint32_t blo = ub[q] << 16, bhi = ub[q] & 0xffff0000u;
+        float fa, fb, fc, fd;
+        memcpy(&fa, &alo, 4);
+        memcpy(&fb, &blo, 4);
+        memcpy(&fc, &ahi, 4);
+        memcpy(&fd, &bhi, 4);
+        s += fa * fb + fc * fd;
+      }
+    }
+    return s;
+  }
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  for (int r = warp; r < R; r += int(blockDim.x) / 32)
+    for (int c = lane; c < W; c += 32) s += to_f32(a[r * ld + c]) * to_f32(b[r * ld + c]);
+  return s;
 }
 
 // Two bf16 (a packed pair) times lo and hi, rounded back to bf16: the rounding of
@@ -400,9 +449,8 @@ __device__ inline void load_tile_bf16(bf16_t* dst, int ld, const bf16_t* __restr
 __device__ inline void load_tile_async(bf16_t* dst, int ld, const bf16_t* __restrict__ src, int R,
                                        int C) {
   if (C % 8 == 0 && (reinterpret_cast<uintptr_t>(src) & 15u) == 0) {
-    const int per = pad16(C) / 8;
-    for (int e = threadIdx.x; e < pad16(R) * per; e += blockDim.x) {
-      const int r = e / per, c = (e % per) * 8;
+    for (PieceWalk it(pad16(R), pad16(C) / 8); it.more(); it.next()) {
+      const int r = it.i, c = 8 * it.w;
       const bool valid = r < R && c < C;
       mma::cp_async_16(dst + r * ld + c, valid ? src + r * C + c : src, valid);
     }

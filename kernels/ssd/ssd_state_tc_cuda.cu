@@ -19,7 +19,9 @@
 // (reverse: the gradient of span s's end state); the decay of a span is exp(sum of its d_c's logs).
 //
 // Shared memory: two buffers of a u tile Q (P+8) and a v tile Q (N+8) bf16, plus weights: 52 KiB
-// at the presets; 115 registers (__launch_bounds__(256, 2): two blocks per SM).
+// at the presets; 124 registers (__launch_bounds__(256, 2): two blocks per SM). The per-step
+// weights' loads are issued a chunk ahead (into registers), so their latency hides behind the
+// current chunk's product instead of stalling the barrier.
 // Memory traffic per span_states call: u and v read once (bf16), f32 span states of m chunks
 // (P N 4 bytes) read and/or written once, and bf16 chunk states (P N 2 bytes per chunk) when
 // materialised.
@@ -70,32 +72,43 @@ __global__ void __launch_bounds__(kThreads, 2)
     tc::load_rows_async(vs(q), sv, v, b, g, t0, L, k.T, k.G, N);
     mma::cp_async_commit();
   };
-  // Chunk q's weights (zero in the padding rows) and decay into buffer q % 2.
-  auto weights = [&](int q) {
+  // Chunk q's per-step scalars, in two halves so that the global loads' latency hides behind a
+  // chunk's product: fetch (into registers, one step per thread, at the top of chunk q - 1), then
+  // put (the weights, zero in the padding rows, and the decay into buffer q % 2, at its end).
+  struct Step {
+    float cm, cl, dt;
+  };
+  auto fetch = [&](int q) {
     const int64_t c = chunk_of(q), t0 = c * k.Q;
-    const int L = len_of(c);
-    const float* cm = cum + bh * k.T + t0;
-    for (int i = threadIdx.x; i < pad16(L); i += blockDim.x) {
-      float w = 0.0f;
-      if (i < L) {
-        w = to_end ? expf(cm[L - 1] - cm[i]) * dt[(b * k.T + t0 + i) * k.H + h] : expf(cm[i]);
-      }
-      wt(q)[i] = w;
+    const int L = len_of(c), i = int(threadIdx.x);
+    Step s{0.0f, 0.0f, 0.0f};
+    if (i < L) {
+      const float* cm = cum + bh * k.T + t0;
+      s = {cm[i], cm[L - 1], to_end ? dt[(b * k.T + t0 + i) * k.H + h] : 0.0f};
     }
-    if (threadIdx.x == 0) dec[q & 1] = expf(cm[L - 1]);
+    return s;
+  };
+  auto put = [&](int q, const Step& s) {
+    const int i = int(threadIdx.x), L = len_of(chunk_of(q));
+    if (i < pad16(L)) wt(q)[i] = i < L ? (to_end ? expf(s.cl - s.cm) * s.dt : expf(s.cm)) : 0.0f;
+    if (i == 0) dec[q & 1] = expf(s.cl);
   };
   bool live;
   WarpTile<2, 2> st = tc::state_tile(P, N, live);
   const int64_t span_at = (bh * ns + sp) * int64_t(P) * N;
   if (n > 0) {
     issue(0);
-    weights(0);
+    put(0, fetch(0));
   }
   if (live) tc::state_load(st, init ? init + span_at : nullptr, P, N);
   for (int q = 0; q < n; ++q) {
     mma::cp_async_wait<0>();
     __syncthreads();  // chunk q's tiles and weights are in; chunk q - 1's buffers are free
-    if (q + 1 < n) issue(q + 1);
+    Step next{0.0f, 0.0f, 0.0f};
+    if (q + 1 < n) {
+      issue(q + 1);
+      next = fetch(q + 1);
+    }
     const int64_t c = chunk_of(q);
     if (live) {
       if (out_chunks) {
@@ -107,50 +120,61 @@ __global__ void __launch_bounds__(kThreads, 2)
       tc::mac_scaled_rows(st, us(q), su, [&](int i) { return w[i]; }, vs(q), sv,
                           pad16(len_of(c)));
     }
-    if (q + 1 < n) weights(q + 1);
+    if (q + 1 < n) put(q + 1, next);
   }
   if (live && out_spans) tc::state_store(st, out_spans + span_at, P, N);
 }
 
 // One thread per (b, h, p, n) element, sequential over the spans (reverse: last to first). The
-// loads of kAhead spans are issued before their steps.
+// block's threads share one (b, h): per window of kWindow spans (in the pass's order) they first
+// put the window's span decays into shared memory (one span per thread; a span's chunks'
+// cum_last summed in chunk order), so that each thread's pass then waits on its own span loads
+// only, kAhead of them in flight at once.
 constexpr int kAhead = 8;
+constexpr int kWindow = 1024;
 
 __global__ void span_passing_kernel(Dims k, int m, const float* __restrict__ cum,
                                     const float* __restrict__ first, float* __restrict__ spans,
                                     float* __restrict__ last, bool reverse) {
+  __shared__ float decays[kWindow];
   const int64_t PN = k.P * k.N, ns = (k.nc + m - 1) / m;
-  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= PN) return;
-  const int64_t bh = blockIdx.y;
-  float s = first ? first[bh * PN + e] : 0.0f;
+  const int64_t bh = blockIdx.y, e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool mine = e < PN;  // (every thread takes part in the barriers)
+  float s = mine && first ? first[bh * PN + e] : 0.0f;
   float* sl = spans + bh * ns * PN + e;
-  for (int64_t q0 = 0; q0 < ns; q0 += kAhead) {
-    float r[kAhead], decay[kAhead];
-#pragma unroll
-    for (int a = 0; a < kAhead; ++a) {
-      const int64_t q = q0 + a, sp = reverse ? ns - 1 - q : q;
-      if (q < ns) {
-        r[a] = sl[sp * PN];
-        float logd = 0.0f;  // sum of the span's chunks' cum_last, in chunk order
-        const int64_t c1 = (sp + 1) * m < k.nc ? (sp + 1) * m : k.nc;
-        for (int64_t c = sp * m; c < c1; ++c) {
-          const int64_t lst = (c + 1) * k.Q < k.T ? (c + 1) * k.Q - 1 : k.T - 1;
-          logd += cum[bh * k.T + lst];
-        }
-        decay[a] = expf(logd);
+  for (int64_t w0 = 0; w0 < ns; w0 += kWindow) {
+    const int wn = int(ns - w0 < kWindow ? ns - w0 : kWindow);
+    __syncthreads();  // the previous window's decays are used up
+    for (int a = threadIdx.x; a < wn; a += blockDim.x) {
+      const int64_t sp = reverse ? ns - 1 - (w0 + a) : w0 + a;
+      const int64_t c1 = (sp + 1) * m < k.nc ? (sp + 1) * m : k.nc;
+      float logd = 0.0f;
+      for (int64_t c = sp * m; c < c1; ++c) {
+        const int64_t lst = (c + 1) * k.Q < k.T ? (c + 1) * k.Q - 1 : k.T - 1;
+        logd += cum[bh * k.T + lst];
       }
+      decays[a] = expf(logd);
     }
+    __syncthreads();
+    if (!mine) continue;
+    for (int q0 = 0; q0 < wn; q0 += kAhead) {
+      float r[kAhead];
 #pragma unroll
-    for (int a = 0; a < kAhead; ++a) {
-      const int64_t q = q0 + a, sp = reverse ? ns - 1 - q : q;
-      if (q < ns) {
-        sl[sp * PN] = s;
-        s = decay[a] * s + r[a];
+      for (int a = 0; a < kAhead; ++a) {
+        const int64_t q = w0 + q0 + a, sp = reverse ? ns - 1 - q : q;
+        if (q0 + a < wn) r[a] = sl[sp * PN];
+      }
+#pragma unroll
+      for (int a = 0; a < kAhead; ++a) {
+        const int64_t q = w0 + q0 + a, sp = reverse ? ns - 1 - q : q;
+        if (q0 + a < wn) {
+          sl[sp * PN] = s;
+          s = decays[q0 + a] * s + r[a];
+        }
       }
     }
   }
-  if (last) last[bh * PN + e] = s;
+  if (mine && last) last[bh * PN + e] = s;
 }
 
 int64_t span_states_smem(const Dims& k) {
