@@ -34,9 +34,9 @@ faster). Where the parameter counts differ by more than 0.5%, the ratio per mode
 params + 6 * T * d per attention layer, bench_train.py's count) is given too.
 
 Timing conventions (each tool's header has the details): ours, the median of N calls each between
-two CUDA events (our host launch cost is microseconds); peer kernels, N calls back to back
-between two events (the peers' Python/Triton launch overhead hidden, as in a training step),
-median of 5 rounds; SDPA, per call as ours; models, tokens/s over steady-state steps.
+two CUDA events (our host launch cost is microseconds); peer kernels, the call replayed from a
+CUDA graph N times back to back between two events (no Python/Triton launch cost; issued back to
+back where capture fails), median of 5 rounds; SDPA, per call as ours; models, tokens/s over steady-state steps.
 
 OUT_DIR gets (each written to a temporary name and renamed, after every section, so a call cut
 short keeps what it measured):
@@ -495,6 +495,7 @@ def main(argv=None):
     ap.add_argument("--modes", default="eager,compile", help="models: peer modes")
     ap.add_argument("--micro-batch", type=int, default=4, help="models: sequences per step")
     ap.add_argument("--deadline-s", type=float, default=570.0)
+    ap.add_argument("--seq", help="ssd, gdn: peer sequence lengths to time (comma list; default all)")
     ap.add_argument("--no-force-fla-bwd", action="store_true")
     ap.add_argument("--python", default=sys.executable,
                     help="the interpreter of the Python children (default: this one)")
@@ -543,7 +544,8 @@ def main(argv=None):
     if scans and not out_of_time("+".join(scans)):
         path = os.path.join(work, "peer_kernels.csv")
         cmd = [py, os.path.join(HERE, "peer_kernels.py"), path, "--peers", args.peers,
-               "--reps", str(args.reps)] + force + (["--only", scans[0]] if len(scans) == 1 else [])
+               "--reps", str(args.reps)] + force + (["--only", scans[0]] if len(scans) == 1 else []) + (
+                   ["--seq", args.seq] if args.seq else [])
         rc, out = run.run(cmd, remaining(420))
         text = run.keep("peer_kernels.csv", path)
         peer_scan = {"rows": parse_peer_kernels(text), "why": "" if text else why(rc, out,

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Times the peers' own scan kernels at our benchmark shapes: mamba_ssm's mamba_chunk_scan_combined
 (Mamba2 SSD, Triton) and flash-linear-attention's chunk_gated_delta_rule (Triton), forward and
-forward + backward, bf16, 16K tokens per call. Each time is per call, N calls back to back between
-CUDA events, median of 5 rounds, after warm-up (the first calls also run Triton's autotuning). Inputs are random (never
-zeros), in the layouts the peers take: x [B,T,H,P], dt [B,T,H] (already positive: no softplus,
-no dt_bias, as our scan takes it), A [H] < 0, B/C [B,T,G,N], D [H]; q/k [B,T,H,K] with rows of
+forward + backward, bf16, 16K tokens per call. Each time is per call: the call replayed from a CUDA
+graph N times back to back between CUDA events (or issued back to back where it cannot be
+captured), median of 5 rounds, after warm-up (the first calls also run Triton's autotuning).
+Inputs are random (never zeros), in the layouts the peers take: x [B,T,H,P], dt [B,T,H]
+(already positive: no softplus, no dt_bias, as our scan takes it), A [H] < 0, B/C [B,T,G,N], D [H]; q/k [B,T,H,K] with rows of
 unit norm (as the model's L2 norm gives), v [B,T,H,V], g [B,T,H] log-decay < 0, beta in (0,1).
 
 The peers' sources are not part of this repository: fetch state-spaces/mamba and
@@ -14,7 +15,8 @@ their CUDA extensions and model zoos: the folder's copies of mamba_ssm/__init__.
 fla/__init__.py, fla/ops/__init__.py and fla/modules/__init__.py are emptied so the ops load alone
 (tests/cuda/README.md, "The peers", says how the folder is made).
 
-usage: peer_kernels.py OUT.csv --peers DIR [--reps N] [--only ssd|gdn] [--profile OUT.txt]
+usage: peer_kernels.py OUT.csv --peers DIR [--reps N] [--only ssd|gdn] [--seq 2048,16384]
+                       [--profile OUT.txt]
                        [--no-force-fla-bwd]
 Writes CSV rows: op,peer,B,T,H,dims,fwd_us,fwdbwd_us,note (fwdbwd_us empty with the reason in
 note when the peer's backward refuses to run). --profile: per-kernel CUDA time of one fwd+bwd
@@ -47,13 +49,7 @@ def first_line(e):
     return ('%s: %s' % (type(e).__name__, lines[0]))[:300].replace(',', ';')
 
 
-def time_us(torch, fn, reps):
-    """Device time per call: `reps` calls issued back to back between two CUDA events (the host
-    runs ahead, so the peers' Python and Triton launch overhead is hidden as it is in a training
-    step), median over 5 such rounds. The first calls warm up (and run Triton's autotuning)."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
+def _events_us(torch, fn, reps):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(5):
@@ -64,6 +60,33 @@ def time_us(torch, fn, reps):
         end.synchronize()
         times.append(start.elapsed_time(end) * 1000.0 / reps)
     return statistics.median(times)
+
+
+def time_us(torch, fn, reps):
+    """Device time per call, the peer at its best: the call captured once in a CUDA graph and
+    replayed `reps` times back to back between two CUDA events (no Python or Triton launch cost
+    at all), median of 5 rounds; where capture fails, the calls themselves issued back to back
+    (the host runs ahead, hiding launch cost while it is below the kernels' time). The smaller of
+    the two is returned. The first calls warm up (and run Triton's autotuning)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    eager = _events_us(torch, fn, reps)
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        graphed = _events_us(torch, graph.replay, reps)
+        del graph
+    except Exception:  # not capturable (a host sync inside): the eager number stands
+        torch.cuda.synchronize()
+        return eager
+    return min(eager, graphed)
 
 
 def ssd_case(torch, T, H, P, N, gen):
@@ -137,6 +160,7 @@ def main():
     ap.add_argument('--reps', type=int, default=20)
     ap.add_argument('--only', choices=['ssd', 'gdn'])
     ap.add_argument('--profile')
+    ap.add_argument('--seq', help='comma list of T to keep (default: every case)')
     ap.add_argument('--no-force-fla-bwd', action='store_true',
                     help="leave fla's backward refused on Triton < 3.7.1 (no forced timing)")
     args = ap.parse_args()
@@ -160,6 +184,9 @@ def main():
         plan += [('ssd', 'mamba_ssm', c, 'H%d P%d N%d' % c[1:]) for c in SSD_CASES]
     if args.only in (None, 'gdn'):
         plan += [('gdn', 'fla', c, 'H%d K%d V%d' % c[1:]) for c in GDN_CASES]
+    if args.seq:
+        keep = {int(t) for t in args.seq.split(',') if t}
+        plan = [p for p in plan if p[2][0] in keep]
     def write_rows():  # after every case (temp + rename): a call cut short keeps what it timed
         tmp = args.out + '.tmp'
         with open(tmp, 'w') as fh:
