@@ -142,6 +142,198 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
+// The backward's sequential pass with dS in registers (bf16; see reg_state_ok), the default where
+// it applies; the register-state forward pass (gated_delta_fwd_cuda.cu) explains the layout. Each
+// warp owns 16 columns of V and keeps dS^T [16, K] (f32) as C fragments; per chunk, in reverse:
+//   dVn^T = (dS^T K^T) diag(D_{n-1,.}) + dO^T P     A = dS^T, B = K^T (ldmatrix), then the
+//                                                   columns scaled; A = dO^T (ldmatrix.trans of
+//                                                   the dO tile), B = P (lower: k steps >= the
+//                                                   column step only);
+//   dS^T <- e_{n-1} dS^T + dO^T Q~ - dVn^T W        A = dO^T, B = Q~; A = -dVn^T (C fragments),
+//                                                   B = W.
+// P = scale (Q K^T) o D (lower) and Q~ = scale diag(e) Q depend on the chunk only: the block's
+// warps compute them together into shared memory (one barrier), then each warp runs its chain
+// without barriers. q, k, W, the block's dO columns and gam of chunk c - 1 are in flight
+// (cp.async, double-buffered, rows past the chunk zero-filled) while chunk c is computed.
+// Rounding as the shared-memory pass, except that D scales dS^T K^T in f32 instead of K in bf16.
+template <int K>
+__global__ void __launch_bounds__(128)
+    gdn_state_bwd_reg_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
+                             const bf16_t* __restrict__ dO, const float* __restrict__ gam,
+                             const bf16_t* __restrict__ W, const void* dsf, bool state_f32,
+                             float scale, Dims d, bf16_t* __restrict__ dS_out,
+                             bf16_t* __restrict__ dVn_out, float* __restrict__ ds0) {
+  constexpr int KT = K / 8;                  // n8 tiles of dS^T
+  constexpr int KS = K / 16;                 // k16 steps over K
+  constexpr int LT = int(kGdnMaxChunk) / 8;  // n8 tiles of dVn^T (chunk rows)
+  const int warps = int(blockDim.x) / 32;
+  extern __shared__ float smem[];
+  Carve carve{smem};
+  StateBwdRegSmem<bf16_t> s(carve, d, warps);
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, g = lane / 4, t = lane % 4;
+  const int64_t b = blockIdx.z, h = blockIdx.y, bh = b * d.H + h, V = d.V, KV = int64_t(K) * V;
+  const int64_t cb = int64_t(blockIdx.x) * warps * kRegCols, c0 = cb + warp * kRegCols;
+  const int wb = int(V - cb < warps * kRegCols ? V - cb : warps * kRegCols);  // block's columns
+  const bool active = c0 < V;  // warp-uniform: a warp past V only helps with the shared work
+  const int64_t ld = s.ld, ldo = s.ldo, ldp = s.ldp;
+  auto rows_of = [&](int64_t ch) { return int(d.T - ch * d.L < d.L ? d.T - ch * d.L : d.L); };
+  auto load_chunk = [&](int64_t ch, int buf) {
+    const int64_t t0 = ch * d.L, x0 = (b * d.T + t0) * d.H + h;
+    const int n = rows_of(ch), np = (n + 15) / 16 * 16;
+    tile_load_zfill(q + x0 * K, d.H * K, n, np, K, pick(s.q, buf), ld);
+    tile_load_zfill(k + x0 * K, d.H * K, n, np, K, pick(s.k, buf), ld);
+    tile_load_zfill(W + (bh * d.T + t0) * K, K, n, np, K, pick(s.W, buf), ld);
+    tile_load_zfill(dO + x0 * V + cb, d.H * V, n, np, wb, pick(s.dO, buf), ldo);
+    vec_load_zfill(gam + bh * d.T + t0, n, np, pick(s.gam, buf));
+  };
+
+  load_chunk(d.NC - 1, 0);
+  tile_commit();
+  float ds[KT][4];  // dS^T: ds[j][e] = dS[8 j + 2 t + e % 2][c0 + g + 8 (e / 2)]
+#pragma unroll
+  for (int j = 0; j < KT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      ds[j][e] = dsf && active ? load_any(dsf, bh * KV + (8 * j + 2 * t + e % 2) * V + c0 + g +
+                                                   8 * (e / 2),
+                                          state_f32)
+                               : 0.0f;
+  for (int64_t it = 0; it < d.NC; ++it) {
+    const int64_t ch = d.NC - 1 - it, row0 = bh * d.T + ch * d.L;
+    const int n = rows_of(ch), np = (n + 15) / 16 * 16, buf = int(it & 1);
+    const bf16_t *qt = pick(s.q, buf), *kt = pick(s.k, buf), *Wt = pick(s.W, buf);
+    const bf16_t* dOt = pick(s.dO, buf) + warp * kRegCols;
+    const float* gm = pick(s.gam, buf);
+    tile_wait();      // chunk ch's tiles (the only copies in flight)
+    __syncthreads();  // ... visible to all; chunk ch + 1's tiles, P and Q~ no longer read
+    if (ch > 0) {
+      load_chunk(ch - 1, buf ^ 1);
+      tile_commit();
+    }
+    // The block's shared work: P_rj = scale (q_r . k_j) D_rj (j <= r < n, else 0) and
+    // Q~ = scale diag(e) Q (zero rows past n).
+    block_mma<Tri::kFull>(np, np, K, RowA<bf16_t>{qt, ld}, ColB<bf16_t>{kt, ld},
+                          [&](int r, int j, float qk) {
+                            s.P[r * ldp + j] = from_f32<bf16_t>(
+                                j <= r && r < n ? scale * qk * expf(gm[r] - gm[j]) : 0.0f);
+                          });
+    for (int r = warp; r < np; r += warps) {
+      const float se = r < n ? scale * expf(gm[r]) : 0.0f;
+      for (int i = lane; i < K; i += 32)
+        s.qs[r * ld + i] = from_f32<bf16_t>(se * to_f32(qt[r * ld + i]));
+    }
+    __syncthreads();
+    if (!active) continue;
+    // dS^T as A fragments; dS' of this chunk (the same bf16 values) to the scratch.
+    uint32_t sa[KS][4];
+    bf16_t* const dS_c = dS_out + (bh * d.NC + ch) * KV;
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      sa[kk][0] = mma::pack_bf16x2(ds[2 * kk][0], ds[2 * kk][1]);
+      sa[kk][1] = mma::pack_bf16x2(ds[2 * kk][2], ds[2 * kk][3]);
+      sa[kk][2] = mma::pack_bf16x2(ds[2 * kk + 1][0], ds[2 * kk + 1][1]);
+      sa[kk][3] = mma::pack_bf16x2(ds[2 * kk + 1][2], ds[2 * kk + 1][3]);
+      store_row_pairs(dS_c, V, 16 * kk + 2 * t, c0 + g, sa[kk][0], K);
+      store_row_pairs(dS_c, V, 16 * kk + 2 * t, c0 + g + 8, sa[kk][1], K);
+      store_row_pairs(dS_c, V, 16 * kk + 8 + 2 * t, c0 + g, sa[kk][2], K);
+      store_row_pairs(dS_c, V, 16 * kk + 8 + 2 * t, c0 + g + 8, sa[kk][3], K);
+    }
+    // dO^T as A fragments (rows of the chunk along k).
+    uint32_t oa[LT / 2][4];
+#pragma unroll
+    for (int kr = 0; kr < LT / 2; ++kr)
+      if (16 * kr < np) ColA<bf16_t>{dOt, ldo}.frag_a(0, 16 * kr, lane, oa[kr]);
+    // dVn^T = (dS^T K^T) diag(D_{n-1,.}) + dO^T P, 16 chunk rows (two n8 tiles) at a time.
+    const float glast = gm[n - 1], elast = expf(glast);
+    float dv[LT][4];
+#pragma unroll
+    for (int jp = 0; jp < LT / 2; ++jp) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dv[2 * jp][e] = dv[2 * jp + 1][e] = 0.0f;
+      if (16 * jp >= n) continue;
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk) {
+        uint32_t b0[2], b1[2];
+        ColB<bf16_t>{kt, ld}.frag_b2(16 * kk, 16 * jp, lane, b0, b1);
+        mma::mma_bf16_16816(dv[2 * jp], sa[kk], b0);
+        mma::mma_bf16_16816(dv[2 * jp + 1], sa[kk], b1);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j0 = 16 * jp + 2 * t + e % 2, j1 = j0 + 8;
+        dv[2 * jp][e] *= j0 < n ? expf(glast - gm[j0]) : 0.0f;
+        dv[2 * jp + 1][e] *= j1 < n ? expf(glast - gm[j1]) : 0.0f;
+      }
+#pragma unroll
+      for (int kr = jp; kr < LT / 2; ++kr) {
+        if (16 * kr >= n) break;
+        uint32_t b0[2], b1[2];
+        RowB<bf16_t>{s.P, ldp}.frag_b2(16 * kr, 16 * jp, lane, b0, b1);
+        mma::mma_bf16_16816(dv[2 * jp], oa[kr], b0);
+        mma::mma_bf16_16816(dv[2 * jp + 1], oa[kr], b1);
+      }
+    }
+    // dVn to the scratch (rows < n); -dVn^T as A fragments (the same bf16 values, sign flipped).
+    bf16_t* const dVn_c = dVn_out + row0 * V;
+    uint32_t va[LT / 2][4];
+#pragma unroll
+    for (int kr = 0; kr < LT / 2; ++kr) {
+      if (16 * kr >= n) break;
+      const uint32_t p0 = mma::pack_bf16x2(dv[2 * kr][0], dv[2 * kr][1]);
+      const uint32_t p1 = mma::pack_bf16x2(dv[2 * kr][2], dv[2 * kr][3]);
+      const uint32_t p2 = mma::pack_bf16x2(dv[2 * kr + 1][0], dv[2 * kr + 1][1]);
+      const uint32_t p3 = mma::pack_bf16x2(dv[2 * kr + 1][2], dv[2 * kr + 1][3]);
+      store_row_pairs(dVn_c, V, 16 * kr + 2 * t, c0 + g, p0, n);
+      store_row_pairs(dVn_c, V, 16 * kr + 2 * t, c0 + g + 8, p1, n);
+      store_row_pairs(dVn_c, V, 16 * kr + 8 + 2 * t, c0 + g, p2, n);
+      store_row_pairs(dVn_c, V, 16 * kr + 8 + 2 * t, c0 + g + 8, p3, n);
+      va[kr][0] = p0 ^ 0x80008000u;
+      va[kr][1] = p1 ^ 0x80008000u;
+      va[kr][2] = p2 ^ 0x80008000u;
+      va[kr][3] = p3 ^ 0x80008000u;
+    }
+    // dS^T <- e_{n-1} dS^T + dO^T Q~ - dVn^T W
+#pragma unroll
+    for (int j = 0; j < KT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ds[j][e] *= elast;
+#pragma unroll
+    for (int kr = 0; kr < LT / 2; ++kr) {
+      if (16 * kr >= n) break;
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk) {
+        uint32_t b0[2], b1[2], w0[2], w1[2];
+        RowB<bf16_t>{s.qs, ld}.frag_b2(16 * kr, 16 * kk, lane, b0, b1);
+        RowB<bf16_t>{Wt, ld}.frag_b2(16 * kr, 16 * kk, lane, w0, w1);
+        mma::mma_bf16_16816(ds[2 * kk], oa[kr], b0);
+        mma::mma_bf16_16816(ds[2 * kk + 1], oa[kr], b1);
+        mma::mma_bf16_16816(ds[2 * kk], va[kr], w0);
+        mma::mma_bf16_16816(ds[2 * kk + 1], va[kr], w1);
+      }
+    }
+  }
+  if (ds0 && active) {
+#pragma unroll
+    for (int j = 0; j < KT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        ds0[bh * KV + (8 * j + 2 * t + e % 2) * V + c0 + g + 8 * (e / 2)] = ds[j][e];
+  }
+}
+
+template <int K>
+void launch_state_bwd_reg(const bf16_t* q, const bf16_t* k, const bf16_t* dO, const void* dsf,
+                          bool dsf_f32, float scale, const Dims& d, const Scratch<bf16_t>& sc,
+                          float* ds0, cudaStream_t stream) {
+  const int warps = reg_state_warps(), cols = warps * kRegCols;
+  const dim3 grid(unsigned((d.V + cols - 1) / cols), unsigned(d.H), unsigned(d.B));
+  allow_smem(gdn_state_bwd_reg_kernel<K>);
+  const int64_t smem = smem_bytes<StateBwdRegSmem<bf16_t>>(d, warps);
+  gdn_state_bwd_reg_kernel<K><<<grid, 32 * warps, smem, stream>>>(
+      q, k, dO, sc.gam, sc.W, dsf, dsf_f32, scale, d, sc.dS, sc.dVn, ds0);
+  AMOR_CUDA_CHECK_LAUNCH();
+}
+
 // Two blocks per SM (112 KB of shared memory for bf16; P over the V tiles).
 template <class T>
 __global__ void __launch_bounds__(kThreads, 2)
@@ -455,10 +647,32 @@ void backward_typed(const void* q, const void* k, const void* v, const void* g, 
 
   const dim3 columns(unsigned((d.V + kVt - 1) / kVt), unsigned(d.H), unsigned(d.B));
   const dim3 chunks(unsigned(d.NC), unsigned(d.H), unsigned(d.B));
-  allow_smem(gdn_state_bwd_kernel<T>);
-  gdn_state_bwd_kernel<T><<<columns, kThreads, smem_bytes<StateBwdSmem<T>>(d), stream>>>(
-      qp, kp, dop, sc.gam, sc.W, dsf, dsf_f32, scale, d, sc.dS, sc.dVn, ds0);
-  AMOR_CUDA_CHECK_LAUNCH();
+  bool reg = false;
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    reg = reg_state_ok<T>(d, kp) && reinterpret_cast<uintptr_t>(qp) % 16 == 0 &&
+          reinterpret_cast<uintptr_t>(dop) % 16 == 0;
+    if (reg) {
+      switch (d.K) {
+        case 32:
+          launch_state_bwd_reg<32>(qp, kp, dop, dsf, dsf_f32, scale, d, sc, ds0, stream);
+          break;
+        case 48:
+          launch_state_bwd_reg<48>(qp, kp, dop, dsf, dsf_f32, scale, d, sc, ds0, stream);
+          break;
+        case 64:
+          launch_state_bwd_reg<64>(qp, kp, dop, dsf, dsf_f32, scale, d, sc, ds0, stream);
+          break;
+        default:
+          launch_state_bwd_reg<128>(qp, kp, dop, dsf, dsf_f32, scale, d, sc, ds0, stream);
+      }
+    }
+  }
+  if (!reg) {
+    allow_smem(gdn_state_bwd_kernel<T>);
+    gdn_state_bwd_kernel<T><<<columns, kThreads, smem_bytes<StateBwdSmem<T>>(d), stream>>>(
+        qp, kp, dop, sc.gam, sc.W, dsf, dsf_f32, scale, d, sc.dS, sc.dVn, ds0);
+    AMOR_CUDA_CHECK_LAUNCH();
+  }
   allow_smem(gdn_bwd_qk_kernel<T>);
   gdn_bwd_qk_kernel<T><<<chunks, kThreads, smem_bytes<BwdQkSmem<T>>(d), stream>>>(
       qp, kp, dop, sc.gam, sc.Vn, sc.dVn, sc.S, sc.dS, scale, d, static_cast<T*>(dq), sc.dk,

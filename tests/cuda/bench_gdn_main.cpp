@@ -2,10 +2,11 @@
 // and the decode step) and compares the scan with OUR causal attention at the same B and T,
 // measured in the same run.
 //
-//   bench-gdn OUT.csv [--reps N] [--only SUBSTRING]
+//   bench-gdn OUT.csv [--reps N] [--only scan|step] [--heads H] [--dk K] [--dv V]
 //
-// Shapes: B*T = 16K tokens, T in {2K, 4K, 8K, 16K}; the 1.5B GDN preset's scan (d 2048: H = 24
-// heads, K = 64, V = 128, chunk 64), q, k, v, do in bf16 (q, k uniform in +-0.2: rows of norm
+// Shapes: B*T = 16K tokens, T in {2K, 4K, 8K, 16K}; by default the 1.5B GDN preset's scan (d 2048:
+// H = 24 heads, K = 64, V = 128, chunk 64; --heads, --dk, --dv change it, e.g. H16 K128 V256 as
+// flash-linear-attention's benchmarks), q, k, v, do in bf16 (q, k uniform in +-0.2: rows of norm
 // about 1, as the model's L2 norm hands them), g and beta in f32, no initial state.
 // Attention: q, k, v [B,T,32,64] bf16 (d 2048), causal, no gate. Each time is the median of N
 // calls (default 20) between CUDA events after two warm-up calls.
@@ -21,12 +22,15 @@
 //   Attention (causal, half the T x T scores): forward 2 B H T^2 D, backward 2.5x the forward.
 // "vs attn" = GDN time / attention time (below 1: the scan is faster). Decode: the step must read
 // and write the f32 state (2 B H K V 4 bytes, plus the small inputs); GB/s against that.
-// Prints a table and writes it as CSV (temp + rename).
+// Prints a table and writes it as CSV (temp + rename). The kernels' variants are chosen by the
+// environment (AMOR_GDN_VARIANT, AMOR_GDN_STATE_WARPS: gated_delta_cuda_common.cuh), read once per
+// process: run the command once per variant.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -44,24 +48,27 @@
 namespace amor {
 namespace {
 
-constexpr int64_t kTokens = 16384, kH = 24, kK = 64, kV = 128, kL = 64;
+constexpr int64_t kTokens = 16384, kL = 64;
+struct GdnDims {
+  int64_t H = 24, K = 64, V = 128;
+} gdn;  // the GDN shape (--heads, --dk, --dv)
 constexpr int64_t kAttnHeads = 32, kAttnD = 64;
 
 using bench::time_us;
 
 // The FLOP counts of the header comment, for B*T tokens of H heads.
 double gdn_forward_flops(double tokens) {
-  const double L = kL, K = kK, V = kV;
+  const double L = kL, K = gdn.K, V = gdn.V;
   const double per_chunk = 2 * L * L * (3 * K + 2 * V) + 6 * L * K * V + L * L * L / 3;
-  return tokens / L * kH * per_chunk;
+  return tokens / L * gdn.H * per_chunk;
 }
 double gdn_backward_flops(double tokens) {
-  const double L = kL, K = kK, V = kV;
+  const double L = kL, K = gdn.K, V = gdn.V;
   const double per_chunk = (2 * L * L * (2 * K + V) + L * L * L / 3 + 4 * L * K * V) +
                            (2 * L * L * (K + V) + 6 * L * K * V) +
                            (2 * L * L * (3 * K + V) + 6 * L * K * V) +
                            (2 * L * L * (4 * K + 2 * V) + 4 * L * L * L);
-  return tokens / L * kH * per_chunk;
+  return tokens / L * gdn.H * per_chunk;
 }
 double attn_forward_flops(double B, double T) { return 2 * B * kAttnHeads * T * T * kAttnD; }
 
@@ -96,17 +103,19 @@ void print_row(const Row& r) {
 void bench_scan(int64_t T, int reps, std::vector<Row>& rows) {
   const int64_t B = kTokens / T;
   const double tokens = double(B * T);
-  const Tensor q = dev_uniform({B, T, kH, kK}, 1, -0.2, 0.2, DType::BF16);
-  const Tensor k = dev_uniform({B, T, kH, kK}, 2, -0.2, 0.2, DType::BF16);
-  const Tensor v = dev_uniform({B, T, kH, kV}, 3, -1.7, 1.7, DType::BF16);
-  const Tensor d_o = dev_uniform({B, T, kH, kV}, 4, -1.7, 1.7, DType::BF16);
-  const Tensor g = dev_uniform({B, T, kH}, 5, -0.5, -0.001, DType::F32);
-  const Tensor beta = dev_uniform({B, T, kH}, 6, 0.05, 0.95, DType::F32);
-  const double scale = gated_delta_default_scale(kK);
+  const Tensor q = dev_uniform({B, T, gdn.H, gdn.K}, 1, -0.2, 0.2, DType::BF16);
+  const Tensor k = dev_uniform({B, T, gdn.H, gdn.K}, 2, -0.2, 0.2, DType::BF16);
+  const Tensor v = dev_uniform({B, T, gdn.H, gdn.V}, 3, -1.7, 1.7, DType::BF16);
+  const Tensor d_o = dev_uniform({B, T, gdn.H, gdn.V}, 4, -1.7, 1.7, DType::BF16);
+  const Tensor g = dev_uniform({B, T, gdn.H}, 5, -0.5, -0.001, DType::F32);
+  const Tensor beta = dev_uniform({B, T, gdn.H}, 6, 0.05, 0.95, DType::F32);
+  const double scale = gated_delta_default_scale(gdn.K);
   auto fwd = [&] { gated_delta_forward(q, k, v, g, beta, Tensor(), scale, kL); };
   auto bwd = [&] { gated_delta_backward(q, k, v, g, beta, Tensor(), scale, d_o, Tensor(), kL); };
   Row f{"gdn fwd"}, b{"gdn bwd"}, fb{"gdn fwd+bwd"};
-  f.shape = b.shape = fb.shape = "B" + std::to_string(B) + " T" + std::to_string(T) + " H24";
+  f.shape = b.shape = fb.shape = "B" + std::to_string(B) + " T" + std::to_string(T) + " H" +
+                                 std::to_string(gdn.H) + " K" + std::to_string(gdn.K) + " V" +
+                                 std::to_string(gdn.V);
   f.us = time_us(reps, fwd);
   b.us = time_us(reps, bwd);
   fb.us = time_us(reps, [&] {
@@ -147,16 +156,17 @@ void bench_scan(int64_t T, int reps, std::vector<Row>& rows) {
 }
 
 void bench_step(int64_t B, int reps, std::vector<Row>& rows) {
-  const Tensor q = dev_uniform({B, kH, kK}, 11, -0.2, 0.2, DType::BF16);
-  const Tensor k = dev_uniform({B, kH, kK}, 12, -0.2, 0.2, DType::BF16);
-  const Tensor v = dev_uniform({B, kH, kV}, 13, -1.7, 1.7, DType::BF16);
-  const Tensor g = dev_uniform({B, kH}, 14, -0.5, -0.001, DType::F32);
-  const Tensor beta = dev_uniform({B, kH}, 15, 0.05, 0.95, DType::F32);
-  Tensor state = dev_uniform({B, kH, kK, kV}, 16, -0.2, 0.2, DType::F32);
-  const double scale = gated_delta_default_scale(kK);
-  Row r{"gdn step", "B" + std::to_string(B) + " H24"};
+  const Tensor q = dev_uniform({B, gdn.H, gdn.K}, 11, -0.2, 0.2, DType::BF16);
+  const Tensor k = dev_uniform({B, gdn.H, gdn.K}, 12, -0.2, 0.2, DType::BF16);
+  const Tensor v = dev_uniform({B, gdn.H, gdn.V}, 13, -1.7, 1.7, DType::BF16);
+  const Tensor g = dev_uniform({B, gdn.H}, 14, -0.5, -0.001, DType::F32);
+  const Tensor beta = dev_uniform({B, gdn.H}, 15, 0.05, 0.95, DType::F32);
+  Tensor state = dev_uniform({B, gdn.H, gdn.K, gdn.V}, 16, -0.2, 0.2, DType::F32);
+  const double scale = gated_delta_default_scale(gdn.K);
+  Row r{"gdn step", "B" + std::to_string(B) + " H" + std::to_string(gdn.H)};
   r.us = time_us(reps, [&] { gated_delta_step(q, k, v, g, beta, scale, state); });
-  const double bytes = 2.0 * B * kH * kK * kV * 4 + B * kH * (2 * kK + 2 * kV) * 2.0 + B * kH * 8.0;
+  const double bytes = 2.0 * B * gdn.H * gdn.K * gdn.V * 4 +
+                       B * gdn.H * (2 * gdn.K + 2 * gdn.V) * 2.0 + B * gdn.H * 8.0;
   r.gbs = bytes / r.us / 1e3;
   print_row(r);
   rows.push_back(r);
@@ -179,9 +189,10 @@ int run(const bench::Args& args) {
   cudaDeviceProp prop{};
   AMOR_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf(
-      "bench-gdn on %s (%d SMs), median of %d calls; GDN H24 K64 V128 chunk 64 bf16, "
+      "bench-gdn on %s (%d SMs), median of %d calls; GDN H%lld K%lld V%lld chunk 64 bf16, "
       "attention H32 D64 causal bf16\n",
-      prop.name, prop.multiProcessorCount, reps);
+      prop.name, prop.multiProcessorCount, reps, (long long)gdn.H, (long long)gdn.K,
+      (long long)gdn.V);
   std::printf("%-16s %-22s %11s %9s %9s %11s %8s\n", "what", "shape", "us", "TFLOP/s", "GB/s",
               "attn us", "vs attn");
   std::vector<Row> rows;
@@ -202,6 +213,20 @@ int run(const bench::Args& args) {
 }  // namespace
 }  // namespace amor
 
+// --heads, --dk, --dv are taken out here; the rest goes to bench::run_command.
 int main(int argc, char** argv) {
-  return amor::bench::run_command(argc, argv, "bench-gdn", true, 20, amor::run);
+  std::vector<char*> rest{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    int64_t* dim = a == "--heads" ? &amor::gdn.H
+                   : a == "--dk"  ? &amor::gdn.K
+                   : a == "--dv"  ? &amor::gdn.V
+                                  : nullptr;
+    if (dim && i + 1 < argc) {
+      *dim = std::max<int64_t>(1, std::atoll(argv[++i]));
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  return amor::bench::run_command(int(rest.size()), rest.data(), "bench-gdn", true, 20, amor::run);
 }
