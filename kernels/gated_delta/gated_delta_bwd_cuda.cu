@@ -10,7 +10,10 @@
 //        dS   <- e_{n-1} dS + scale sum_r e_r q_r dO_r^T - sum_r W_r dVn_r^T
 //     Columns of dS are independent as in the forward's state pass; dS after chunk 0 is
 //     d_initial_state. Chunk c - 1's q, k, dO, W are copied in (cp.async) while chunk c is
-//     computed: a chunk step is three products and three barriers, no memory latency.
+//     computed: a chunk step is three products and three barriers, no memory latency. For bf16
+//     (the shapes of the register-state forward pass) gdn_state_bwd_reg_kernel replaces it by
+//     default: a warp per 16 columns of V with its dS slice in registers (AMOR_GDN_VARIANT=tile
+//     keeps this one).
 //  2. gdn_bwd_qk_kernel, one block per (chunk, head, batch), chunks in parallel: the terms of
 //     O = scale diag(e) Q S + P Vn and S' = e S + Kh^T Vn and Vn = U - W S, reduced over V in
 //     32-column tiles: dP = dO Vn^T, dqS = dO S^T, dKh = Vn dS'^T, dW = -dVn S^T, <dS', S>. Gives

@@ -16,7 +16,9 @@
 //     (f32), stores it as the chunk's start state ([BH,NC,K,V]), writes Vn, and advances S. This
 //     pass is the only sequential part; chunk c + 1's inputs are copied in (cp.async) while chunk
 //     c is computed, so a chunk step is two [n,K]x[K,32] products and three barriers, no memory
-//     latency.
+//     latency. For bf16 (K 32, 48, 64 or 128, V a multiple of 16) gdn_state_fwd_reg_kernel
+//     replaces it by default: a warp per 16 columns of V with its state slice in registers, one
+//     barrier per chunk (AMOR_GDN_VARIANT=tile keeps the shared-memory pass for comparison).
 //  3. gdn_output_kernel, one block per (chunk, head, batch), all chunks in parallel: P from q, k,
 //     gam, then O in 32-column tiles of V from the chunk's start state and Vn (the next tile's
 //     copies in flight while one is multiplied).
