@@ -15,11 +15,15 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "models/presets/param_count.h"
 #include "models/presets/presets.h"
+#include "models/core/config_json.h"
+#include "models/io/model_weights.h"
 #include "models/io/safetensors.h"
+#include "models/lm/language_model.h"
 #include "runner/config/canonical.h"
 #include "runner/config/config_error.h"
 #include "runner/config/eval_checks.h"
@@ -28,6 +32,7 @@
 #include "runner/eval/run_config_tasks.h"
 #include "runner/output/run_file.h"
 #include "runner/output/sweep_index.h"
+#include "runner/train/checkpoints.h"
 #include "runner/train/data_setup.h"
 #include "runner/train/stop_signal.h"
 #include "runner/train/trainer.h"
@@ -84,6 +89,70 @@ void check_run_folder(const config::RunSpec& spec, const fs::path& output) {
                "run '{}': {} differs from this run's resolved config; delete the folder to start over",
                spec.id(), cfg.string());
   }
+}
+
+// After a communicator failure (a peer rank hung or died mid-collective) this process holds a
+// collective that can never complete: the group's next collective, the outcome exchange below and
+// MPI_Finalize would all wait on the missing peer forever. So the job ends here, with the reason,
+// on whichever rank saw it; MPI_Abort makes mpirun end every rank, a stopped one included.
+[[noreturn]] void abort_job_on_comm_failure(const config::RunSpec& spec, int world_rank, const std::string& what) {
+  std::fprintf(stderr,
+               "amor-run: run %s failed on world rank %d: %s\n"
+               "amor-run: aborting the job (MPI_Abort): a communicator failed, so the ranks cannot "
+               "finish together. Runs not DONE resume from their last checkpoint when the same "
+               "command runs again\n",
+               spec.id().c_str(), world_rank, what.c_str());
+  std::fflush(stderr);
+  std::fflush(stdout);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);  // MPI_Abort does not return; this is for the compiler
+}
+
+// run.h5 holds the history a checkpoint does not (every earlier training row and evaluation), so
+// a run resumes only with it: missing, a resume would write a run.h5 that starts at the
+// checkpoint's step; unreadable, it is left as it is for the user to restore or remove.
+void check_run_file(const config::RunSpec& spec, const fs::path& dir) {
+  const fs::path h5 = dir / "run.h5";
+  const std::vector<int64_t> steps = Checkpoints(dir / "checkpoints", 1).steps();
+  if (fs::exists(h5)) {
+    try {
+      RunFile::check_readable(h5.string());
+    } catch (const Error& e) {
+      throw Error(fmt::format(
+          "run '{}': {}. amor-run leaves it untouched. Restore it from a copy to {}, or move it "
+          "away{} to start the run over",
+          spec.id(), e.what(), steps.empty() ? "resume" : "resume from the checkpoints",
+          steps.empty() ? "" : fmt::format(" together with {}", (dir / "checkpoints").string())));
+    }
+  } else if (!steps.empty()) {
+    throw Error(fmt::format(
+        "run '{}': {} is missing but the run has checkpoints up to step {} in {}: resuming would "
+        "write a run.h5 without the history of steps 1-{}. Restore run.h5, or delete {} (or the "
+        "whole run folder) to start the run over",
+        spec.id(), h5.string(), steps.back(), (dir / "checkpoints").string(), steps.back(),
+        (dir / "checkpoints").string()));
+  }
+}
+
+// Every eval.weights file of the runs still to do is read (names and shapes against the run's
+// model) by world rank 0 before anything is created, so a path that does not exist or a file that
+// does not fit is refused like a bad config (exit 2) and leaves no folder, config or index.csv
+// behind. Each (file, model) pair is read once; the runs read their file again when they start.
+// Returns the first problem, "" when all load.
+std::string check_eval_weights(const std::vector<config::RunSpec>& runs, const fs::path& output) {
+  std::set<std::string> checked;
+  for (const auto& r : runs) {
+    const config::RunConfig& cfg = r.config;
+    if (cfg.eval.weights.empty() || fs::exists(r.dir(output) / "DONE")) continue;
+    if (!checked.insert(cfg.eval.weights + "\n" + model::to_json(cfg.model).dump()).second) continue;
+    try {
+      auto m = model::build_model(cfg.model, DType::F32);
+      model::load_model_weights(cfg.eval.weights, m->params());
+    } catch (const Error& e) {
+      return fmt::format("run '{}': eval.weights: {}", r.id(), e.what());
+    }
+  }
+  return "";
 }
 
 std::string fmt_num(double v, const char* f = "{:.4f}") {
@@ -154,6 +223,15 @@ int run_sweeps(const CliOptions& o) {
                    world_size, static_cast<long long>(per_run));
     return 2;
   }
+  {
+    std::string bad = world_root ? check_eval_weights(runs, output) : "";
+    int n = static_cast<int>(bad.size());
+    MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (n > 0) {
+      if (world_root) std::fprintf(stderr, "amor-run: %s\n", bad.c_str());
+      return 2;
+    }
+  }
   const int groups = world_size / static_cast<int>(per_run);
   const int group = world_rank / static_cast<int>(per_run);
   MPI_Comm group_comm;
@@ -193,6 +271,7 @@ int run_sweeps(const CliOptions& o) {
             check_run_folder(spec, output);
             fs::create_directories(dir);
             lock.emplace(dir);
+            check_run_file(spec, dir);
             if (!fs::exists(dir / "config.json")) {
               write_file_atomic((dir / "config.json").string(), spec.canonical + "\n");
               write_file_atomic((dir / "config.yaml").string(), config::canonical_yaml(spec.config));
@@ -227,6 +306,7 @@ int run_sweeps(const CliOptions& o) {
             std::fprintf(stderr, "amor-run: run %s failed: %s\n", spec.id().c_str(), res.message.c_str());
         }
       } catch (const std::exception& e) {
+        if (!dist::comm_failure().empty()) abort_job_on_comm_failure(spec, world_rank, e.what());
         out.status = 4;
         out.message = e.what();
         if (root) std::fprintf(stderr, "amor-run: run %s failed: %s\n", spec.id().c_str(), e.what());

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 #include "kernels/core/error.h"
@@ -40,6 +41,21 @@ double comm_timeout_seconds() {
   AMOR_CHECK(end != env && *end == '\0' && std::isfinite(v) && v > 0,
              "AMOR_COMM_TIMEOUT_S: '{}' is not a positive number of seconds", env);
   return v;
+}
+
+namespace {
+std::mutex failure_mutex;
+std::string first_failure;
+}  // namespace
+
+void record_comm_failure(const std::string& message) {
+  std::lock_guard<std::mutex> lock(failure_mutex);
+  if (first_failure.empty()) first_failure = message.empty() ? "communicator failure" : message;
+}
+
+std::string comm_failure() {
+  std::lock_guard<std::mutex> lock(failure_mutex);
+  return first_failure;
 }
 
 }  // namespace amor::dist

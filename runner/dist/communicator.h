@@ -74,4 +74,11 @@ class Communicator {
 // short enough that a dead peer does not hold a cluster allocation for long; tests set it small.
 double comm_timeout_seconds();
 
+// The first communicator failure (timeout, MPI or NCCL error) in this process, "" while none.
+// Every transport records it when it breaks. A process that gave up on a collective cannot end
+// MPI cleanly (MPI_Finalize, and any later world collective, waits on the peer that never came),
+// so the runner ends the whole job with MPI_Abort once this is set (runner/app/sweep_runner.cpp).
+void record_comm_failure(const std::string& message);
+std::string comm_failure();
+
 }  // namespace amor::dist

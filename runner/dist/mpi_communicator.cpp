@@ -123,6 +123,7 @@ void MpiCommunicator::fail(const char* op, const std::string& why, std::vector<T
   for (auto& t : keep) abandoned_.push_back(std::move(t));
   std::string msg = fmt::format("mpi {} failed on rank {} of {}: {}", op, rank_, size_, why);
   if (broken_.empty()) broken_ = msg;
+  record_comm_failure(msg);
   throw Error(msg);
 }
 

@@ -52,6 +52,7 @@ struct NcclCommunicator::Impl {
       if (comm != nullptr) ncclCommAbort(comm);
       comm = nullptr;
     }
+    record_comm_failure(msg);
     throw Error(msg);
   }
 

@@ -349,6 +349,24 @@ RunFile RunFile::create(const std::string& path, const RunAttrs& attrs, const Ru
   return RunFile(std::move(impl));
 }
 
+void RunFile::check_readable(const std::string& path) {
+  h5::silence_errors();
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  AMOR_CHECK(!ec, "{}: cannot be read ({})", path, ec.message());
+  AMOR_CHECK(size > 0, "{}: is empty (0 bytes), not an HDF5 run file", path);
+  errno = 0;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  AMOR_CHECK(f != nullptr, "{}: cannot be opened for reading ({})", path, std::strerror(errno));
+  std::fclose(f);
+#if H5_VERSION_GE(1, 12, 0)
+  const htri_t is_h5 = H5Fis_accessible(path.c_str(), H5P_DEFAULT);
+#else
+  const htri_t is_h5 = H5Fis_hdf5(path.c_str());
+#endif
+  AMOR_CHECK(is_h5 > 0, "{}: is not an HDF5 file ({} bytes; no HDF5 signature)", path, size);
+}
+
 RunFile RunFile::open(const std::string& path, int64_t resume_step, const std::string& expected_config_hash) {
   h5::silence_errors();
   AMOR_CHECK(std::filesystem::exists(path), "{}: no run file to resume", path);

@@ -88,6 +88,10 @@ class RunFile {
   // the file's config_hash.
   static RunFile open(const std::string& path, int64_t resume_step,
                       const std::string& expected_config_hash = "");
+  // Throws amor::Error naming `path` unless it is a readable HDF5 file (not empty, not cut short
+  // before its superblock, permitted). Only reads: a resume checks its file with this first, so a
+  // file it cannot read is left as it is rather than replaced.
+  static void check_readable(const std::string& path);
 
   RunFile(RunFile&&) noexcept;
   RunFile& operator=(RunFile&&) noexcept;

@@ -5,6 +5,7 @@
 
 #include "data/json/json.h"
 #include "kernels/core/error.h"
+#include "runner/dist/communicator.h"
 
 namespace amor {
 
@@ -55,6 +56,43 @@ void Checkpoints::save(int64_t step, dist::Communicator& comm,
       fs::remove_all(folder(s[i]));
   }
   comm.barrier();
+}
+
+void resume_from_checkpoint(const Checkpoints& ckpts, dist::Communicator& comm,
+                            const std::function<void(const fs::path&)>& load) {
+  const std::vector<int64_t> steps = ckpts.steps();
+  std::vector<std::pair<fs::path, std::string>> damaged;  // newest first
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    const fs::path dir = ckpts.folder(*it);
+    try {
+      load(dir);
+    } catch (const Error& e) {
+      if (!dist::comm_failure().empty()) throw;
+      damaged.emplace_back(dir, e.what());
+      continue;
+    }
+    if (comm.rank() == 0) {
+      for (const auto& [bad, why] : damaged) {
+        fs::path aside = bad.string() + ".corrupt";
+        for (int n = 2; fs::exists(aside); ++n) aside = bad.string() + ".corrupt-" + std::to_string(n);
+        fs::rename(bad, aside);
+        std::fprintf(stderr,
+                     "amor-run: warning: checkpoint %s cannot be loaded (%s); moved to %s, resuming "
+                     "from the older %s\n",
+                     bad.string().c_str(), why.c_str(), aside.string().c_str(), dir.string().c_str());
+      }
+      std::fflush(stderr);
+    }
+    comm.barrier();  // the renames are done before any rank saves a checkpoint again
+    return;
+  }
+  AMOR_CHECK(!damaged.empty(), "resume: no complete checkpoint under the run's checkpoints/");
+  std::string msg = damaged.front().second;
+  if (damaged.size() > 1)
+    msg += fmt::format(" (and the {} older checkpoint{} could not be loaded either; nothing was "
+                       "renamed. Delete the run folder's checkpoints/ and run.h5 to start over)",
+                       damaged.size() - 1, damaged.size() == 2 ? "" : "s");
+  throw Error(msg);
 }
 
 std::string gate_state_to_json(const std::vector<model::AmorGateState>& s) {

@@ -22,14 +22,23 @@ class Checkpoints {
   // The newest complete checkpoint folder, if any.
   std::optional<std::filesystem::path> latest() const;
   std::vector<int64_t> steps() const;  // complete checkpoints, oldest first
+  std::filesystem::path folder(int64_t step) const;
   // Collective over the run's ranks; write(dir) writes this rank's part into dir.
   void save(int64_t step, dist::Communicator& comm, const std::function<void(const std::string&)>& write);
 
  private:
-  std::filesystem::path folder(int64_t step) const;
   std::filesystem::path dir_;
   int64_t keep_;
 };
+
+// Resumes from the newest checkpoint that loads: load(dir) is tried on the complete checkpoints,
+// newest first, on every rank of the run (collective; load must fail on every rank alike, as
+// Fsdp::load does). Checkpoints newer than the one that loaded are damaged (a truncated or
+// garbled file): rank 0 renames each to step-N.corrupt (kept for inspection; out of the way of
+// later saves and of `keep` pruning) and warns naming it. When none loads nothing is renamed and
+// the newest one's error is thrown; a communicator failure is rethrown at once.
+void resume_from_checkpoint(const Checkpoints& ckpts, dist::Communicator& comm,
+                            const std::function<void(const std::filesystem::path&)>& load);
 
 std::string gate_state_to_json(const std::vector<model::AmorGateState>& s);
 std::vector<model::AmorGateState> gate_state_from_json(const std::string& text);

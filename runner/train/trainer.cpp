@@ -256,15 +256,18 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
   RunData data = make_run_data(cfg, comm.rank(), comm.size());
   const int amor_blocks = amor_model ? amor_model->num_blocks() : 0;
 
-  // Resume from the newest complete checkpoint.
+  // Resume from the newest checkpoint that loads (resume_from_checkpoint: a damaged newer one is
+  // set aside with a warning).
   Checkpoints ckpts(opt.run_dir / "checkpoints", cfg.checkpoint.keep);
   int64_t start_step = 0, tokens_seen = 0;
-  if (auto latest = ckpts.latest()) {
-    dist::FsdpCheckpoint c = fsdp.load(latest->string());
-    start_step = c.step;
-    data.train->set_position(c.extra.at("data_position"));
-    tokens_seen = std::stoll(c.extra.at("tokens_seen"));
-    if (amor_model) amor_model->set_gate_state(gate_state_from_json(c.extra.at("amor_gates")));
+  if (!ckpts.steps().empty()) {
+    resume_from_checkpoint(ckpts, comm, [&](const fs::path& dir) {
+      dist::FsdpCheckpoint c = fsdp.load(dir.string());
+      data.train->set_position(c.extra.at("data_position"));
+      tokens_seen = std::stoll(c.extra.at("tokens_seen"));
+      if (amor_model) amor_model->set_gate_state(gate_state_from_json(c.extra.at("amor_gates")));
+      start_step = c.step;
+    });
   } else if (!cfg.eval.checkpoint.empty()) {  // evaluate another run's checkpoint (train.steps 0)
     const fs::path dir = eval_checkpoint_dir(cfg.eval.checkpoint);
     dist::FsdpCheckpoint c = fsdp.load(dir.string());
@@ -328,6 +331,16 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
     ckpts.save(step, comm, [&](const std::string& dir) { fsdp.save(dir, step, extra); });
   };
 
+  // A score that is not a number means broken weights (e.g. garbled eval.weights) or a diverged
+  // model: written to run.h5 for inspection, then the run fails instead of being marked DONE.
+  auto require_finite = [&](double v, const std::string& what, int64_t step) {
+    if (std::isfinite(v)) return;
+    std::string src = !cfg.eval.weights.empty() ? fmt::format(" (weights from eval.weights {})", cfg.eval.weights)
+                      : !cfg.eval.checkpoint.empty() ? fmt::format(" (weights from eval.checkpoint {})", cfg.eval.checkpoint)
+                                                     : "";
+    throw Error(fmt::format("evaluation at step {}: {} is {}: the model{} produces non-finite values; "
+                            "the run is not marked DONE", step, what, std::isnan(v) ? "NaN" : fmt::format("{}", v), src));
+  };
   auto run_eval = [&](int64_t step) {
     EvalResult e = evaluate(fsdp, *data.valid, data.recall_task, cfg.train.micro_batch,
                             cfg.eval.max_examples, amor_blocks, comm, dev);
@@ -342,6 +355,7 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
       h5->write_tokens("valid", step, e.sequences);
       h5->flush();
     }
+    require_finite(e.loss, "the validation loss", step);
     if (!task_specs.empty()) {
       // The harness on an unsharded replica; batches dealt over the run's ranks (model_eval.h).
       auto replica = eval_replica(cfg, fsdp, *model, dtypes.master, dev);
@@ -363,6 +377,8 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
           h5->write_tokens(ts.name, step, em.records(ts.name));
           h5->flush();
         }
+        require_finite(tr.metrics.at(eval::headline_metric(ts.name)),
+                       fmt::format("eval task {}'s {}", ts.name, eval::headline_metric(ts.name)), step);
       }
     }
     return e;
