@@ -461,16 +461,20 @@ struct BwdWySmem {                   // gdn_bwd_wy_kernel: 81 KB, two blocks per
 constexpr int kRegCols = 16;  // V columns per warp (the MMA's 16 rows)
 inline constexpr int kRegStateK[] = {32, 48, 64, 128};
 
-// Which state passes run (AMOR_GDN_VARIANT, read once): "tile" the shared-memory passes (32
-// columns of V per block of 8 warps, every shape), anything else (default) the register passes
-// where they apply. Warps per block of the register passes: AMOR_GDN_STATE_WARPS (1, 2 or 4,
-// default 4; fewer give more, smaller blocks, and reload the shared k/W tiles more often).
-inline bool reg_state_enabled() {
-  static const bool on = [] {
+// Which passes run (AMOR_GDN_VARIANT, read once): "tile" the shared-memory state passes (32
+// columns of V per block of 8 warps, every shape) and the separate output kernel; "reg" the
+// register state passes where they apply, output kernel separate; anything else (default) as
+// "reg", with the forward's output computed inside its register state pass (K <= 64). Warps per
+// block of the register passes: AMOR_GDN_STATE_WARPS (1, 2 or 4, default 4; fewer give more,
+// smaller blocks, and reload the shared tiles more often).
+enum class Variant { kTile, kReg, kFused };
+inline Variant variant() {
+  static const Variant v = [] {
     const char* e = std::getenv("AMOR_GDN_VARIANT");
-    return !(e && std::string(e) == "tile");
+    const std::string s = e ? e : "";
+    return s == "tile" ? Variant::kTile : s == "reg" ? Variant::kReg : Variant::kFused;
   }();
-  return on;
+  return v;
 }
 inline int reg_state_warps() {
   static const int w = [] {
@@ -488,7 +492,7 @@ inline bool reg_state_ok(const Dims& d, const void* k) {
   } else {
     bool k_ok = false;
     for (int kk : kRegStateK) k_ok = k_ok || d.K == kk;
-    return reg_state_enabled() && k_ok && d.V % kRegCols == 0 &&
+    return variant() != Variant::kTile && k_ok && d.V % kRegCols == 0 &&
            reinterpret_cast<uintptr_t>(k) % 16 == 0;
   }
 }
@@ -496,17 +500,22 @@ inline bool reg_state_ok(const Dims& d, const void* k) {
 // Rows of the register passes' operand tiles: the chunk rounded up to whole 16-row MMA steps.
 __host__ __device__ inline int64_t reg_rows(const Dims& d) { return (d.L + 15) / 16 * 16; }
 
-// The forward's pass: k and W of a chunk (T, [R, K]) and its gam, double-buffered.
+// The forward's pass: k and W of a chunk (T, [R, K]) and its gam, double-buffered; with the
+// output fused, also q (double-buffered) and P [R, R] (computed per chunk).
 template <class T>
 struct StateFwdRegSmem {
-  int64_t ld;  // tile_ld<T>(K)
-  T *k[2], *W[2];
+  int64_t ld, ldp;  // tile_ld<T>(K), tile_ld<T>(R)
+  T* P;
+  T *k[2], *W[2], *q[2];
   float* gam[2];
-  __host__ __device__ StateFwdRegSmem(Carve& c, const Dims& d) : ld(tile_ld<T>(d.K)) {
+  __host__ __device__ StateFwdRegSmem(Carve& c, const Dims& d, bool fused)
+      : ld(tile_ld<T>(d.K)), ldp(tile_ld<T>(reg_rows(d))) {
     const int64_t R = reg_rows(d);
+    P = fused ? c.take_as<T>(R * ldp) : nullptr;
     for (int i = 0; i < 2; ++i) {
       k[i] = c.take_as<T>(R * ld);
       W[i] = c.take_as<T>(R * ld);
+      q[i] = fused ? c.take_as<T>(R * ld) : nullptr;
       gam[i] = c.take_as<float>(R);
     }
   }

@@ -259,35 +259,48 @@ __global__ void __launch_bounds__(kThreads, 3)
 //   S^T <- e_{n-1} S^T + (Vn^T diag(D_{n-1,.})) K
 //                                 A = Vn^T D (C fragments, each column j scaled by D_{n-1,j},
 //                                 zero past the chunk's rows), B = K (ldmatrix.trans).
-// The block's warps cover 16 * warps columns of one head; they share the k, W and gam tiles of
-// the chunk (cp.async, double-buffered: chunk c + 1's in flight during chunk c, rows past the
+// With kOut (the forward; the backward's rerun needs S and Vn in the scratch instead) it also
+// computes the chunk's output, so neither S nor Vn goes through memory and gdn_output_kernel is
+// not launched:
+//   O^T = (S^T Q^T) diag(scale e) + Vn^T P^T
+//                                 A = -S^T as above, B = Q^T (ldmatrix), the columns scaled by
+//                                 -scale e_r in f32; A = Vn^T (C fragments), B = P^T (ldmatrix of
+//                                 P, lower: k steps <= the column step only).
+// P_rj = scale (q_r . k_j) D_rj (j <= r) depends on the chunk only: the block's warps compute it
+// together into shared memory after the chunk's tiles land (a second barrier per chunk).
+// The block's warps cover 16 * warps columns of one head; they share the k, W (q) and gam tiles
+// of the chunk (cp.async, double-buffered: chunk c + 1's in flight during chunk c, rows past the
 // chunk zero-filled), and each lane loads its own U^T fragment of chunk c + 1 into registers during
-// chunk c. So a chunk step is 2 * (L / 16) * (K / 8) MMAs per warp with one barrier and no memory
-// latency; the parallelism is (V / 16) warps per head instead of V / 32 blocks of 8 warps taking
-// turns at barriers. Rounding as the shared-memory pass, except that D scales Vn (f32, then
-// rounded once) instead of K.
-template <int K>
+// chunk c. So a chunk step is 2 * (L / 16) * (K / 8) MMAs per warp (about twice that with kOut)
+// and no memory latency; the parallelism is (V / 16) warps per head instead of V / 32 blocks of 8
+// warps taking turns at barriers. Rounding as the shared-memory pass and gdn_output_kernel, except
+// that D scales Vn and scale e scales Q S (in f32, then rounded once / not at all) instead of K
+// and Q.
+template <int K, bool kOut>
 __global__ void __launch_bounds__(128)
-    gdn_state_fwd_reg_kernel(const bf16_t* __restrict__ k, const float* __restrict__ gam,
-                             const bf16_t* __restrict__ W, const float* __restrict__ U,
-                             bf16_t* __restrict__ Vn_out, const void* s0, bool state_f32, Dims d,
-                             bf16_t* __restrict__ S_out, float* __restrict__ s_final) {
-  constexpr int KT = K / 8;   // n8 tiles of S^T
-  constexpr int KS = K / 16;  // k16 steps over K
-  constexpr int LT = int(kGdnMaxChunk) / 8;  // n8 tiles of Vn^T (chunk rows)
+    gdn_state_fwd_reg_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
+                             const float* __restrict__ gam, const bf16_t* __restrict__ W,
+                             const float* __restrict__ U, bf16_t* __restrict__ Vn_out,
+                             const void* s0, bool state_f32, float scale, Dims d,
+                             bf16_t* __restrict__ S_out, float* __restrict__ s_final,
+                             bf16_t* __restrict__ o) {
+  constexpr int KT = K / 8;                  // n8 tiles of S^T
+  constexpr int KS = K / 16;                 // k16 steps over K
+  constexpr int LT = int(kGdnMaxChunk) / 8;  // n8 tiles of Vn^T and O^T (chunk rows)
   extern __shared__ float smem[];
   Carve carve{smem};
-  StateFwdRegSmem<bf16_t> s(carve, d);
+  StateFwdRegSmem<bf16_t> s(carve, d, kOut);
   const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
   const int64_t b = blockIdx.z, h = blockIdx.y, bh = b * d.H + h, V = d.V, KV = int64_t(K) * V;
   const int64_t c0 = (int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * kRegCols;
-  const bool active = c0 < V;  // warp-uniform: a warp past V only helps load the tiles
-  const int64_t ld = s.ld;
+  const bool active = c0 < V;  // warp-uniform: a warp past V only helps with the shared work
+  const int64_t ld = s.ld, ldp = s.ldp;
   auto rows_of = [&](int64_t ch) { return int(d.T - ch * d.L < d.L ? d.T - ch * d.L : d.L); };
   auto load_chunk = [&](int64_t ch, int buf) {
-    const int64_t t0 = ch * d.L;
+    const int64_t t0 = ch * d.L, x0 = (b * d.T + t0) * d.H + h;
     const int n = rows_of(ch), np = (n + 15) / 16 * 16;
-    tile_load_zfill(k + ((b * d.T + t0) * d.H + h) * K, d.H * K, n, np, K, pick(s.k, buf), ld);
+    tile_load_zfill(k + x0 * K, d.H * K, n, np, K, pick(s.k, buf), ld);
+    if constexpr (kOut) tile_load_zfill(q + x0 * K, d.H * K, n, np, K, pick(s.q, buf), ld);
     tile_load_zfill(W + (bh * d.T + t0) * K, K, n, np, K, pick(s.W, buf), ld);
     vec_load_zfill(gam + bh * d.T + t0, n, np, pick(s.gam, buf));
   };
@@ -318,30 +331,42 @@ __global__ void __launch_bounds__(128)
                               : 0.0f;
   if (active) load_u(0);
   for (int64_t ch = 0; ch < d.NC; ++ch) {
-    const int n = rows_of(ch), buf = int(ch & 1);
+    const int n = rows_of(ch), np = (n + 15) / 16 * 16, buf = int(ch & 1);
     const int64_t row0 = bh * d.T + ch * d.L;
+    const bf16_t *kt = pick(s.k, buf), *Wt = pick(s.W, buf);
+    const float* gm = pick(s.gam, buf);
     tile_wait();      // chunk ch's tiles (the only copies in flight)
-    __syncthreads();  // ... visible to all; chunk ch - 1's buffers no longer read
+    __syncthreads();  // ... visible to all; chunk ch - 1's buffers (and P) no longer read
     if (ch + 1 < d.NC) {
       load_chunk(ch + 1, buf ^ 1);
       tile_commit();
     }
+    if constexpr (kOut) {
+      // P_rj = scale (q_r . k_j) D_rj for j <= r < n, else 0 (the block's shared work).
+      block_mma<Tri::kFull>(np, np, K, RowA<bf16_t>{pick(s.q, buf), ld}, ColB<bf16_t>{kt, ld},
+                            [&](int r, int j, float qk) {
+                              s.P[r * ldp + j] = from_f32<bf16_t>(
+                                  j <= r && r < n ? scale * qk * expf(gm[r] - gm[j]) : 0.0f);
+                            });
+      __syncthreads();
+    }
     if (!active) continue;
-    const bf16_t *kt = pick(s.k, buf), *Wt = pick(s.W, buf);
-    const float* gm = pick(s.gam, buf);
-    // -S^T as A fragments; the chunk's start state S (the same bf16 values) to the scratch.
+    // -S^T as A fragments; without kOut the chunk's start state S (the same bf16 values) to the
+    // scratch.
     uint32_t sa[KS][4];
-    bf16_t* const S_c = S_out + (bh * d.NC + ch) * KV;
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
       const uint32_t p0 = mma::pack_bf16x2(st[2 * kk][0], st[2 * kk][1]);
       const uint32_t p1 = mma::pack_bf16x2(st[2 * kk][2], st[2 * kk][3]);
       const uint32_t p2 = mma::pack_bf16x2(st[2 * kk + 1][0], st[2 * kk + 1][1]);
       const uint32_t p3 = mma::pack_bf16x2(st[2 * kk + 1][2], st[2 * kk + 1][3]);
-      store_row_pairs(S_c, V, 16 * kk + 2 * t, c0 + g, p0, K);
-      store_row_pairs(S_c, V, 16 * kk + 2 * t, c0 + g + 8, p1, K);
-      store_row_pairs(S_c, V, 16 * kk + 8 + 2 * t, c0 + g, p2, K);
-      store_row_pairs(S_c, V, 16 * kk + 8 + 2 * t, c0 + g + 8, p3, K);
+      if constexpr (!kOut) {
+        bf16_t* const S_c = S_out + (bh * d.NC + ch) * KV;
+        store_row_pairs(S_c, V, 16 * kk + 2 * t, c0 + g, p0, K);
+        store_row_pairs(S_c, V, 16 * kk + 2 * t, c0 + g + 8, p1, K);
+        store_row_pairs(S_c, V, 16 * kk + 8 + 2 * t, c0 + g, p2, K);
+        store_row_pairs(S_c, V, 16 * kk + 8 + 2 * t, c0 + g + 8, p3, K);
+      }
       sa[kk][0] = p0 ^ 0x80008000u;  // the sign bits: -S exactly
       sa[kk][1] = p1 ^ 0x80008000u;
       sa[kk][2] = p2 ^ 0x80008000u;
@@ -353,7 +378,8 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int e = 0; e < 4; ++e) vn[j][e] = u[j][e];
     if (ch + 1 < d.NC) load_u(ch + 1);  // in flight during the products below
-    // Vn^T = U^T - S^T W^T, 16 chunk rows (two n8 tiles) at a time.
+    // Vn^T = U^T - S^T W^T (and -S^T Q^T for the output), 16 chunk rows (two n8 tiles) at a time.
+    float ot[kOut ? LT : 1][4];
 #pragma unroll
     for (int jp = 0; jp < LT / 2; ++jp) {
       if (16 * jp >= n) break;
@@ -364,32 +390,81 @@ __global__ void __launch_bounds__(128)
         mma::mma_bf16_16816(vn[2 * jp], sa[kk], b0);
         mma::mma_bf16_16816(vn[2 * jp + 1], sa[kk], b1);
       }
+      if constexpr (kOut) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) ot[2 * jp][e] = ot[2 * jp + 1][e] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < KS; ++kk) {
+          uint32_t b0[2], b1[2];
+          ColB<bf16_t>{pick(s.q, buf), ld}.frag_b2(16 * kk, 16 * jp, lane, b0, b1);
+          mma::mma_bf16_16816(ot[2 * jp], sa[kk], b0);
+          mma::mma_bf16_16816(ot[2 * jp + 1], sa[kk], b1);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r0 = 16 * jp + 2 * t + e % 2, r1 = r0 + 8;
+          ot[2 * jp][e] *= -scale * expf(gm[r0]);
+          ot[2 * jp + 1][e] *= -scale * expf(gm[r1]);
+        }
+      }
     }
-    // Vn to the scratch (rows < n), then A = Vn^T diag(D_{n-1,.}) in bf16.
-    bf16_t* const Vn_c = Vn_out + row0 * V;
+    // Vn in bf16: A fragments of Vn^T (for the output) and, without kOut, to the scratch (rows
+    // < n); then A = Vn^T diag(D_{n-1,.}) for the state update.
     const float glast = gm[n - 1], elast = expf(glast);
-    uint32_t va[LT / 2][4];
+    uint32_t va[LT / 2][4], vb[kOut ? LT / 2 : 1][4];
 #pragma unroll
     for (int kr = 0; kr < LT / 2; ++kr) {
       if (16 * kr >= n) break;
-      store_row_pairs(Vn_c, V, 16 * kr + 2 * t, c0 + g,
-                      mma::pack_bf16x2(vn[2 * kr][0], vn[2 * kr][1]), n);
-      store_row_pairs(Vn_c, V, 16 * kr + 2 * t, c0 + g + 8,
-                      mma::pack_bf16x2(vn[2 * kr][2], vn[2 * kr][3]), n);
-      store_row_pairs(Vn_c, V, 16 * kr + 8 + 2 * t, c0 + g,
-                      mma::pack_bf16x2(vn[2 * kr + 1][0], vn[2 * kr + 1][1]), n);
-      store_row_pairs(Vn_c, V, 16 * kr + 8 + 2 * t, c0 + g + 8,
-                      mma::pack_bf16x2(vn[2 * kr + 1][2], vn[2 * kr + 1][3]), n);
+      const uint32_t p0 = mma::pack_bf16x2(vn[2 * kr][0], vn[2 * kr][1]);
+      const uint32_t p1 = mma::pack_bf16x2(vn[2 * kr][2], vn[2 * kr][3]);
+      const uint32_t p2 = mma::pack_bf16x2(vn[2 * kr + 1][0], vn[2 * kr + 1][1]);
+      const uint32_t p3 = mma::pack_bf16x2(vn[2 * kr + 1][2], vn[2 * kr + 1][3]);
+      if constexpr (kOut) {
+        vb[kr][0] = p0;
+        vb[kr][1] = p1;
+        vb[kr][2] = p2;
+        vb[kr][3] = p3;
+      } else {
+        bf16_t* const Vn_c = Vn_out + row0 * V;
+        store_row_pairs(Vn_c, V, 16 * kr + 2 * t, c0 + g, p0, n);
+        store_row_pairs(Vn_c, V, 16 * kr + 2 * t, c0 + g + 8, p1, n);
+        store_row_pairs(Vn_c, V, 16 * kr + 8 + 2 * t, c0 + g, p2, n);
+        store_row_pairs(Vn_c, V, 16 * kr + 8 + 2 * t, c0 + g + 8, p3, n);
+      }
       float dec[4];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int r = 16 * kr + 8 * (q / 2) + 2 * t + q % 2;
-        dec[q] = r < n ? expf(glast - gm[r]) : 0.0f;
+      for (int q4 = 0; q4 < 4; ++q4) {
+        const int r = 16 * kr + 8 * (q4 / 2) + 2 * t + q4 % 2;
+        dec[q4] = r < n ? expf(glast - gm[r]) : 0.0f;
       }
       va[kr][0] = mma::pack_bf16x2(vn[2 * kr][0] * dec[0], vn[2 * kr][1] * dec[1]);
       va[kr][1] = mma::pack_bf16x2(vn[2 * kr][2] * dec[0], vn[2 * kr][3] * dec[1]);
       va[kr][2] = mma::pack_bf16x2(vn[2 * kr + 1][0] * dec[2], vn[2 * kr + 1][1] * dec[3]);
       va[kr][3] = mma::pack_bf16x2(vn[2 * kr + 1][2] * dec[2], vn[2 * kr + 1][3] * dec[3]);
+    }
+    if constexpr (kOut) {
+      // O^T += Vn^T P^T (P lower: the k steps kr <= jp), then O (rows < n) to the output.
+      bf16_t* const o_c = o + ((b * d.T + ch * d.L) * d.H + h) * V;
+#pragma unroll
+      for (int jp = 0; jp < LT / 2; ++jp) {
+        if (16 * jp >= n) break;
+#pragma unroll
+        for (int kr = 0; kr <= jp; ++kr) {
+          uint32_t b0[2], b1[2];
+          ColB<bf16_t>{s.P, ldp}.frag_b2(16 * kr, 16 * jp, lane, b0, b1);
+          mma::mma_bf16_16816(ot[2 * jp], vb[kr], b0);
+          mma::mma_bf16_16816(ot[2 * jp + 1], vb[kr], b1);
+        }
+        const int64_t hv = d.H * V;
+        store_row_pairs(o_c, hv, 16 * jp + 2 * t, c0 + g,
+                        mma::pack_bf16x2(ot[2 * jp][0], ot[2 * jp][1]), n);
+        store_row_pairs(o_c, hv, 16 * jp + 2 * t, c0 + g + 8,
+                        mma::pack_bf16x2(ot[2 * jp][2], ot[2 * jp][3]), n);
+        store_row_pairs(o_c, hv, 16 * jp + 8 + 2 * t, c0 + g,
+                        mma::pack_bf16x2(ot[2 * jp + 1][0], ot[2 * jp + 1][1]), n);
+        store_row_pairs(o_c, hv, 16 * jp + 8 + 2 * t, c0 + g + 8,
+                        mma::pack_bf16x2(ot[2 * jp + 1][2], ot[2 * jp + 1][3]), n);
+      }
     }
     // S^T <- e_{n-1} S^T + (Vn^T D) K
 #pragma unroll
@@ -480,6 +555,29 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 }
 
+// The register-state forward pass; with q and o (kOut) it also writes the output and neither S
+// nor Vn.
+template <int K, bool kOut>
+void launch_state_fwd_reg(const bf16_t* q, const bf16_t* k, const void* s0, bool state_f32,
+                          float scale, const Dims& d, const Scratch<bf16_t>& sc, float* s_final,
+                          bf16_t* o, cudaStream_t stream) {
+  const int warps = reg_state_warps(), cols = warps * kRegCols;
+  const dim3 grid(unsigned((d.V + cols - 1) / cols), unsigned(d.H), unsigned(d.B));
+  const int64_t smem = smem_bytes<StateFwdRegSmem<bf16_t>>(d, kOut);
+  allow_smem(gdn_state_fwd_reg_kernel<K, kOut>);
+  gdn_state_fwd_reg_kernel<K, kOut><<<grid, 32 * warps, smem, stream>>>(
+      q, k, sc.gam, sc.W, sc.U, sc.Vn, s0, state_f32, scale, d, sc.S, s_final, o);
+  AMOR_CUDA_CHECK_LAUNCH();
+}
+
+// The forward's output fused into the register-state pass: bf16, the default variant, K <= 64
+// (the fused pass's registers: with K = 128 it would spill).
+template <class T>
+bool fused_output_ok(const Dims& d, const void* q, const void* k) {
+  return reg_state_ok<T>(d, k) && variant() == Variant::kFused && d.K <= 64 &&
+         reinterpret_cast<uintptr_t>(q) % 16 == 0;
+}
+
 template <class T>
 void forward_typed(const void* q, const void* k, const void* v, const void* g, const void* beta,
                    bool gate_f32, const void* s0, bool state_f32, float scale, void* o,
@@ -488,6 +586,23 @@ void forward_typed(const void* q, const void* k, const void* v, const void* g, c
   const Scratch<T> sc(c, d, false);
   const T* kp = static_cast<const T*>(k);
   launch_prepare(kp, static_cast<const T*>(v), g, beta, gate_f32, d, sc, stream);
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    if (fused_output_ok<T>(d, q, k)) {
+      const T* qp = static_cast<const T*>(q);
+      T* op = static_cast<T*>(o);
+      switch (d.K) {
+        case 32:
+          return launch_state_fwd_reg<32, true>(qp, kp, s0, state_f32, scale, d, sc, s_final, op,
+                                                stream);
+        case 48:
+          return launch_state_fwd_reg<48, true>(qp, kp, s0, state_f32, scale, d, sc, s_final, op,
+                                                stream);
+        case 64:
+          return launch_state_fwd_reg<64, true>(qp, kp, s0, state_f32, scale, d, sc, s_final, op,
+                                                stream);
+      }
+    }
+  }
   launch_state_fwd(kp, s0, state_f32, d, sc, s_final, stream);
   const int64_t smem = smem_bytes<OutputSmem<T>>(d);
   allow_smem(gdn_output_kernel<T>);
@@ -509,27 +624,20 @@ void launch_prepare(const T* k, const T* v, const void* g, const void* beta, boo
   AMOR_CUDA_CHECK_LAUNCH();
 }
 
-template <int K>
-void launch_state_fwd_reg(const bf16_t* k, const void* s0, bool state_f32, const Dims& d,
-                          const Scratch<bf16_t>& sc, float* s_final, cudaStream_t stream) {
-  const int warps = reg_state_warps(), cols = warps * kRegCols;
-  const dim3 grid(unsigned((d.V + cols - 1) / cols), unsigned(d.H), unsigned(d.B));
-  allow_smem(gdn_state_fwd_reg_kernel<K>);
-  gdn_state_fwd_reg_kernel<K><<<grid, 32 * warps, smem_bytes<StateFwdRegSmem<bf16_t>>(d), stream>>>(
-      k, sc.gam, sc.W, sc.U, sc.Vn, s0, state_f32, d, sc.S, s_final);
-  AMOR_CUDA_CHECK_LAUNCH();
-}
-
 template <class T>
 void launch_state_fwd(const T* k, const void* s0, bool state_f32, const Dims& d,
                       const Scratch<T>& sc, float* s_final, cudaStream_t stream) {
   if constexpr (std::is_same_v<T, bf16_t>) {
     if (reg_state_ok<T>(d, k)) {
+      auto run = [&](auto kk) {
+        launch_state_fwd_reg<decltype(kk)::value, false>(nullptr, k, s0, state_f32, 0.0f, d, sc,
+                                                         s_final, nullptr, stream);
+      };
       switch (d.K) {
-        case 32: return launch_state_fwd_reg<32>(k, s0, state_f32, d, sc, s_final, stream);
-        case 48: return launch_state_fwd_reg<48>(k, s0, state_f32, d, sc, s_final, stream);
-        case 64: return launch_state_fwd_reg<64>(k, s0, state_f32, d, sc, s_final, stream);
-        case 128: return launch_state_fwd_reg<128>(k, s0, state_f32, d, sc, s_final, stream);
+        case 32: return run(std::integral_constant<int, 32>{});
+        case 48: return run(std::integral_constant<int, 48>{});
+        case 64: return run(std::integral_constant<int, 64>{});
+        case 128: return run(std::integral_constant<int, 128>{});
       }
     }
   }
@@ -562,7 +670,7 @@ int64_t max_smem_bytes(const Dims& d) {
     m = b > m ? b : m;
   // The register-state passes (bf16, K <= 128 only).
   if (sizeof(T) == 2 && d.K <= 128) {
-    for (int64_t b : {smem_bytes<StateFwdRegSmem<T>>(d), smem_bytes<StateBwdRegSmem<T>>(d, 4)})
+    for (int64_t b : {smem_bytes<StateFwdRegSmem<T>>(d, true), smem_bytes<StateBwdRegSmem<T>>(d, 4)})
       m = b > m ? b : m;
   }
   return m;
