@@ -2,7 +2,8 @@
 // into the amor_runner library). The *_mpi_test binaries run under mpirun at 1, 2 and 4 ranks.
 //
 //  - mpi_gtest_main: MPI_Init, GoogleTest with only rank 0 printing the usual report (other ranks
-//    print their failures prefixed "[rank r]"), the result agreed over all ranks, MPI_Finalize.
+//    print their failures prefixed "[rank r]"), the result agreed over all ranks (77 when every
+//    test skipped everywhere: CTest reports Skipped), MPI_Finalize.
 //  - tiny model configs of every kind, deterministic global batches with sample ids.
 //  - ReferenceTrainer: the one-rank run FSDP must reproduce: the full model, the whole global
 //    batch per micro-batch, torch-exact AdamW over full parameters, global-norm clipping.
@@ -26,6 +27,7 @@
 #include "runner/dist/mpi_communicator.h"
 #include "runner/dist/rank_batch.h"
 #include "tests/common/random.h"
+#include "tests/common/skip_status.h"
 #include "tests/common/tiny_models.h"
 
 namespace amor::dist::testing {
@@ -69,6 +71,14 @@ inline int mpi_gtest_main(int argc, char** argv) {
   }
   int rc = RUN_ALL_TESTS();
   MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  // Exit 77 (CTest: Skipped) only when every test skipped on every rank and none failed
+  // (tests/common/skip_status.h); every rank returns the same status.
+  int all_skipped = amor::testing::all_tests_skipped() ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &all_skipped, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (rc == 0 && all_skipped) {
+    if (rank == 0) std::printf("every test skipped: exit status %d (CTest: Skipped)\n", amor::testing::kSkipExitCode);
+    rc = amor::testing::kSkipExitCode;
+  }
   MPI_Finalize();
   return rc;
 }

@@ -106,11 +106,15 @@ TEST(ModelEval, GenerateIsGreedyGenerateCutByStopStrings) {
   auto got = em.generate({{prompt, 12, {}}});
   EXPECT_EQ(got[0], full);
   ASSERT_GE(full.size(), 3u);
-  // A stop string made of the 2nd and 3rd generated characters stops after the 3rd token.
+  // A stop string made of the 2nd and 3rd generated characters: generation stops after the token
+  // that completes its first occurrence, so the text ends with it (the harness cuts the stop off
+  // later). Ignoring the stop would return all of `full`, which goes on past it (asserted first,
+  // so that the comparison can tell the two apart).
   const std::string stop = full.substr(1, 2);
+  const size_t end = full.find(stop) + stop.size();
+  ASSERT_LT(end, full.size()) << "'" << full << "': the stop string must end before the generation does";
   auto cut = em.generate({{prompt, 12, {stop}}});
-  EXPECT_EQ(cut[0].substr(0, full.find(stop) + 2), full.substr(0, full.find(stop) + 2));
-  EXPECT_LE(cut[0].size(), full.size());
+  EXPECT_EQ(cut[0], full.substr(0, end));
   TokenSequences r = em.records("passkey");
   ASSERT_EQ(r.lengths.size(), 1u);  // tokens_per_task: 1
   EXPECT_EQ(r.lengths[0], static_cast<int64_t>(prompt.size() + ref[0].tokens.size() - 1));
