@@ -31,6 +31,10 @@ using tc::stride_of;
 using tc::tile_bytes;
 using tc::WarpTile;
 
+// exp(v) as exp2_approx(v kLog2e): one ex2.approx (relative error ~2^-22, far below the bf16
+// rounding of the tiles it scales).
+constexpr float kLog2e = 1.4426950408889634f;
+
 // Where dx_tc_kernel<bf16_t> keeps its own G tile: after dx_tc_smem's bytes, 16-byte aligned.
 __host__ __device__ inline int64_t dx_g_offset(const Dims& k) {
   const int64_t qp = k.Q > k.P ? k.Q : k.P;
@@ -118,7 +122,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int e = 0; e < 4; ++e) {
         const int r = ke.row(0, e), c = ke.col(j, e);
         if (c >= Lp) continue;
-        const float v = c <= r && r < L ? ke.c[0][j][e] * expf(cm[r] - cm[c]) : 0.0f;
+        const float v =
+            c <= r && r < L ? ke.c[0][j][e] * mma::exp2_approx((cm[r] - cm[c]) * kLog2e) : 0.0f;
         KE[r * sQ + c] = from_f32<bf16_t>(v);
         if (r < L && c < L) Tm[r * (Q + 1) + c] = v * dm.c[0][j][e];
       }
@@ -134,21 +139,38 @@ __global__ void __launch_bounds__(kThreads)
   dd = block_sum(dd, red);  // block_sum ends with a barrier: Gt holds G from here on
   const float d = D[ch.h];
   bf16_t* dxc = dx + ((ch.b * k.T + ch.t0) * k.H + ch.h) * P;
+  const bool pairs = P % 2 == 0;  // dx rows start 4-byte aligned: stores by bf16 pairs
   tc::for_warp_tiles<1, 2>(Lp, Pp, [&](int m0, int n0) {
     WarpTile<1, 2> gb(m0, n0, Lp, Pp), acc(m0, n0, Lp, Pp);
     gb.mac<false, false>(Bs, sN, Gt, sN, 0, Np);     // (G B_j)_p = sum_n B_jn G_pn
     acc.mac<true, true>(KE, sQ, dys, sP, m0, Lp);    // sum_{i >= j} KE_ij dy_ip
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the fragments
+      const int r = gb.row(0, 2 * h);
+      if (r >= L) continue;
+      const float dr = dts[r], wr = wv[r];
+      bf16_t* dxr = dxc + int64_t(r) * k.H * P;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = gb.row(0, e), p = gb.col(j, e);
-        if (r < L && p < P) {
-          GB[r * (P + 1) + p] = gb.c[0][j][e];
-          dxc[int64_t(r) * k.H * P + p] = from_f32<bf16_t>(
-              d * to_f32(dys[r * sP + p]) + dts[r] * acc.c[0][j][e] + wv[r] * gb.c[0][j][e]);
+      for (int j = 0; j < 4; ++j) {
+        const int p = gb.col(j, 2 * h);  // even: P even and p < P imply p + 1 < P
+        if (p >= P) continue;
+        float v[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const float gv = gb.c[0][j][2 * h + q], av = acc.c[0][j][2 * h + q];
+          if (p + q < P) {
+            GB[r * (P + 1) + p + q] = gv;
+            v[q] = d * to_f32(dys[r * sP + p + q]) + dr * av + wr * gv;
+          }
+        }
+        if (pairs) {
+          *reinterpret_cast<uint32_t*>(dxr + p) = mma::pack_bf16x2(v[0], v[1]);
+        } else {
+          dxr[p] = from_f32<bf16_t>(v[0]);
+          if (p + 1 < P) dxr[p + 1] = from_f32<bf16_t>(v[1]);
         }
       }
+    }
   });
   __syncthreads();
   // Per step j: ddt (partial) and dcum (all but the last step's chunk-wide terms). Four threads
@@ -172,11 +194,15 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    float total = std::is_same_v<S, float> ? expf(cm[L - 1]) * gs : 0.0f;
-    for (int j = 0; j < L; ++j) total += wdw[j];
-    dcum[ch.bh * k.T + ch.t0 + L - 1] += total;
-    partials[(ch.b * k.nc + ch.c) * 2 * k.H + k.H + ch.h] = dd;
+  if (threadIdx.x < 32) {  // warp 0: the chunk-wide terms of the last step's dcum
+    float part = 0.0f;
+    for (int j = int(threadIdx.x); j < L; j += 32) part += wdw[j];
+    const float carried = std::is_same_v<S, float> ? expf(cm[L - 1]) * gs : 0.0f;
+    const float total = warp_sum(part) + carried;
+    if (threadIdx.x == 0) {
+      dcum[ch.bh * k.T + ch.t0 + L - 1] += total;
+      partials[(ch.b * k.nc + ch.c) * 2 * k.H + k.H + ch.h] = dd;
+    }
   }
 }
 
@@ -242,7 +268,8 @@ __global__ void __launch_bounds__(kThreads)
     WarpTile<1, 2> dm(m0, n0, Lp, Lp);
     if (n0 <= m0 + 15) dm.mac<false, false>(dys, sP, xs, sP, 0, Pp);  // dM_ij = dy_i . x_j
     dm.each([&](int i, int j, float& v) {
-      const float a = j <= i && i < L ? v * expf(cm[i] - cm[j]) * dts[j] : 0.0f;
+      const float a =
+          j <= i && i < L ? v * mma::exp2_approx((cm[i] - cm[j]) * kLog2e) * dts[j] : 0.0f;
       A2[i * sQ + j] = from_f32<bf16_t>(a);
     });
   });
@@ -348,8 +375,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* part = reinterpret_cast<float*>(at);  // [pad16(Q)][nparts]
   float* cm = part + pad16(Q) * nparts;
   float* dts = cm + pad16(Q);
-  float* ev = dts + pad16(Q);  // exp(cum_i), zero past the chunk
-  float* wv = ev + pad16(Q);   // exp(cum_last - cum_j) dt_j, zero past the chunk
+  float* ev = dts + pad16(Q);   // exp(cum_i), zero past the chunk
+  float* wv = ev + pad16(Q);    // exp(cum_last - cum_j) dt_j, zero past the chunk
+  float* dc0 = wv + pad16(Q);   // dcum as the dx kernel left it
   bool live;
   WarpTile<2, 2> aC = tc::state_tile(Q, N, live), aB = aC;  // tiles of the Lp x Np outputs
   aC.M = aB.M = Lp;  // rows past the chunk's padded length are skipped
@@ -362,24 +390,30 @@ __global__ void __launch_bounds__(kThreads, 2)
     tc::load_rows_async(dys, sP, dy, b, h, t0, L, k.T, k.H, P);
     tc::load_tile_async(Ss, sN, states + state_at, P, N);
     tc::load_tile_async(Gs, sN, grads + state_at, P, N);
-    mma::cp_async_commit();
+    // The per-step scalars and the dcum to add to come with the tiles (zeros past the chunk),
+    // so that no thread waits on a global load of its own.
     for (int i = threadIdx.x; i < pad16(Q); i += blockDim.x) {
       const bool in = i < L;
-      const float ci = in ? cum[bh * k.T + t0 + i] : 0.0f;
-      const float di = in ? dt[(b * k.T + t0 + i) * k.H + h] : 0.0f;
-      cm[i] = ci;
-      dts[i] = di;
-      ev[i] = in ? expf(ci) : 0.0f;
-      wv[i] = in ? expf(cum[bh * k.T + t0 + L - 1] - ci) * di : 0.0f;
+      const int64_t t = t0 + (in ? i : 0);
+      mma::cp_async_4(cm + i, cum + bh * k.T + t, in);
+      mma::cp_async_4(dts + i, dt + (b * k.T + t) * k.H + h, in);
+      mma::cp_async_4(dc0 + i, dcum + bh * k.T + t, in);
     }
+    mma::cp_async_commit();
     mma::cp_async_wait<0>();
     __syncthreads();
+    for (int i = threadIdx.x; i < pad16(Q); i += blockDim.x) {  // read after block_sum's barrier
+      const bool in = i < L;
+      ev[i] = in ? expf(cm[i]) : 0.0f;
+      wv[i] = in ? expf(cm[L - 1] - cm[i]) * dts[i] : 0.0f;
+    }
     // A2 = dM E dt on j <= i (bf16, zero elsewhere and in the padding), as dbc_tc_kernel.
     tc::for_warp_tiles<1, 2>(Lp, Lp, [&](int m0, int n0) {
       WarpTile<1, 2> dm(m0, n0, Lp, Lp);
       if (n0 <= m0 + 15) dm.mac<false, false>(dys, sP, xs, sP, 0, Pp);  // dM_ij = dy_i . x_j
       dm.each([&](int i, int j, float& v) {
-        const float a = j <= i && i < L ? v * expf(cm[i] - cm[j]) * dts[j] : 0.0f;
+        const float a =
+            j <= i && i < L ? v * mma::exp2_approx((cm[i] - cm[j]) * kLog2e) * dts[j] : 0.0f;
         A2[i * sQ + j] = from_f32<bf16_t>(a);
       });
     });
@@ -426,7 +460,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       float s = 0.0f;
       for (int q = 0; q < nparts; ++q) s += part[i * nparts + q];
       if (i == L - 1) s += expf(cm[L - 1]) * gs;
-      dcum[bh * k.T + t0 + i] += s;
+      dcum[bh * k.T + t0 + i] = dc0[i] + s;
     }
     __syncthreads();
   }
@@ -501,7 +535,7 @@ void launch_dbc_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t
 int64_t dbc_heads_smem(const Dims& k) {
   const int64_t nparts = (pad16(int(k.N)) + 31) / 32;
   return 2 * tile_bytes(k.Q, k.N) + 2 * tile_bytes(k.Q, k.P) + tile_bytes(k.Q, k.Q) +
-         2 * tile_bytes(k.P, k.N) + 4 * pad16(int(k.Q)) * (nparts + 4);
+         2 * tile_bytes(k.P, k.N) + 4 * pad16(int(k.Q)) * (nparts + 5);
 }
 
 int64_t dbc_heads_splits(const Dims& k) {

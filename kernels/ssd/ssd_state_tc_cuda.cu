@@ -25,6 +25,9 @@
 // Memory traffic per span_states call: u and v read once (bf16), f32 span states of m chunks
 // (P N 4 bytes) read and/or written once, and bf16 chunk states (P N 2 bytes per chunk) when
 // materialised.
+#include <algorithm>
+#include <cstdlib>
+
 #include "kernels/ssd/ssd_mma.cuh"
 
 namespace amor::cuda {
@@ -37,9 +40,15 @@ using tc::tile_bytes;
 using tc::WarpTile;
 
 // See the file comment. init [B,H,ns,P,N] f32 or null (zeros); out_spans [B,H,ns,P,N] f32 or
-// null; out_chunks [B,H,nc,P,N] bf16 or null. The tiles of chunk q + 1 are loaded (cp.async)
-// into the other of two buffers while chunk q's product runs; the weights wt are applied to the
-// u fragments (mac_scaled_rows), so the copies need no pass over shared memory.
+// null; out_chunks [B,H,nc,P,N] bf16 or null. A chunk's product is short (K = Q), so one chunk of
+// copies in flight would leave the block waiting on memory: S stages of buffers (u and v tiles,
+// the chunk's cum and dt), with the copies of chunks q + 1 .. q + S - 1 in flight (cp.async, one
+// commit group per chunk, empty past the span) while chunk q's product runs. The weights
+// are applied to the u fragments (mac_scaled_rows), computed there from the staged cum and dt
+// (exps as ex2.approx, relative error ~2^-22, below the bf16 rounding of the products).
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int S>
 __global__ void __launch_bounds__(kThreads, 2)
     span_states_tc_kernel(Dims k, int m, const bf16_t* __restrict__ u,
                           const bf16_t* __restrict__ v, const float* __restrict__ dt,
@@ -55,72 +64,62 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int n = int(c1 - c0);
   const int su = stride_of(P), sv = stride_of(N);
   const int64_t ubytes = tile_bytes(Q, P), vbytes = tile_bytes(Q, N);
-  // Buffer q % 2 of the u and v tiles and of the weights (computed, not indexed arrays of
-  // pointers, which would live in local memory).
-  auto us = [&](int q) { return reinterpret_cast<bf16_t*>(smem + (q & 1) * ubytes); };
-  auto vs = [&](int q) { return reinterpret_cast<bf16_t*>(smem + 2 * ubytes + (q & 1) * vbytes); };
-  float* wts = reinterpret_cast<float*>(smem + 2 * (ubytes + vbytes));
-  auto wt = [&](int q) { return wts + (q & 1) * Qp; };
-  float* dec = wts + 2 * Qp;  // exp(cum_last) of the chunk in each buffer
+  const int64_t stage = ubytes + vbytes + 8 * Qp;
+  // Stage `at` (computed, not indexed arrays of pointers, which would live in local memory).
+  auto us = [&](int at) { return reinterpret_cast<bf16_t*>(smem + at * stage); };
+  auto vs = [&](int at) { return reinterpret_cast<bf16_t*>(smem + at * stage + ubytes); };
+  auto cms = [&](int at) {
+    return reinterpret_cast<float*>(smem + at * stage + ubytes + vbytes);
+  };
+  auto dts = [&](int at) { return cms(at) + Qp; };
   auto chunk_of = [&](int q) { return reverse ? c1 - 1 - q : c0 + q; };
   auto len_of = [&](int64_t c) { return int(k.T - c * k.Q < k.Q ? k.T - c * k.Q : k.Q); };
-  // Issues chunk q's tile copies into buffer q % 2 (one commit group).
+  // Chunk q's tiles and per-step scalars (zero past the chunk) into stage q % S; one commit
+  // group, empty for q >= n.
   auto issue = [&](int q) {
-    const int64_t c = chunk_of(q), t0 = c * k.Q;
-    const int L = len_of(c);
-    tc::load_rows_async(us(q), su, u, b, h, t0, L, k.T, k.H, P);
-    tc::load_rows_async(vs(q), sv, v, b, g, t0, L, k.T, k.G, N);
-    mma::cp_async_commit();
-  };
-  // Chunk q's per-step scalars, in two halves so that the global loads' latency hides behind a
-  // chunk's product: fetch (into registers, one step per thread, at the top of chunk q - 1), then
-  // put (the weights, zero in the padding rows, and the decay into buffer q % 2, at its end).
-  struct Step {
-    float cm, cl, dt;
-  };
-  auto fetch = [&](int q) {
-    const int64_t c = chunk_of(q), t0 = c * k.Q;
-    const int L = len_of(c), i = int(threadIdx.x);
-    Step s{0.0f, 0.0f, 0.0f};
-    if (i < L) {
-      const float* cm = cum + bh * k.T + t0;
-      s = {cm[i], cm[L - 1], to_end ? dt[(b * k.T + t0 + i) * k.H + h] : 0.0f};
+    if (q < n) {
+      const int at = q % S, i = int(threadIdx.x);
+      const int64_t c = chunk_of(q), t0 = c * k.Q;
+      const int L = len_of(c);
+      tc::load_rows_async(us(at), su, u, b, h, t0, L, k.T, k.H, P);
+      tc::load_rows_async(vs(at), sv, v, b, g, t0, L, k.T, k.G, N);
+      if (i < Qp) {
+        const int64_t t = t0 + (i < L ? i : 0);
+        mma::cp_async_4(cms(at) + i, cum + bh * k.T + t, i < L);
+        if (to_end) mma::cp_async_4(dts(at) + i, dt + (b * k.T + t) * k.H + h, i < L);
+      }
     }
-    return s;
-  };
-  auto put = [&](int q, const Step& s) {
-    const int i = int(threadIdx.x), L = len_of(chunk_of(q));
-    if (i < pad16(L)) wt(q)[i] = i < L ? (to_end ? expf(s.cl - s.cm) * s.dt : expf(s.cm)) : 0.0f;
-    if (i == 0) dec[q & 1] = expf(s.cl);
+    mma::cp_async_commit();
   };
   bool live;
   WarpTile<2, 2> st = tc::state_tile(P, N, live);
   const int64_t span_at = (bh * ns + sp) * int64_t(P) * N;
-  if (n > 0) {
-    issue(0);
-    put(0, fetch(0));
-  }
+  for (int q = 0; q < S - 1; ++q) issue(q);
   if (live) tc::state_load(st, init ? init + span_at : nullptr, P, N);
   for (int q = 0; q < n; ++q) {
-    mma::cp_async_wait<0>();
-    __syncthreads();  // chunk q's tiles and weights are in; chunk q - 1's buffers are free
-    Step next{0.0f, 0.0f, 0.0f};
-    if (q + 1 < n) {
-      issue(q + 1);
-      next = fetch(q + 1);
-    }
+    mma::cp_async_wait<S - 2>();
+    __syncthreads();  // chunk q's stage is in; chunk q - 1's stage is free
+    issue(q + S - 1);
+    const int at = q % S;
     const int64_t c = chunk_of(q);
+    const int L = len_of(c);
     if (live) {
       if (out_chunks) {
         tc::state_store_bf16(st, out_chunks + (bh * k.nc + c) * int64_t(P) * N, N, P, N);
       }
-      const float d = dec[q & 1];
+      const float* cm = cms(at);
+      const float* dtq = dts(at);
+      const float cl = cm[L - 1] * kLog2e;
+      const float d = mma::exp2_approx(cl);
       st.each([&](int, int, float& val) { val *= d; });
-      const float* w = wt(q);
-      tc::mac_scaled_rows(st, us(q), su, [&](int i) { return w[i]; }, vs(q), sv,
-                          pad16(len_of(c)));
+      // w_i = exp(cum_last - cum_i) dt_i (to_end) or exp(cum_i), zero past the chunk.
+      auto w = [&](int i) {
+        if (i >= L) return 0.0f;
+        return to_end ? mma::exp2_approx(cl - cm[i] * kLog2e) * dtq[i]
+                      : mma::exp2_approx(cm[i] * kLog2e);
+      };
+      tc::mac_scaled_rows(st, us(at), su, w, vs(at), sv, pad16(L));
     }
-    if (q + 1 < n) put(q + 1, next);
   }
   if (live && out_spans) tc::state_store(st, out_spans + span_at, P, N);
 }
@@ -177,19 +176,37 @@ __global__ void span_passing_kernel(Dims k, int m, const float* __restrict__ cum
   if (mine && last) last[bh * PN + e] = s;
 }
 
-int64_t span_states_smem(const Dims& k) {
-  return 2 * (tile_bytes(k.Q, k.P) + tile_bytes(k.Q, k.N)) + 4 * (2 * pad16(int(k.Q)) + 2);
+// Stages of span_states_tc_kernel: 4 where they fit two blocks per SM (113 KiB each: 4 x 26 KiB
+// at Q = 64, P = 64, N = 128), else 3, else 2.
+int64_t span_stage_bytes(const Dims& k) {
+  return tile_bytes(k.Q, k.P) + tile_bytes(k.Q, k.N) + 8 * pad16(int(k.Q));
 }
+int g_span_stages = 0;  // ssd_set_span_stages: 2..4, or 0 for span_stages' choice
+int span_stages(const Dims& k) {
+  if (g_span_stages >= 2 && g_span_stages * span_stage_bytes(k) <= kSsdMaxSmemBytes) {
+    return g_span_stages;
+  }
+  const int64_t two_per_sm = 113 * 1024;
+  return 4 * span_stage_bytes(k) <= two_per_sm ? 4 : 3 * span_stage_bytes(k) <= two_per_sm ? 3 : 2;
+}
+int64_t span_states_smem(const Dims& k) { return span_stages(k) * span_stage_bytes(k); }
 
 }  // namespace
 
 namespace {
 bool g_spans_on = true;
+// Chunks per span when > 0 (ssd_set_span_len), else span_len's choice; AMOR_SSD_SPAN_LEN sets
+// the starting value (read once, with the first SSD launch).
+int g_span_len = [] {
+  const char* v = std::getenv("AMOR_SSD_SPAN_LEN");
+  return v ? std::max(0, std::atoi(v)) : 0;
+}();
 }  // namespace
 
 bool spans_on() { return g_spans_on; }
 
 int span_len(const Dims& k) {
+  if (g_span_len > 0) return g_span_len;
   // 8 chunks per block where that still leaves >= 1024 blocks (8 per SM on 132 SMs), else
   // fewer; never below 2 (so the small tests cover spans of several chunks).
   int m = 8;
@@ -206,11 +223,18 @@ void launch_span_states_tc(const Dims& k, int m, const bf16_t* u, const bf16_t* 
   const int64_t ns = ceil_div(k.nc, m);
   if (ns * k.B * k.H == 0) return;
   const int64_t bytes = span_states_smem(k);
-  AMOR_CUDA_CHECK(cudaFuncSetAttribute(span_states_tc_kernel,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  span_states_tc_kernel<<<dim3(unsigned(ns), unsigned(k.B * k.H)), kThreads, size_t(bytes), s>>>(
-      k, m, u, v, dt, cum, to_end, reverse, init, out_spans, out_chunks);
-  AMOR_CUDA_CHECK_LAUNCH();
+  auto run = [&](auto kernel) {
+    AMOR_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    kernel<<<dim3(unsigned(ns), unsigned(k.B * k.H)), kThreads, size_t(bytes), s>>>(
+        k, m, u, v, dt, cum, to_end, reverse, init, out_spans, out_chunks);
+    AMOR_CUDA_CHECK_LAUNCH();
+  };
+  switch (span_stages(k)) {
+    case 4: run(span_states_tc_kernel<4>); break;
+    case 3: run(span_states_tc_kernel<3>); break;
+    default: run(span_states_tc_kernel<2>); break;
+  }
 }
 
 void launch_span_passing(const Dims& k, int m, const float* cum, const float* first,
@@ -226,5 +250,11 @@ int64_t span_smem(const Dims& k) { return span_states_smem(k); }
 }  // namespace ssd
 
 void ssd_set_spans(bool on) { ssd::g_spans_on = on; }
+
+void ssd_set_span_len(int m) { ssd::g_span_len = m > 0 ? m : 0; }
+
+void ssd_set_span_stages(int stages) {
+  ssd::g_span_stages = stages >= 2 && stages <= 4 ? stages : 0;
+}
 
 }  // namespace amor::cuda

@@ -2,9 +2,10 @@
 // attention at the same batch and sequence length, measured in the same run, and the SSD decode
 // step.
 //
-//   bench-ssd OUT.csv [--reps N]
+//   bench-ssd OUT.csv [--reps N] [--kernels] [--heads H]
 //
-// Shapes: B * T = 16384 tokens, T in {2K, 4K, 8K, 16K}; SSD with H = 64 heads, P = 64, N = 128,
+// Shapes: B * T = 16384 tokens, T in {2K, 4K, 8K, 16K}; SSD with H = 64 heads (--heads H: e.g. 24,
+// a 180M layer's count), P = 64, N = 128,
 // G = 1, chunk 64 (a 1.5B Mamba2 layer: d_inner 4096); attention with 32 heads of 64 (d = 2048,
 // a 1.5B attention layer), causal, no gate. x, B, C, dy, q, k, v, dout in bf16; dt, A, D f32.
 // Each time is the median of N calls (default 20) between two CUDA events, after two warm-up
@@ -24,7 +25,9 @@
 // ssd_set_spans(false)) is timed too, against the default path by spans of chunks.
 // --kernels: instead of the table, each kernel of the forward and the backward timed alone
 // (CUDA events between the launches, through ssd_set_kernel_hook; median of N calls) at
-// T = 2K and 16K, for the span path and the per-chunk path; printed, and written to OUT.csv.
+// T = 2K and 16K, for the span path (as chosen; with 2 stages of copies in flight:
+// ssd_set_span_stages; with 4 and 16 chunks per span: ssd_set_span_len) and the per-chunk path;
+// printed, and written to OUT.csv.
 // Decode step: B in {1, 16}, H = 64, P = 64, N = 128; GB/s counts the f32 state read and written
 // (8 P N bytes per (b, h)), the only traffic that matters.
 #include <cuda_runtime.h>
@@ -52,7 +55,8 @@
 namespace amor {
 namespace {
 
-constexpr int64_t kTokens = 16384, kH = 64, kP = 64, kN = 128, kChunk = 64;
+constexpr int64_t kTokens = 16384, kP = 64, kN = 128, kChunk = 64;
+int64_t g_heads = 64;  // --heads H
 constexpr int64_t kAttnHeads = 32, kAttnDim = 64;
 
 using bench::time_us;
@@ -148,44 +152,57 @@ std::vector<std::pair<std::string, double>> kernel_times(int reps, const std::fu
 
 int run_kernels(const bench::Args& args) {
   const DType bf = DType::BF16;
-  Tensor x_all = random_tensor({kTokens * kH * kP}, bf, 1, -1.0f, 1.0f);
-  Tensor dy_all = random_tensor({kTokens * kH * kP}, bf, 2, -1.0f, 1.0f);
+  Tensor x_all = random_tensor({kTokens * g_heads * kP}, bf, 1, -1.0f, 1.0f);
+  Tensor dy_all = random_tensor({kTokens * g_heads * kP}, bf, 2, -1.0f, 1.0f);
   Tensor B_all = random_tensor({kTokens * kN}, bf, 3, -0.5f, 0.5f);
   Tensor C_all = random_tensor({kTokens * kN}, bf, 4, -0.5f, 0.5f);
-  Tensor dt_all = random_tensor({kTokens * kH}, DType::F32, 5, 1e-3f, 0.1f);
-  Tensor A = random_tensor({kH}, DType::F32, 6, -16.0f, -1.0f);
-  Tensor D = random_tensor({kH}, DType::F32, 7, -1.0f, 1.0f);
+  Tensor dt_all = random_tensor({kTokens * g_heads}, DType::F32, 5, 1e-3f, 0.1f);
+  Tensor A = random_tensor({g_heads}, DType::F32, 6, -16.0f, -1.0f);
+  Tensor D = random_tensor({g_heads}, DType::F32, 7, -1.0f, 1.0f);
   std::printf("bench-ssd --kernels: median of %d calls, SSD H=%ld P=%ld N=%ld chunk %ld, bf16\n",
-              args.reps, long(kH), long(kP), long(kN), long(kChunk));
+              args.reps, long(g_heads), long(kP), long(kN), long(kChunk));
   std::printf("%-8s %-14s %-46s %10s\n", "path", "shape [B,T]", "kernel", "us");
   FILE* f = std::fopen(args.csv.c_str(), "w");
   if (!f) throw std::runtime_error("bench-ssd: cannot write " + args.csv);
   std::fprintf(f, "path,shape,kernel,median_us\n");
-  for (bool spans : {true, false}) {
-    cuda::ssd_set_spans(spans);
+  // The span path as the launchers choose (span length, stages of copies in flight), then with
+  // two stages (one chunk's copies ahead), then spans of 4 and 16 chunks; then the per-chunk
+  // path.
+  struct Variant {
+    const char* path;
+    bool spans;
+    int span_len, stages;
+  };
+  for (const Variant& v : {Variant{"spans", true, 0, 0}, Variant{"spans-s2", true, 0, 2},
+                           Variant{"spans4", true, 4, 0}, Variant{"spans16", true, 16, 0},
+                           Variant{"chunks", false, 0, 0}}) {
+    cuda::ssd_set_spans(v.spans);
+    cuda::ssd_set_span_len(v.span_len);
+    cuda::ssd_set_span_stages(v.stages);
     for (int64_t T : {2048, 16384}) {
       const int64_t B = kTokens / T;
       const std::string shape = "[" + std::to_string(B) + "," + std::to_string(T) + "]";
-      Tensor x = x_all.view({B, T, kH, kP}), dy = dy_all.view({B, T, kH, kP});
+      Tensor x = x_all.view({B, T, g_heads, kP}), dy = dy_all.view({B, T, g_heads, kP});
       Tensor Bm = B_all.view({B, T, 1, kN}), Cm = C_all.view({B, T, 1, kN});
-      Tensor dt = dt_all.view({B, T, kH});
+      Tensor dt = dt_all.view({B, T, g_heads});
       double total = 0.0;
       auto both = kernel_times(args.reps, [&] {
         ssd_forward(x, dt, A, Bm, Cm, D, Tensor(), kChunk);
         ssd_backward(x, dt, A, Bm, Cm, D, Tensor(), dy, Tensor(), kChunk);
       });
       for (auto& [name, us] : both) {
-        const char* path = spans ? "spans" : "chunks";
+        const char* path = v.path;
         std::printf("%-8s %-14s %-46s %10.1f\n", path, shape.c_str(), name.c_str(), us);
         std::fprintf(f, "%s,\"%s\",\"%s\",%.3f\n", path, shape.c_str(), name.c_str(), us);
         total += us;
       }
-      std::printf("%-8s %-14s %-46s %10.1f\n", spans ? "spans" : "chunks", shape.c_str(),
-                  "(sum, fwd+bwd)", total);
+      std::printf("%-8s %-14s %-46s %10.1f\n", v.path, shape.c_str(), "(sum, fwd+bwd)", total);
       allocator(Device::CUDA).release_cached();
     }
   }
   cuda::ssd_set_spans(true);
+  cuda::ssd_set_span_len(0);
+  cuda::ssd_set_span_stages(0);
   std::fclose(f);
   std::printf("wrote %s\n", args.csv.c_str());
   return 0;
@@ -199,30 +216,30 @@ int run(const bench::Args& args) {
   AMOR_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("bench-ssd on %s (%d SMs), median of %d calls; SSD H=%ld P=%ld N=%ld chunk %ld, "
               "attention %ld heads of %ld, bf16\n",
-              prop.name, prop.multiProcessorCount, reps, long(kH), long(kP), long(kN),
+              prop.name, prop.multiProcessorCount, reps, long(g_heads), long(kP), long(kN),
               long(kChunk), long(kAttnHeads), long(kAttnDim));
   std::printf("%-22s %-24s %11s %8s %11s %8s\n", "op", "shape [B,T]", "us", "TFLOP/s", "attn us",
               "vs attn");
 
   // One set of inputs for every shape (all have B * T = kTokens), viewed per shape.
   const DType bf = DType::BF16;
-  Tensor x_all = random_tensor({kTokens * kH * kP}, bf, 1, -1.0f, 1.0f);
-  Tensor dy_all = random_tensor({kTokens * kH * kP}, bf, 2, -1.0f, 1.0f);
+  Tensor x_all = random_tensor({kTokens * g_heads * kP}, bf, 1, -1.0f, 1.0f);
+  Tensor dy_all = random_tensor({kTokens * g_heads * kP}, bf, 2, -1.0f, 1.0f);
   Tensor B_all = random_tensor({kTokens * kN}, bf, 3, -0.5f, 0.5f);
   Tensor C_all = random_tensor({kTokens * kN}, bf, 4, -0.5f, 0.5f);
-  Tensor dt_all = random_tensor({kTokens * kH}, DType::F32, 5, 1e-3f, 0.1f);
-  Tensor A = random_tensor({kH}, DType::F32, 6, -16.0f, -1.0f);
-  Tensor D = random_tensor({kH}, DType::F32, 7, -1.0f, 1.0f);
+  Tensor dt_all = random_tensor({kTokens * g_heads}, DType::F32, 5, 1e-3f, 0.1f);
+  Tensor A = random_tensor({g_heads}, DType::F32, 6, -16.0f, -1.0f);
+  Tensor D = random_tensor({g_heads}, DType::F32, 7, -1.0f, 1.0f);
 
   std::vector<Row> rows;
   bool attn_failed = false;
   for (int64_t T : {2048, 4096, 8192, 16384}) {
     const int64_t B = kTokens / T;
     const std::string shape = "[" + std::to_string(B) + "," + std::to_string(T) + "]";
-    Tensor x = x_all.view({B, T, kH, kP}), dy = dy_all.view({B, T, kH, kP});
+    Tensor x = x_all.view({B, T, g_heads, kP}), dy = dy_all.view({B, T, g_heads, kP});
     Tensor Bm = B_all.view({B, T, 1, kN}), Cm = C_all.view({B, T, 1, kN});
-    Tensor dt = dt_all.view({B, T, kH});
-    const double tok_heads = double(B) * T * kH;
+    Tensor dt = dt_all.view({B, T, g_heads});
+    const double tok_heads = double(B) * T * g_heads;
     const double fwd_flops = tok_heads * (4.0 * kP * kN + 2.0 * kChunk * (kN + kP));
     const double bwd_flops = tok_heads * (12.0 * kP * kN + 6.0 * kChunk * (kN + kP));
     const double ssd_fwd = time_us(reps, [&] { ssd_forward(x, dt, A, Bm, Cm, D, Tensor(), kChunk); });
@@ -301,13 +318,13 @@ int run(const bench::Args& args) {
 
   // Decode step.
   for (int64_t B : {1, 16}) {
-    Tensor x = random_tensor({B, kH, kP}, bf, 10, -1.0f, 1.0f);
+    Tensor x = random_tensor({B, g_heads, kP}, bf, 10, -1.0f, 1.0f);
     Tensor Bm = random_tensor({B, 1, kN}, bf, 11, -0.5f, 0.5f);
     Tensor Cm = random_tensor({B, 1, kN}, bf, 12, -0.5f, 0.5f);
-    Tensor dt = random_tensor({B, kH}, DType::F32, 13, 1e-3f, 0.1f);
-    Tensor state = random_tensor({B, kH, kP, kN}, DType::F32, 14, -1.0f, 1.0f);
+    Tensor dt = random_tensor({B, g_heads}, DType::F32, 13, 1e-3f, 0.1f);
+    Tensor state = random_tensor({B, g_heads, kP, kN}, DType::F32, 14, -1.0f, 1.0f);
     const double us = time_us(reps, [&] { ssd_step(x, dt, A, Bm, Cm, D, state); });
-    const double bytes = 8.0 * B * kH * kP * kN;
+    const double bytes = 8.0 * B * g_heads * kP * kN;
     rows.push_back({"ssd_step (decode)", "[" + std::to_string(B) + ",1]", us, 0, -1,
                     bytes / us / 1e3});
     print_row(rows.back());
@@ -321,11 +338,14 @@ int run(const bench::Args& args) {
 }  // namespace amor
 
 int main(int argc, char** argv) {
-  // --kernels (this tool's own flag) is taken out before the common arguments are parsed.
+  // --kernels and --heads H (this tool's own flags) are taken out before the common arguments
+  // are parsed.
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     if (i > 0 && std::strcmp(argv[i], "--kernels") == 0) {
       amor::g_kernels_mode = true;
+    } else if (i > 0 && std::strcmp(argv[i], "--heads") == 0 && i + 1 < argc) {
+      amor::g_heads = std::max(1L, std::atol(argv[++i]));
     } else {
       rest.push_back(argv[i]);
     }

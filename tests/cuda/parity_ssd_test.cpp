@@ -14,7 +14,8 @@
 //
 // The bf16 path runs by spans of chunks where the state fits (ssd_state_tc_cuda.cu): the small
 // tests cover spans of 2 chunks (several spans, partial last span and chunk), SsdRealistic spans
-// of 8; SsdSmallPerChunkPath the per-chunk bf16 kernels.
+// of 8, SsdSmallSpanLengths spans of 1 and 3 chunks; SsdSmallPerChunkPath the per-chunk bf16
+// kernels.
 //
 // CudaParity.SsdSmall* are small enough for the CPU emulator (tests/cuda/emu).
 #include <string>
@@ -151,6 +152,21 @@ TEST(CudaParity, SsdSmallPerChunkPath) {
     ~SpansOff() { cuda::ssd_set_spans(true); }
   } off;
   check_scan({1, 70, 2, 64, 1, 128, 64, true, true}, 7960);
+}
+
+// Spans of one chunk and of three (ssd_set_span_len; the last span short), on the realistic head.
+TEST(CudaParity, SsdSmallSpanLengths) {
+  AMOR_REQUIRE_GPU();
+  struct SpanLen {  // back to the launchers' choice however the test ends
+    explicit SpanLen(int m) { cuda::ssd_set_span_len(m); }
+    ~SpanLen() { cuda::ssd_set_span_len(0); }
+  };
+  {
+    SpanLen one(1);
+    check_scan({1, 50, 2, 16, 1, 32, 16, true, true}, 7970);
+  }
+  SpanLen three(3);
+  check_scan({2, 150, 3, 64, 1, 128, 32, true, true}, 7980);
 }
 
 TEST(CudaParity, SsdSmallStep) {
