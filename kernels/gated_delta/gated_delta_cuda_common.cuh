@@ -7,8 +7,11 @@
 // [B*H, T, D] (bh = b*H + h), so one chunk's rows are contiguous; per-chunk states are
 // [B*H, NC, K, V] with NC = ceil(T / L) chunks per sequence.
 #pragma once
+#include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "kernels/cast/cuda_device.cuh"
 #include "kernels/core/mma.cuh"
@@ -270,15 +273,18 @@ __device__ __forceinline__ void block_mm(int M, int N, int Kd, A a, Bm b, F f) {
   }
 }
 
-// Sets the kernel's dynamic shared memory limit to kGdnMaxSmemBytes once per kernel.
+// Sets the kernel's dynamic shared memory limit to kGdnMaxSmemBytes once per kernel. Kernels of
+// one signature (the register passes' instantiations per K) share the type Kernel, so the kernels
+// already done are told apart by address.
 template <class Kernel>
 void allow_smem(Kernel kernel) {
-  static const bool done = [&] {
-    AMOR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         int(kGdnMaxSmemBytes)));
-    return true;
-  }();
-  (void)done;
+  static std::mutex mutex;
+  static std::vector<Kernel> done;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (std::find(done.begin(), done.end(), kernel) != done.end()) return;
+  AMOR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(kGdnMaxSmemBytes)));
+  done.push_back(kernel);
 }
 
 // ---- shared-memory layouts, one per kernel, templated on the storage dtype T: the q, k, v, dO

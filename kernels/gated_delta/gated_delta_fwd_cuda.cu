@@ -18,7 +18,9 @@
 //     c is computed, so a chunk step is two [n,K]x[K,32] products and three barriers, no memory
 //     latency. For bf16 (K 32, 48, 64 or 128, V a multiple of 16) gdn_state_fwd_reg_kernel
 //     replaces it by default: a warp per 16 columns of V with its state slice in registers, one
-//     barrier per chunk (AMOR_GDN_VARIANT=tile keeps the shared-memory pass for comparison).
+//     barrier per chunk; for K <= 64 it also computes the output (step 3), so the forward is two
+//     kernels and S, Vn never reach memory (AMOR_GDN_VARIANT=reg: register pass, separate output
+//     kernel; =tile: the shared-memory pass, for comparison).
 //  3. gdn_output_kernel, one block per (chunk, head, batch), all chunks in parallel: P from q, k,
 //     gam, then O in 32-column tiles of V from the chunk's start state and Vn (the next tile's
 //     copies in flight while one is multiplied).
