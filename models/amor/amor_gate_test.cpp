@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "kernels/core/backend.h"
 #include "models/amor/amor_gate.h"
 
 namespace amor::model {
@@ -134,6 +135,41 @@ TEST(AmorGate, GatherThatMovesTheEntropiesIsAnError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("amor gate: the entropy gather returned"), std::string::npos) << e.what();
   }
+}
+
+// The gate on cuda entropies (GPU machine only) against the same gate on the cpu: training steps
+// and an evaluation, the state read back only at the end (and after set_state, uploaded again).
+// The median is exact, so m is bitwise equal; s and tau follow the std to double rounding; gates
+// agree away from tau.
+TEST(AmorGate, CudaEqualsCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU here";
+  AmorConfig c;
+  c.momentum = 0.8;
+  AmorGate cpu(c), gpu(c);
+  auto check = [&](const GateDecision& a, const GateDecision& b, const Tensor& H) {
+    EXPECT_EQ(b.gate.device(), Device::CUDA);
+    EXPECT_EQ(b.state.device(), Device::CUDA);
+    Tensor g = b.gate.to(Device::CPU);
+    const double tau = a.tau();
+    EXPECT_NEAR(b.tau(), tau, 1e-9 * tau);
+    for (int64_t i = 0; i < H.numel(); ++i) {
+      if (std::abs(H.item(i) - tau) > 1e-9) EXPECT_EQ(g.data<uint8_t>()[i], a.gate.data<uint8_t>()[i]) << i;
+    }
+  };
+  for (int step = 0; step < 5; ++step) {
+    std::vector<float> h(4 * 333);
+    for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<float>((i * 7919 + step * 104729) % 1000) / 1000.0f;
+    Tensor H = Tensor::from_vector<float>({4, 333}, h);
+    check(cpu.decide(H, true), gpu.decide(H.to(Device::CUDA), true), H);
+    if (step == 2) check(cpu.decide(H, false), gpu.decide(H.to(Device::CUDA), false), H);
+    if (step == 3) {
+      cpu.set_state({0.45, 0.12});
+      gpu.set_state({0.45, 0.12});
+    }
+  }
+  EXPECT_EQ(gpu.state().m, cpu.state().m);
+  EXPECT_NEAR(gpu.state().s, cpu.state().s, 1e-9 * cpu.state().s);
+  EXPECT_NEAR(gpu.tau(), cpu.tau(), 1e-9 * cpu.tau());
 }
 
 void expect_error_naming(const AmorConfig& c, const std::string& key) {
