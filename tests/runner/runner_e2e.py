@@ -263,6 +263,9 @@ def a_run_folder_in_use_is_refused_then_resumes():
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_for(lambda: any_checkpoint(out))
+        # Freeze the first invocation (it keeps its lock while stopped): on a loaded machine it
+        # could otherwise finish its 150 steps before the second one starts.
+        subprocess.run(["pkill", "-STOP", "-s", str(p.pid)])
         r = amor_run([sweep, "--output", out])
         assert r.returncode == 1, f"exit {r.returncode}: {r.stdout[-1500:]} {r.stderr[-1500:]}"
         assert "is in use by another amor-run" in r.stderr, r.stderr[-2000:]
