@@ -1,4 +1,4 @@
-// The model part of a run's config (`model.*` keys). Defaults follow design.md §3; every detail a
+// The model part of a run's config (`model.*` keys). Defaults follow design §3; every detail a
 // paper leaves open is a field here with its default documented beside it.
 #pragma once
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Mamba2 mixer (design.md §3; as state-spaces/mamba's Mamba2 and the HF Mamba2Mixer).
+// Mamba2 mixer (design §3; as state-spaces/mamba's Mamba2 and the HF Mamba2Mixer).
 //
 // With d_inner = expand*d, H = d_inner/P heads of dim P, G groups of state size N and
 // conv_dim = d_inner + 2GN, for x [B,T,d]:

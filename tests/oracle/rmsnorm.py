@@ -1,4 +1,4 @@
-# RMSNorm over the last dimension (design.md section 3): y = w * x / sqrt(mean(x^2) + eps).
+# RMSNorm over the last dimension (design §3): y = w * x / sqrt(mean(x^2) + eps).
 # rstd = 1 / sqrt(mean(x^2) + eps) per row, flattened over the leading dimensions.
 import torch
 

@@ -1,4 +1,4 @@
-"""Mamba2 SSD scan, step by step (design.md §3; the recurrence of state-spaces/mamba's
+"""Mamba2 SSD scan, step by step (design §3; the recurrence of state-spaces/mamba's
 selective_state_update applied T times):
 
     h_t = exp(dt_t * A) * h_{t-1} + dt_t * x_t B_t^T        h_{-1} = initial_state or 0

@@ -1,4 +1,4 @@
-"""The fused (Hymba-style) mixer of design.md §3 in plain PyTorch, and the check of the C++
+"""The fused (Hymba-style) mixer of design §3 in plain PyTorch, and the check of the C++
 FusedMixer against it.
 
     y = (rmsnorm(attn(x), w_attn_norm) + rmsnorm(linear(x), w_linear_norm)) / 2

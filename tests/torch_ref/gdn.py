@@ -1,4 +1,4 @@
-"""Gated DeltaNet mixer in plain PyTorch (design.md §3; Yang et al. 2024, "Gated Delta Networks",
+"""Gated DeltaNet mixer in plain PyTorch (design §3; Yang et al. 2024, "Gated Delta Networks",
 as flash-linear-attention's GatedDeltaNet layer with use_gate=True and use_short_conv=True).
 
 With H heads of key dim K and value dim V (H = round(qk_ratio * d / K), V = v_expand * K):

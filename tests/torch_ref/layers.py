@@ -1,4 +1,4 @@
-"""The building blocks of design.md §3 in plain PyTorch."""
+"""The building blocks of design §3 in plain PyTorch."""
 import math
 
 import torch

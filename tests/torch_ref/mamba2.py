@@ -1,4 +1,4 @@
-"""The Mamba2 mixer of design.md §3 in plain PyTorch, as state-spaces/mamba's Mamba2 layer and
+"""The Mamba2 mixer of design §3 in plain PyTorch, as state-spaces/mamba's Mamba2 layer and
 Hugging Face's Mamba2Mixer compute it (their torch_forward path), with the SSD written as its
 step-by-step recurrence rather than the chunked algorithm:
 

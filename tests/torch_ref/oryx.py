@@ -1,4 +1,4 @@
-"""Oryx's multi-mixer layer (arXiv 2605.28769; design.md §3 "oryx") in plain PyTorch.
+"""Oryx's multi-mixer layer (arXiv 2605.28769; design §3 "oryx") in plain PyTorch.
 
 One layer holds softmax attention and one linear mixer (cfg["oryx"]["linear"]: "gdn" = Oryx-TG,
 "mamba2" = Oryx-TM) over shared keys, values, output gate and output projection; each token's
