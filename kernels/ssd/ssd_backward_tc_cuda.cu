@@ -26,14 +26,11 @@ namespace amor::cuda {
 namespace ssd {
 namespace {
 
+using tc::kLog2e;
 using tc::pad16;
 using tc::stride_of;
 using tc::tile_bytes;
 using tc::WarpTile;
-
-// exp(v) as exp2_approx(v kLog2e): one ex2.approx (relative error ~2^-22, far below the bf16
-// rounding of the tiles it scales).
-constexpr float kLog2e = 1.4426950408889634f;
 
 // Where dx_tc_kernel<bf16_t> keeps its own G tile: after dx_tc_smem's bytes, 16-byte aligned.
 __host__ __device__ inline int64_t dx_g_offset(const Dims& k) {

@@ -33,6 +33,7 @@ namespace amor::cuda {
 namespace ssd {
 namespace {
 
+using tc::kLog2e;
 using tc::pad16;
 using tc::stride_of;
 using tc::tile_bytes;
@@ -183,9 +184,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     mma::cp_async_commit();
   };
-  // Each exp below is one ex2.approx of log2(e) times the exponent (relative error ~2^-22, far
-  // below the bf16 rounding of the products it feeds).
-  constexpr float kLog2e = 1.4426950408889634f;
+  // Each exp below is one ex2.approx (tc::kLog2e).
   bool live;
   WarpTile<2, 2> st = tc::state_tile(P, N, live);
   if (n > 0) issue(0);
@@ -203,9 +202,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     const bf16_t *C = Cs(q), *Bt = Bs(q), *X = xs(q);
     const float *cmq = cm(q), *dtq = dts(q);
     if (live) tc::state_store_bf16(st, Ss, sN, Pp, Np);
-    // M_ij = (C_i . B_j) exp(cum_i - cum_j) dt_j for j <= i < L, else 0 (also in the padding, which
-    // the product below runs over), rounded to bf16; a warp tile wholly above the diagonal
-    // skips the product. Column pairs (2 tq, 2 tq + 1) of each n8 tile, stored as one pair.
+    // M_ij = (C_i . B_j) exp(cum_i - cum_j) dt_j for j <= i < L, else 0 (also in the padding,
+    // which the product below runs over), rounded to bf16; a warp tile wholly above the
+    // diagonal skips the product. Column pairs (2 tq, 2 tq + 1) of each n8 tile, one store.
     tc::for_warp_tiles<1, 2>(Lp, Lp, [&](int m0, int n0) {
       WarpTile<1, 2> t(m0, n0, Lp, Lp);
       if (n0 <= m0 + 15) t.mac<false, false>(C, sN, Bt, sN, 0, Np);

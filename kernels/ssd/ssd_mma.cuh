@@ -23,6 +23,9 @@
 namespace amor::cuda::ssd::tc {
 
 constexpr int kWarps = kThreads / 32;
+// exp(v) as mma::exp2_approx(v kLog2e): one ex2.approx (relative error ~2^-22, far below the
+// bf16 rounding of the tiles such factors scale) where expf takes several instructions.
+constexpr float kLog2e = 1.4426950408889634f;
 
 __host__ __device__ inline int pad16(int v) { return (v + 15) / 16 * 16; }
 // Row stride, in elements, of a bf16 tile whose rows hold `width` elements.

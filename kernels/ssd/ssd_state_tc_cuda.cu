@@ -18,10 +18,9 @@
 // ssd_forward_cuda.cu's state passing over chunks), in place: slot s <- the state entering span s
 // (reverse: the gradient of span s's end state); the decay of a span is exp(sum of its d_c's logs).
 //
-// Shared memory: two buffers of a u tile Q (P+8) and a v tile Q (N+8) bf16, plus weights: 52 KiB
-// at the presets; 124 registers (__launch_bounds__(256, 2): two blocks per SM). The per-step
-// weights' loads are issued a chunk ahead (into registers), so their latency hides behind the
-// current chunk's product instead of stalling the barrier.
+// Shared memory: up to four stages of a u tile Q (P+8) and a v tile Q (N+8) bf16 plus the
+// chunk's cum and dt: 106 KiB at the presets; 118 registers (__launch_bounds__(256, 2): two
+// blocks per SM). A chunk's product is short, so the copies run three chunks ahead.
 // Memory traffic per span_states call: u and v read once (bf16), f32 span states of m chunks
 // (P N 4 bytes) read and/or written once, and bf16 chunk states (P N 2 bytes per chunk) when
 // materialised.
@@ -34,6 +33,7 @@ namespace amor::cuda {
 namespace ssd {
 namespace {
 
+using tc::kLog2e;
 using tc::pad16;
 using tc::stride_of;
 using tc::tile_bytes;
@@ -46,7 +46,7 @@ using tc::WarpTile;
 // commit group per chunk, empty past the span) while chunk q's product runs. The weights
 // are applied to the u fragments (mac_scaled_rows), computed there from the staged cum and dt
 // (exps as ex2.approx, relative error ~2^-22, below the bf16 rounding of the products).
-constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kMaxSpanLen = 64;  // ssd_set_span_len's cap
 
 template <int S>
 __global__ void __launch_bounds__(kThreads, 2)
@@ -125,33 +125,40 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 // One thread per (b, h, p, n) element, sequential over the spans (reverse: last to first). The
-// block's threads share one (b, h): per window of kWindow spans (in the pass's order) they first
-// put the window's span decays into shared memory (one span per thread; a span's chunks'
-// cum_last summed in chunk order), so that each thread's pass then waits on its own span loads
-// only, kAhead of them in flight at once.
+// block's threads share one (b, h): per window of kWindowChunks / m spans (in the pass's order)
+// they first load the cum_last of every chunk of the window into shared memory (one chunk per
+// thread, all loads in flight at once), then sum each span's chunks in chunk order into its
+// decay (one span per thread), so that each thread's pass then waits on its own span loads only,
+// kAhead of them in flight at once.
 constexpr int kAhead = 8;
-constexpr int kWindow = 1024;
+constexpr int kWindowChunks = 1024;  // >= kMaxSpanLen
 
 __global__ void span_passing_kernel(Dims k, int m, const float* __restrict__ cum,
                                     const float* __restrict__ first, float* __restrict__ spans,
                                     float* __restrict__ last, bool reverse) {
-  __shared__ float decays[kWindow];
+  __shared__ float logs[kWindowChunks], decays[kWindowChunks];
+  const int window = kWindowChunks / m;
   const int64_t PN = k.P * k.N, ns = (k.nc + m - 1) / m;
   const int64_t bh = blockIdx.y, e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool mine = e < PN;  // (every thread takes part in the barriers)
   float s = mine && first ? first[bh * PN + e] : 0.0f;
   float* sl = spans + bh * ns * PN + e;
-  for (int64_t w0 = 0; w0 < ns; w0 += kWindow) {
-    const int wn = int(ns - w0 < kWindow ? ns - w0 : kWindow);
+  for (int64_t w0 = 0; w0 < ns; w0 += window) {
+    const int wn = int(ns - w0 < window ? ns - w0 : window);
+    // The window's spans are sp_lo .. sp_lo + wn - 1 in index order, whichever the direction.
+    const int64_t sp_lo = reverse ? ns - w0 - wn : w0;
+    const int64_t cl0 = sp_lo * m, cl1 = (sp_lo + wn) * m < k.nc ? (sp_lo + wn) * m : k.nc;
     __syncthreads();  // the previous window's decays are used up
+    for (int64_t c = cl0 + threadIdx.x; c < cl1; c += blockDim.x) {
+      const int64_t lst = (c + 1) * k.Q < k.T ? (c + 1) * k.Q - 1 : k.T - 1;
+      logs[c - cl0] = cum[bh * k.T + lst];
+    }
+    __syncthreads();
     for (int a = threadIdx.x; a < wn; a += blockDim.x) {
       const int64_t sp = reverse ? ns - 1 - (w0 + a) : w0 + a;
       const int64_t c1 = (sp + 1) * m < k.nc ? (sp + 1) * m : k.nc;
       float logd = 0.0f;
-      for (int64_t c = sp * m; c < c1; ++c) {
-        const int64_t lst = (c + 1) * k.Q < k.T ? (c + 1) * k.Q - 1 : k.T - 1;
-        logd += cum[bh * k.T + lst];
-      }
+      for (int64_t c = sp * m; c < c1; ++c) logd += logs[c - cl0];
       decays[a] = expf(logd);
     }
     __syncthreads();
@@ -206,7 +213,7 @@ int g_span_len = [] {
 bool spans_on() { return g_spans_on; }
 
 int span_len(const Dims& k) {
-  if (g_span_len > 0) return g_span_len;
+  if (g_span_len > 0) return g_span_len < kMaxSpanLen ? g_span_len : kMaxSpanLen;
   // 8 chunks per block where that still leaves >= 1024 blocks (8 per SM on 132 SMs), else
   // fewer; never below 2 (so the small tests cover spans of several chunks).
   int m = 8;

@@ -14,8 +14,8 @@
 //
 // The bf16 path runs by spans of chunks where the state fits (ssd_state_tc_cuda.cu): the small
 // tests cover spans of 2 chunks (several spans, partial last span and chunk), SsdRealistic spans
-// of 8, SsdSmallSpanLengths spans of 1 and 3 chunks; SsdSmallPerChunkPath the per-chunk bf16
-// kernels.
+// of 8, SsdSmallSpanLengths spans of 1 and 3 chunks, SsdSpanWindows of 64; SsdSmallPerChunkPath
+// the per-chunk bf16 kernels.
 //
 // CudaParity.SsdSmall* are small enough for the CPU emulator (tests/cuda/emu).
 #include <string>
@@ -154,13 +154,15 @@ TEST(CudaParity, SsdSmallPerChunkPath) {
   check_scan({1, 70, 2, 64, 1, 128, 64, true, true}, 7960);
 }
 
+// Sets the span path's chunks per span for a scope, then back to the launchers' choice.
+struct SpanLen {
+  explicit SpanLen(int m) { cuda::ssd_set_span_len(m); }
+  ~SpanLen() { cuda::ssd_set_span_len(0); }
+};
+
 // Spans of one chunk and of three (ssd_set_span_len; the last span short), on the realistic head.
 TEST(CudaParity, SsdSmallSpanLengths) {
   AMOR_REQUIRE_GPU();
-  struct SpanLen {  // back to the launchers' choice however the test ends
-    explicit SpanLen(int m) { cuda::ssd_set_span_len(m); }
-    ~SpanLen() { cuda::ssd_set_span_len(0); }
-  };
   {
     SpanLen one(1);
     check_scan({1, 50, 2, 16, 1, 32, 16, true, true}, 7970);
@@ -218,6 +220,14 @@ TEST(CudaParity, SsdAwkward) {
   check_scan({1, 1000, 8, 64, 1, 128, 32, true, true}, 8200);
   check_scan({3, 1000, 6, 64, 2, 128, 64, true, false}, 8300);
   check_scan({3, 1, 16, 64, 2, 128, 64, true, true}, 8400);
+}
+
+// Spans of 64 one-step chunks, 18 of them: more than one window (1024 chunks) of span_passing's
+// decays, forward and reverse. Passed in the emulator once (10 minutes there: 1100 chunks).
+TEST(CudaParity, SsdSpanWindows) {
+  AMOR_REQUIRE_GPU();
+  SpanLen longest(64);
+  check_scan({1, 1100, 1, 4, 1, 8, 1, true, true}, 7990);
 }
 
 TEST(CudaParity, SsdLong) {
