@@ -17,11 +17,15 @@
 //  2. gdn_bwd_qk_kernel, one block per (chunk, head, batch), chunks in parallel: the terms of
 //     O = scale diag(e) Q S + P Vn and S' = e S + Kh^T Vn and Vn = U - W S, reduced over V in
 //     32-column tiles: dP = dO Vn^T, dqS = dO S^T, dKh = Vn dS'^T, dW = -dVn S^T, <dS', S>. Gives
-//     dq (final), dk and dgam partials (f32 scratch) and dW.
+//     dq (final), dk and dgam partials (f32 scratch) and dW. For bf16 with K <= 64 (the register
+//     passes' shapes) gdn_bwd_qk_reg_kernel replaces it by default: the four sums in MMA
+//     accumulators over all of V (64-column tiles, double-buffered) instead of added into shared
+//     memory tile by tile (AMOR_GDN_QK=tile keeps this one; AMOR_GDN_VARIANT=tile implies it).
 //  3. gdn_bwd_wy_kernel, one block per (chunk, head, batch): the WY/UT terms. dTm = (dVn V^T +
 //     dW K^T diag(e)) diag(beta) (lower), dv = diag(beta) Tm^T dVn, z = Tm^T dW, dA = -Tm^T dTm
 //     Tm^T (strictly lower), then dk, dbeta, dgam from W, U and A, and dg as the reverse
-//     cumulative sum of dgam inside the chunk.
+//     cumulative sum of dgam inside the chunk. Its V tiles are double-buffered (the next tile's
+//     copies in flight while one is multiplied).
 // Tiles as in the forward: 16-byte cp.async copies, bf16 inputs and bf16 scratch kept bf16 in
 // shared memory, f32 accumulators. The products go through block_mm_t<T> (gated_delta_tc.cuh:
 // tensor cores with ldmatrix fragments, bf16 operands and f32 accumulation for bf16 inputs; exact
@@ -32,8 +36,8 @@
 // Memory traffic beyond the forward's: the scratch Tm [BH,T,L], dS per chunk (K*V), dVn, dW (all
 // only multiplied later: stored in the input dtype) and the f32 dk and dgam partials; each written
 // once and read once or twice.
-// Occupancy (bf16, K 64, V 128, L 64): state_bwd, bwd_qk, bwd_wy two blocks per SM each (97, 112
-// and 81 KB of shared memory, <= 128 registers).
+// Occupancy (bf16, K 64, V 128, L 64): state_bwd, bwd_qk (either kernel), bwd_wy two blocks per SM
+// each (97, 112 or 111, and 91 KB of shared memory, <= 128 registers).
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
 #include "kernels/gated_delta/gated_delta_tc.cuh"
 
@@ -337,71 +341,18 @@ void launch_state_bwd_reg(const bf16_t* q, const bf16_t* k, const bf16_t* dO, co
   AMOR_CUDA_CHECK_LAUNCH();
 }
 
-// Two blocks per SM (112 KB of shared memory for bf16; P over the V tiles).
-template <class T>
-__global__ void __launch_bounds__(kThreads, 2)
-    gdn_bwd_qk_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ dO,
-                      const float* __restrict__ gam, const T* __restrict__ Vn,
-                      const T* __restrict__ dVn, const T* __restrict__ S_in,
-                      const T* __restrict__ dS_in, float scale, Dims d, T* __restrict__ dq,
-                      float* __restrict__ dk_part, float* __restrict__ dgam_part,
-                      T* __restrict__ dW_out) {
-  extern __shared__ float smem[];
-  Carve carve{smem};
-  BwdQkSmem<T> s(carve, d);
-  const ChunkPos p = chunk_pos(d);
-  const int n = p.n, L = d.L;
-  const int64_t K = d.K, V = d.V, row0 = p.bh * d.T + p.t0;
-  const int64_t ldk = s.ldk, ldl = s.ldl, ldw = s.ldw, ldt = s.ldt;
-  const T* S = S_in + (p.bh * d.NC + p.c) * K * V;
-  const T* dS = dS_in + (p.bh * d.NC + p.c) * K * V;
-
-  tile_load_rows(q, d, p.b, p.h, p.t0, n, K, 0, int(K), s.q, ldk);
-  tile_load_rows(k, d, p.b, p.h, p.t0, n, K, 0, int(K), s.k, ldk);
-  tile_commit();
-  for (int r = threadIdx.x; r < n; r += blockDim.x) s.gam[r] = gam[row0 + r];
-  for (int idx = threadIdx.x; idx < L * L; idx += blockDim.x)
-    s.dP[(idx / L) * ldl + idx % L] = 0.0f;
-  for (int idx = threadIdx.x; idx < L * K; idx += blockDim.x) {
-    const int64_t e = (idx / K) * ldw + idx % K;
-    s.dqS[e] = s.dKh[e] = s.dW[e] = 0.0f;
-  }
-  float sd = 0.0f;  // this thread's part of <dS', S>
-  for (int64_t c0 = 0; c0 < V; c0 += kQkVt) {
-    const int w = int(V - c0 < kQkVt ? V - c0 : kQkVt);
-    __syncthreads();  // accumulators zeroed; the previous tile no longer read
-    tile_load_rows(dO, d, p.b, p.h, p.t0, n, V, c0, w, s.dO, ldt);
-    tile_load_scratch(Vn, row0, n, V, c0, w, s.Vn, ldt);
-    tile_load_scratch(dVn, row0, n, V, c0, w, s.dVn, ldt);
-    tile_load_scratch(S, 0, int(K), V, c0, w, s.S, ldt);
-    tile_load_scratch(dS, 0, int(K), V, c0, w, s.dS, ldt);
-    tile_commit();
-    tile_wait();
-    __syncthreads();
-    // The V reductions, tile by tile (each accumulator element stays with one thread).
-    block_mm_t<T>(
-        n, n, w, RowA<T>{s.dO, ldt}, ColB<T>{s.Vn, ldt},
-        Epi{[&](int r, int j, float x) { s.dP[r * ldl + j] += x; },
-            [&](int r, int j, float x0, float x1) { axpy2(s.dP, r * ldl + j, 1.0f, x0, x1); }});
-    block_mm_t<T>(
-        n, int(K), w, RowA<T>{s.dO, ldt}, ColB<T>{s.S, ldt},
-        Epi{[&](int r, int i, float x) { s.dqS[r * ldw + i] += x; },
-            [&](int r, int i, float x0, float x1) { axpy2(s.dqS, r * ldw + i, 1.0f, x0, x1); }});
-    block_mm_t<T>(
-        n, int(K), w, RowA<T>{s.Vn, ldt}, ColB<T>{s.dS, ldt},
-        Epi{[&](int j, int i, float x) { s.dKh[j * ldw + i] += x; },
-            [&](int j, int i, float x0, float x1) { axpy2(s.dKh, j * ldw + i, 1.0f, x0, x1); }});
-    block_mm_t<T>(
-        n, int(K), w, RowA<T>{s.dVn, ldt}, ColB<T>{s.S, ldt},
-        Epi{[&](int r, int i, float x) { s.dW[r * ldw + i] -= x; },
-            [&](int r, int i, float x0, float x1) { axpy2(s.dW, r * ldw + i, 1.0f, -x0, -x1); }});
-    for (int idx = threadIdx.x; idx < K * w; idx += blockDim.x) {
-      const int i = idx / w, c = idx % w;
-      sd += to_f32(s.dS[i * ldt + c]) * to_f32(s.S[i * ldt + c]);
-    }
-  }
-  __syncthreads();  // the V tiles no longer read: P takes their place
-  sd = block_sum(sd, s.red);
+// The rest of bwd_qk once the V reductions dP = dO Vn^T, dqS = dO S^T, dKh = Vn dS'^T,
+// dW = -dVn S^T (f32 in shared memory) and <dS', S> (sd) are done: P, dq, dk and dgam partials, dW.
+// Shared by the shared-memory and the register-accumulator kernels (Smem: either layout).
+template <class T, class Smem>
+__device__ __forceinline__ void bwd_qk_finish(const Smem& s, const ChunkPos& p, const Dims& d,
+                                              float scale, float sd, T* __restrict__ dq,
+                                              float* __restrict__ dk_part,
+                                              float* __restrict__ dgam_part,
+                                              T* __restrict__ dW_out) {
+  const int n = p.n;
+  const int64_t K = d.K, row0 = p.bh * d.T + p.t0;
+  const int64_t ldk = s.ldk, ldl = s.ldl, ldw = s.ldw;
   // P_rj = scale (q_r.k_j) D_rj; keep dP_rj P_rj in P and dP_rj D_rj in dP (j <= r, else 0).
   block_mm_t<T>(n, n, int(K), RowA<T>{s.q, ldk}, ColB<T>{s.k, ldk}, [&](int r, int j, float qk) {
     const float D = j <= r ? expf(s.gam[r] - s.gam[j]) : 0.0f, dp = s.dP[r * ldl + j];
@@ -471,7 +422,213 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// Two blocks per SM (81 KB of shared memory for bf16).
+// Two blocks per SM (112 KB of shared memory for bf16; P over the V tiles).
+template <class T>
+__global__ void __launch_bounds__(kThreads, 2)
+    gdn_bwd_qk_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ dO,
+                      const float* __restrict__ gam, const T* __restrict__ Vn,
+                      const T* __restrict__ dVn, const T* __restrict__ S_in,
+                      const T* __restrict__ dS_in, float scale, Dims d, T* __restrict__ dq,
+                      float* __restrict__ dk_part, float* __restrict__ dgam_part,
+                      T* __restrict__ dW_out) {
+  extern __shared__ float smem[];
+  Carve carve{smem};
+  BwdQkSmem<T> s(carve, d);
+  const ChunkPos p = chunk_pos(d);
+  const int n = p.n, L = d.L;
+  const int64_t K = d.K, V = d.V, row0 = p.bh * d.T + p.t0;
+  const int64_t ldk = s.ldk, ldl = s.ldl, ldw = s.ldw, ldt = s.ldt;
+  const T* S = S_in + (p.bh * d.NC + p.c) * K * V;
+  const T* dS = dS_in + (p.bh * d.NC + p.c) * K * V;
+
+  tile_load_rows(q, d, p.b, p.h, p.t0, n, K, 0, int(K), s.q, ldk);
+  tile_load_rows(k, d, p.b, p.h, p.t0, n, K, 0, int(K), s.k, ldk);
+  tile_commit();
+  for (int r = threadIdx.x; r < n; r += blockDim.x) s.gam[r] = gam[row0 + r];
+  for (int idx = threadIdx.x; idx < L * L; idx += blockDim.x)
+    s.dP[(idx / L) * ldl + idx % L] = 0.0f;
+  for (int idx = threadIdx.x; idx < L * K; idx += blockDim.x) {
+    const int64_t e = (idx / K) * ldw + idx % K;
+    s.dqS[e] = s.dKh[e] = s.dW[e] = 0.0f;
+  }
+  float sd = 0.0f;  // this thread's part of <dS', S>
+  for (int64_t c0 = 0; c0 < V; c0 += kQkVt) {
+    const int w = int(V - c0 < kQkVt ? V - c0 : kQkVt);
+    __syncthreads();  // accumulators zeroed; the previous tile no longer read
+    tile_load_rows(dO, d, p.b, p.h, p.t0, n, V, c0, w, s.dO, ldt);
+    tile_load_scratch(Vn, row0, n, V, c0, w, s.Vn, ldt);
+    tile_load_scratch(dVn, row0, n, V, c0, w, s.dVn, ldt);
+    tile_load_scratch(S, 0, int(K), V, c0, w, s.S, ldt);
+    tile_load_scratch(dS, 0, int(K), V, c0, w, s.dS, ldt);
+    tile_commit();
+    tile_wait();
+    __syncthreads();
+    // The V reductions, tile by tile (each accumulator element stays with one thread).
+    block_mm_t<T>(
+        n, n, w, RowA<T>{s.dO, ldt}, ColB<T>{s.Vn, ldt},
+        Epi{[&](int r, int j, float x) { s.dP[r * ldl + j] += x; },
+            [&](int r, int j, float x0, float x1) { axpy2(s.dP, r * ldl + j, 1.0f, x0, x1); }});
+    block_mm_t<T>(
+        n, int(K), w, RowA<T>{s.dO, ldt}, ColB<T>{s.S, ldt},
+        Epi{[&](int r, int i, float x) { s.dqS[r * ldw + i] += x; },
+            [&](int r, int i, float x0, float x1) { axpy2(s.dqS, r * ldw + i, 1.0f, x0, x1); }});
+    block_mm_t<T>(
+        n, int(K), w, RowA<T>{s.Vn, ldt}, ColB<T>{s.dS, ldt},
+        Epi{[&](int j, int i, float x) { s.dKh[j * ldw + i] += x; },
+            [&](int j, int i, float x0, float x1) { axpy2(s.dKh, j * ldw + i, 1.0f, x0, x1); }});
+    block_mm_t<T>(
+        n, int(K), w, RowA<T>{s.dVn, ldt}, ColB<T>{s.S, ldt},
+        Epi{[&](int r, int i, float x) { s.dW[r * ldw + i] -= x; },
+            [&](int r, int i, float x0, float x1) { axpy2(s.dW, r * ldw + i, 1.0f, -x0, -x1); }});
+    for (int idx = threadIdx.x; idx < K * w; idx += blockDim.x) {
+      const int i = idx / w, c = idx % w;
+      sd += to_f32(s.dS[i * ldt + c]) * to_f32(s.S[i * ldt + c]);
+    }
+  }
+  __syncthreads();  // the V tiles no longer read: P takes their place
+  sd = block_sum(sd, s.red);
+  bwd_qk_finish(s, p, d, scale, sd, dq, dk_part, dgam_part, dW_out);
+}
+
+// bwd_qk with the V reductions in MMA accumulator registers (bf16, K <= 64, V a multiple of 16;
+// AMOR_GDN_QK=tile keeps the kernel above). Warp w owns rows 16 (w / 2) .. + 16 and the column
+// half w % 2 (columns 32 (w % 2) .. + 32) of all four sums, so dP, dqS, dKh and dW stay in
+// registers (<= 4 n8 tiles each) over all of V and reach shared memory once, where the kernel
+// above adds every 32-column tile into them there (a read and a write of 64 KB of f32 per tile)
+// and waits for each tile's copies with nothing in flight. The V tiles (64 columns: dO, Vn, dVn,
+// S, dS') are double-buffered, so for V <= 128 every copy of the block is issued up front. Rows
+// past the chunk are zero-filled; R = reg_rows(d) rows throughout. Rounding as the kernel above
+// (bf16 operands, f32 sums; only the order of the f32 additions over V differs).
+__global__ void __launch_bounds__(kThreads, 2)
+    gdn_bwd_qk_reg_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
+                          const bf16_t* __restrict__ dO, const float* __restrict__ gam,
+                          const bf16_t* __restrict__ Vn, const bf16_t* __restrict__ dVn,
+                          const bf16_t* __restrict__ S_in, const bf16_t* __restrict__ dS_in,
+                          float scale, Dims d, bf16_t* __restrict__ dq,
+                          float* __restrict__ dk_part, float* __restrict__ dgam_part,
+                          bf16_t* __restrict__ dW_out) {
+  extern __shared__ float smem[];
+  Carve carve{smem};
+  BwdQkRegSmem<bf16_t> s(carve, d);
+  const ChunkPos p = chunk_pos(d);
+  const int n = p.n, R = int(reg_rows(d)), K = int(d.K);
+  const int64_t V = d.V, row0 = p.bh * d.T + p.t0, x0 = (p.b * d.T + p.t0) * d.H + p.h;
+  const int64_t ldt = s.ldt;
+  const bf16_t* S = S_in + (p.bh * d.NC + p.c) * K * V;
+  const bf16_t* dS = dS_in + (p.bh * d.NC + p.c) * K * V;
+  const int tiles = int((V + kQkRegVt - 1) / kQkRegVt);
+  auto width = [&](int it) {  // columns of V tile it
+    const int64_t left = V - int64_t(it) * kQkRegVt;
+    return int(left < kQkRegVt ? left : kQkRegVt);
+  };
+  auto load_tile = [&](int it, int buf) {  // V columns it * 64 .. of dO, Vn, dVn, S, dS'
+    const int64_t c0 = int64_t(it) * kQkRegVt;
+    const int w = width(it);
+    tile_load_zfill(dO + x0 * V + c0, d.H * V, n, R, w, pick(s.dO, buf), ldt);
+    tile_load_zfill(Vn + row0 * V + c0, V, n, R, w, pick(s.Vn, buf), ldt);
+    tile_load_zfill(dVn + row0 * V + c0, V, n, R, w, pick(s.dVn, buf), ldt);
+    tile_load_zfill(S + c0, V, K, K, w, pick(s.S, buf), ldt);
+    tile_load_zfill(dS + c0, V, K, K, w, pick(s.dS, buf), ldt);
+  };
+
+  tile_load_zfill(q + x0 * K, d.H * K, n, R, K, s.q, s.ldk);
+  tile_load_zfill(k + x0 * K, d.H * K, n, R, K, s.k, s.ldk);
+  load_tile(0, 0);
+  tile_commit();
+  if (tiles > 1) {
+    load_tile(1, 1);
+    tile_commit();
+  }
+  for (int r = threadIdx.x; r < n; r += blockDim.x) s.gam[r] = gam[row0 + r];
+
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, g = lane / 4, t = lane % 4;
+  const int m0 = 16 * (warp / 2), h0 = 32 * (warp % 2);  // this warp's rows and column half
+  const bool active = m0 < R;                             // warp-uniform
+  // Column pairs of n8 tiles (16 columns) jp = 0, 1 of the half: of dP if h0 + 16 jp < R, of
+  // dqS, dKh, dW if h0 + 16 jp < K (R and K are multiples of 16: a pair is all in or all out).
+  float dp[4][4], dqs[4][4], dkh[4][4], dw[4][4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dp[j][e] = dqs[j][e] = dkh[j][e] = dw[j][e] = 0.0f;
+  float sd = 0.0f;  // this thread's part of <dS', S>
+  for (int it = 0; it < tiles; ++it) {
+    const int buf = it & 1, w = width(it);
+    if (it + 1 < tiles)
+      tile_wait<1>();  // tile it's copies (tile it + 1's may stay in flight)
+    else
+      tile_wait<0>();
+    __syncthreads();
+    const bf16_t *dOt = pick(s.dO, buf), *Vnt = pick(s.Vn, buf), *dVnt = pick(s.dVn, buf);
+    const bf16_t *St = pick(s.S, buf), *dSt = pick(s.dS, buf);
+    if (active) {
+#pragma unroll 1
+      for (int k0 = 0; k0 < w; k0 += 16) {
+        uint32_t ao[4], av[4], ad[4];
+        RowA<bf16_t>{dOt, ldt}.frag_a(m0, k0, lane, ao);
+        RowA<bf16_t>{Vnt, ldt}.frag_a(m0, k0, lane, av);
+        RowA<bf16_t>{dVnt, ldt}.frag_a(m0, k0, lane, ad);
+#pragma unroll
+        for (int jp = 0; jp < 2; ++jp) {
+          const int c = h0 + 16 * jp;
+          uint32_t b0[2], b1[2];
+          if (c < R) {
+            ColB<bf16_t>{Vnt, ldt}.frag_b2(k0, c, lane, b0, b1);
+            mma::mma_bf16_16816(dp[2 * jp], ao, b0);
+            mma::mma_bf16_16816(dp[2 * jp + 1], ao, b1);
+          }
+          if (c < K) {
+            ColB<bf16_t>{St, ldt}.frag_b2(k0, c, lane, b0, b1);
+            mma::mma_bf16_16816(dqs[2 * jp], ao, b0);
+            mma::mma_bf16_16816(dqs[2 * jp + 1], ao, b1);
+            mma::mma_bf16_16816(dw[2 * jp], ad, b0);
+            mma::mma_bf16_16816(dw[2 * jp + 1], ad, b1);
+            ColB<bf16_t>{dSt, ldt}.frag_b2(k0, c, lane, b0, b1);
+            mma::mma_bf16_16816(dkh[2 * jp], av, b0);
+            mma::mma_bf16_16816(dkh[2 * jp + 1], av, b1);
+          }
+        }
+      }
+    }
+    for (int idx = threadIdx.x; idx < K * w; idx += blockDim.x) {
+      const int i = idx / w, c = idx % w;
+      sd += to_f32(dSt[i * ldt + c]) * to_f32(St[i * ldt + c]);
+    }
+    __syncthreads();  // buffer buf no longer read
+    if (it + 2 < tiles) {
+      load_tile(it + 2, buf);
+      tile_commit();
+    }
+  }
+  // The sums to shared memory (over the V tiles, no longer read): element e of n8 tile j is row
+  // m0 + g + 8 (e / 2), columns h0 + 8 j + 2 t (+1), a float2 per pair.
+  if (active) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = h0 + 8 * j + 2 * t;
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {
+        const int r = m0 + g + 8 * hi;
+        if (c < R)
+          *reinterpret_cast<float2*>(s.dP + r * s.ldl + c) =
+              make_float2(dp[j][2 * hi], dp[j][2 * hi + 1]);
+        if (c < K) {
+          *reinterpret_cast<float2*>(s.dqS + r * s.ldw + c) =
+              make_float2(dqs[j][2 * hi], dqs[j][2 * hi + 1]);
+          *reinterpret_cast<float2*>(s.dKh + r * s.ldw + c) =
+              make_float2(dkh[j][2 * hi], dkh[j][2 * hi + 1]);
+          *reinterpret_cast<float2*>(s.dW + r * s.ldw + c) =
+              make_float2(-dw[j][2 * hi], -dw[j][2 * hi + 1]);
+        }
+      }
+    }
+  }
+  __syncthreads();
+  sd = block_sum(sd, s.red);
+  bwd_qk_finish(s, p, d, scale, sd, dq, dk_part, dgam_part, dW_out);
+}
+
+// Two blocks per SM (91 KB of shared memory for bf16).
 template <class T>
 __global__ void __launch_bounds__(kThreads, 2)
     gdn_bwd_wy_kernel(const T* __restrict__ k, const T* __restrict__ v, const void* beta,
@@ -489,9 +646,20 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t ldk = s.ldk, ldz = s.ldz, ldl = s.ldl, ldtm = s.ldtm, ldv = s.ldv;
   auto tok = [&](int r) { return (p.b * d.T + p.t0 + r) * d.H + p.h; };
 
+  // The V tiles are double-buffered: tile it + 1's copies are in flight while tile it is
+  // multiplied (the first while dW K^T is).
+  const int tiles = int((V + kVt - 1) / kVt);
+  auto load_tile = [&](int it, int buf) {
+    const int64_t c0 = int64_t(it) * kVt;
+    const int w = int(V - c0 < kVt ? V - c0 : kVt);
+    tile_load_rows(v, d, p.b, p.h, p.t0, n, V, c0, w, pick(s.v, buf), ldv);
+    tile_load_scratch(dVn, row0, n, V, c0, w, pick(s.dVn, buf), ldv);
+  };
   tile_load_rows(k, d, p.b, p.h, p.t0, n, K, 0, int(K), s.k, ldk);
   tile_load_scratch(dW, row0, n, K, 0, int(K), s.dW, ldk);
   tile_load_scratch(Tm, row0, n, L, 0, L, s.Tm, ldtm);
+  tile_commit();
+  load_tile(0, 0);
   tile_commit();
   for (int r = threadIdx.x; r < n; r += blockDim.x) {
     s.gam[r] = gam[row0 + r];
@@ -499,7 +667,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     s.dgam[r] = dgam_part[row0 + r];
     s.dbeta[r] = 0.0f;
   }
-  tile_wait();
+  tile_wait<1>();  // k, dW, Tm (tile 0 may stay in flight)
   __syncthreads();
   // dTm_rj = beta_j e_j (dW_r . k_j) for j <= r; the V part joins tile by tile below.
   block_mm_t<T>(n, n, int(K), RowA<T>{s.dW, ldk}, ColB<T>{s.k, ldk}, [&](int r, int j, float x) {
@@ -513,20 +681,25 @@ __global__ void __launch_bounds__(kThreads, 2)
   float vy[kRowsPerWarp];
 #pragma unroll
   for (int q = 0; q < kRowsPerWarp; ++q) vy[q] = 0.0f;
-  for (int64_t c0 = 0; c0 < V; c0 += kVt) {
-    const int w = int(V - c0 < kVt ? V - c0 : kVt);
-    __syncthreads();  // the previous tile no longer read
-    tile_load_rows(v, d, p.b, p.h, p.t0, n, V, c0, w, s.v, ldv);
-    tile_load_scratch(dVn, row0, n, V, c0, w, s.dVn, ldv);
-    tile_commit();
-    tile_wait();
+  for (int it = 0; it < tiles; ++it) {
+    const int64_t c0 = int64_t(it) * kVt;
+    const int w = int(V - c0 < kVt ? V - c0 : kVt), buf = it & 1;
+    __syncthreads();  // the previous tile (buffer buf ^ 1) and y no longer read
+    if (it + 1 < tiles) {
+      load_tile(it + 1, buf ^ 1);
+      tile_commit();
+      tile_wait<1>();  // tile it's copies
+    } else {
+      tile_wait<0>();
+    }
     __syncthreads();
+    const T *vt = pick(s.v, buf), *dVnt = pick(s.dVn, buf);
     // dTm_rj += beta_j (dVn_r . v_j)
-    block_mm_t<T>(n, n, w, RowA<T>{s.dVn, ldv}, ColB<T>{s.v, ldv}, [&](int r, int j, float x) {
+    block_mm_t<T>(n, n, w, RowA<T>{dVnt, ldv}, ColB<T>{vt, ldv}, [&](int r, int j, float x) {
       if (j <= r) s.dTm[r * ldl + j] += s.beta[j] * x;
     });
     // y_j = sum_{r>=j} Tm_rj dVn_r;  dv_j = beta_j y_j
-    block_mm_t<T, Tri::kUpper>(n, w, n, ColA<T>{s.Tm, ldtm}, RowB<T>{s.dVn, ldv},
+    block_mm_t<T, Tri::kUpper>(n, w, n, ColA<T>{s.Tm, ldtm}, RowB<T>{dVnt, ldv},
                                Epi{[&](int j, int c, float y) {
                                      s.y[j * kVs + c] = y;
                                      dv[tok(j) * V + c0 + c] = from_f32<T>(s.beta[j] * y);
@@ -541,7 +714,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int q = 0; q < kRowsPerWarp; ++q) {
       const int j = warp + nwarps * q;
-      if (j < n && lane < w) vy[q] += to_f32(s.v[j * ldv + lane]) * s.y[j * kVs + lane];
+      if (j < n && lane < w) vy[q] += to_f32(vt[j * ldv + lane]) * s.y[j * kVs + lane];
     }
   }
 #pragma unroll
@@ -676,11 +849,24 @@ void backward_typed(const void* q, const void* k, const void* v, const void* g, 
         qp, kp, dop, sc.gam, sc.W, dsf, dsf_f32, scale, d, sc.dS, sc.dVn, ds0);
     AMOR_CUDA_CHECK_LAUNCH();
   }
-  allow_smem(gdn_bwd_qk_kernel<T>);
-  gdn_bwd_qk_kernel<T><<<chunks, kThreads, smem_bytes<BwdQkSmem<T>>(d), stream>>>(
-      qp, kp, dop, sc.gam, sc.Vn, sc.dVn, sc.S, sc.dS, scale, d, static_cast<T*>(dq), sc.dk,
-      sc.dgam, sc.dW);
-  AMOR_CUDA_CHECK_LAUNCH();
+  bool qk_reg = false;
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    qk_reg = reg && d.K <= 64 && qk_variant_reg();
+    if (qk_reg) {
+      allow_smem(gdn_bwd_qk_reg_kernel);
+      gdn_bwd_qk_reg_kernel<<<chunks, kThreads, smem_bytes<BwdQkRegSmem<T>>(d), stream>>>(
+          qp, kp, dop, sc.gam, sc.Vn, sc.dVn, sc.S, sc.dS, scale, d, static_cast<T*>(dq), sc.dk,
+          sc.dgam, sc.dW);
+      AMOR_CUDA_CHECK_LAUNCH();
+    }
+  }
+  if (!qk_reg) {
+    allow_smem(gdn_bwd_qk_kernel<T>);
+    gdn_bwd_qk_kernel<T><<<chunks, kThreads, smem_bytes<BwdQkSmem<T>>(d), stream>>>(
+        qp, kp, dop, sc.gam, sc.Vn, sc.dVn, sc.S, sc.dS, scale, d, static_cast<T*>(dq), sc.dk,
+        sc.dgam, sc.dW);
+    AMOR_CUDA_CHECK_LAUNCH();
+  }
   allow_smem(gdn_bwd_wy_kernel<T>);
   gdn_bwd_wy_kernel<T><<<chunks, kThreads, smem_bytes<BwdWySmem<T>>(d), stream>>>(
       kp, vp, beta, gate_f32, sc.gam, sc.Tm, sc.dVn, sc.dW, sc.dk, sc.dgam, d, static_cast<T*>(dk),

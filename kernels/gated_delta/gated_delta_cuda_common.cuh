@@ -425,12 +425,12 @@ struct BwdQkSmem {             // gdn_bwd_qk_kernel: 112 KB, two blocks per SM
   }
 };
 
-// z [L, K] is only written after the V-tile loop, so it takes the place of that loop's v, dVn and
-// y tiles.
+// z [L, K] is only written after the V-tile loop, so it takes the place of that loop's v, dVn
+// (double-buffered) and y tiles.
 template <class T>
-struct BwdWySmem {                   // gdn_bwd_wy_kernel: 81 KB, two blocks per SM
+struct BwdWySmem {                   // gdn_bwd_wy_kernel: 91 KB, two blocks per SM
   int64_t ldk, ldz, ldl, ldtm, ldv;  // k, dW: ldk (T); z: ldz; dTm, M: ldl; Tm: ldtm (T); v, dVn
-  T *k, *dW, *Tm, *v, *dVn;
+  T *k, *dW, *Tm, *v[2], *dVn[2];  // v, dVn: double-buffered V tiles
   float *dTm, *M, *gam, *beta, *dgam, *dbeta, *y, *z;
   __host__ __device__ BwdWySmem(Carve& c, const Dims& d)
       : ldk(tile_ld<T>(d.K)),
@@ -448,14 +448,18 @@ struct BwdWySmem {                   // gdn_bwd_wy_kernel: 81 KB, two blocks per
     dgam = c.take_as<float>(d.L);
     dbeta = c.take_as<float>(d.L);
     Carve size{nullptr};
-    size.take_as<T>(d.L * ldv);  // the same takes as below
-    size.take_as<T>(d.L * ldv);
+    for (int i = 0; i < 2; ++i) {  // the same takes as below
+      size.take_as<T>(d.L * ldv);
+      size.take_as<T>(d.L * ldv);
+    }
     size.take_as<float>(d.L * kVs);
     const int64_t region = size.used > d.L * ldz ? size.used : d.L * ldz;
     z = c.take_as<float>(region);
     Carve r{z};
-    v = r.take_as<T>(d.L * ldv);
-    dVn = r.take_as<T>(d.L * ldv);
+    for (int i = 0; i < 2; ++i) {
+      v[i] = r.take_as<T>(d.L * ldv);
+      dVn[i] = r.take_as<T>(d.L * ldv);
+    }
     y = r.take_as<float>(d.L * kVs);
   }
 };
@@ -482,6 +486,16 @@ inline Variant variant() {
   }();
   return v;
 }
+// The backward's bwd_qk (AMOR_GDN_QK, read once): "tile" the kernel summing over V in shared
+// memory; anything else (default) the one summing in MMA accumulators where it applies (bf16,
+// the register passes' shapes with K <= 64).
+inline bool qk_variant_reg() {
+  static const bool reg = [] {
+    const char* e = std::getenv("AMOR_GDN_QK");
+    return !(e && std::string(e) == "tile");
+  }();
+  return reg;
+}
 inline int reg_state_warps() {
   static const int w = [] {
     const char* e = std::getenv("AMOR_GDN_STATE_WARPS");
@@ -505,6 +519,47 @@ inline bool reg_state_ok(const Dims& d, const void* k) {
 
 // Rows of the register passes' operand tiles: the chunk rounded up to whole 16-row MMA steps.
 __host__ __device__ inline int64_t reg_rows(const Dims& d) { return (d.L + 15) / 16 * 16; }
+
+// gdn_bwd_qk_reg_kernel: the V reductions in MMA accumulators, V in tiles of kQkRegVt columns,
+// double-buffered; the f32 results (written once, after the loop) and P take the tiles' place.
+// R = reg_rows(d) rows everywhere (zero-filled past the chunk). 111 KB for bf16, K 64, V 128,
+// L 64: two blocks per SM.
+constexpr int kQkRegVt = 64;
+template <class T>
+struct BwdQkRegSmem {
+  int64_t ldk, ldl, ldw, ldt;  // q, k: ldk (T); dP, P: ldl; dqS, dKh, dW: ldw; V tiles: ldt (T)
+  T *q, *k;
+  T *dO[2], *Vn[2], *dVn[2], *S[2], *dS[2];
+  float *dP, *dqS, *dKh, *dW, *P, *gam, *x, *rp, *red;
+  __host__ __device__ BwdQkRegSmem(Carve& c, const Dims& d)
+      : ldk(tile_ld<T>(d.K)),
+        ldl(tile_ld<float>(reg_rows(d))),
+        ldw(tile_ld<float>(d.K)),
+        ldt(tile_ld<T>(kQkRegVt)) {
+    const int64_t R = reg_rows(d);
+    q = c.take_as<T>(R * ldk);
+    k = c.take_as<T>(R * ldk);
+    gam = c.take_as<float>(R);
+    x = c.take_as<float>(R);
+    rp = c.take_as<float>(R);
+    red = c.take_as<float>(32);
+    float* const region = c.base ? c.base + c.used : nullptr;
+    Carve tiles{region}, sums{region};
+    for (int i = 0; i < 2; ++i) {
+      dO[i] = tiles.take_as<T>(R * ldt);
+      Vn[i] = tiles.take_as<T>(R * ldt);
+      dVn[i] = tiles.take_as<T>(R * ldt);
+      S[i] = tiles.take_as<T>(d.K * ldt);
+      dS[i] = tiles.take_as<T>(d.K * ldt);
+    }
+    dP = sums.take_as<float>(R * ldl);
+    P = sums.take_as<float>(R * ldl);
+    dqS = sums.take_as<float>(R * ldw);
+    dKh = sums.take_as<float>(R * ldw);
+    dW = sums.take_as<float>(R * ldw);
+    c.take_as<float>(tiles.used > sums.used ? tiles.used : sums.used);
+  }
+};
 
 // The forward's pass: k and W of a chunk (T, [R, K]) and its gam, double-buffered; with the
 // output fused, also q (double-buffered) and P [R, R] (computed per chunk).
