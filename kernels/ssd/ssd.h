@@ -1,4 +1,4 @@
-// Mamba2 SSD scan (design.md §3):  h_t = exp(dt_t A) h_{t-1} + dt_t x_t B_t^T,  y_t = h_t C_t + D x_t.
+// Mamba2 SSD scan (design §3):  h_t = exp(dt_t A) h_{t-1} + dt_t x_t B_t^T,  y_t = h_t C_t + D x_t.
 //
 //   x [B,T,H,P]  dt [B,T,H] (> 0, softplus already applied)  A [H] (< 0)
 //   B, C [B,T,G,N] (head h uses group h / (H/G))  D [H]
