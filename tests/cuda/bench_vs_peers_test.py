@@ -163,7 +163,9 @@ class Rows(unittest.TestCase):
 
 
 FAKE_BIN = {
-    "bench-ssd": "printf '%s' \"$SSD_STDOUT\"; printf '%s' \"$SSD_CSV\" > \"$1\"",
+    # bench-ssd answers --heads H (args: OUT --reps N --heads H) with that H in its header
+    "bench-ssd": "h=64; [ \"$4\" = --heads ] && h=$5; printf '%s' \"$SSD_STDOUT\" | "
+                 "sed \"s/H=64/H=$h/\"; printf '%s' \"$SSD_CSV\" > \"$1\"",
     "bench-gdn": "printf '%s' \"$GDN_STDOUT\"; printf '%s' \"$GDN_CSV\" > \"$1\"",
     "bench-attention": "echo 'bench-attention: no CUDA GPU on this machine' >&2; exit 1",
 }
@@ -213,6 +215,8 @@ class WholeRun(unittest.TestCase):
             self.assertIn("transformer-180m", r.stdout)
             with open(os.path.join(out, "raw.txt")) as f:
                 self.assertIn("==> peer_kernels.csv <==", f.read())
+            h24 = [r for r in rows if r["section"] == "ssd" and "H24" in r["case"]]
+            self.assertTrue(h24 and all(r["ours"] for r in h24), h24)  # bench-ssd --heads 24
             att = [r for r in rows if r["section"] == "attention"]
             self.assertEqual(att[0]["peer_value"], "380")  # SDPA's time kept, ours failed
             # --only and a bad --only
