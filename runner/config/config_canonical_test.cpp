@@ -154,7 +154,7 @@ TEST(ConfigCanonical, IsWhatPythonJsonDumpsWrites) {
   c.data.path = "/data/\xE4\xB8\xAD\xE6\x96\x87";
   c.train.lr = 0.1 + 0.2;
   c.model.rope_base = 5e5;
-  c.model.amor.kappa = -1.25e-300;
+  c.model.amor.m_init = -1.25e-300;  // a key that may be negative
   c.train.eps = 1e16;
   std::string text = canonical_json(c);
   EXPECT_NE(text.find("\"emoji \\ud83d\\ude00\""), std::string::npos) << text;
@@ -166,7 +166,7 @@ TEST(ConfigCanonical, AwkwardValuesRoundTrip) {
   c.data.path = "dir with space/\"quoted\"\\back\tslash: #x \x7f";
   c.eval.tasks = {"a b", "", "ünïcode", "\xF0\x9F\x98\x80 and \\ud83d"};
   c.train.lr = 0.1 + 0.2;
-  c.model.amor.kappa = -1.25e-300;
+  c.model.amor.m_init = -1.25e-300;  // a key that may be negative
   c.checkpoint.signal = "";
   std::string text = canonical_json(c);
   EXPECT_EQ(canonical_json(load_run_config_json(text)), text);

@@ -60,6 +60,88 @@ TEST_F(ConfigErrors, TopLevel) {
   expect("name: s\ndescription: [x]\n", "F:2: key 'description': expected a string, got a list");
 }
 
+// Issue #17 §1: inputs that passed validation and then failed (or crashed) later.
+TEST_F(ConfigErrors, AmorGateRanges) {
+  expect("name: s\nbase:\n  model.vocab: 260\n  model.amor.kappa: -0.1\n",
+         "F:4: key 'model.amor.kappa': must be >= 0.0, got -0.1");
+  expect("name: s\nbase:\n  model.vocab: 260\n  model.amor.momentum: 1.5\n",
+         "F:4: key 'model.amor.momentum': must be in [0.0, 1.0], got 1.5");
+  expect("name: s\nbase:\n  model.vocab: 260\n  model.amor.momentum: -0.5\n",
+         "F:4: key 'model.amor.momentum': must be in [0.0, 1.0], got -0.5");
+  // The gate takes momentum 1 (the threshold frozen at its initial value, an ablation).
+  std::string f = dir_.write("ok.yaml", "name: s\nbase:\n  model: {vocab: 260, kind: amor}\n"
+                                        "  model.amor: {kappa: 0.0, momentum: 1.0}\n");
+  auto runs = expand_sweep({f}, {});
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].config.model.amor.momentum, 1.0);
+}
+
+TEST_F(ConfigErrors, LongScalarsDoNotOverflowTheStack) {
+  // std::regex recursed once per character: ~50,000 characters overflowed the stack.
+  const std::string long_name(100000, 'a');
+  expect("name: " + long_name + "\n",
+         "F:1: key 'name': a sweep name is at most 200 bytes (it names the sweep's folder), got "
+         "100000 bytes");
+  const std::string digits(100000, '1');
+  expect("name: s\nbase:\n  model.vocab: 260\n  train.lr: " + digits + "\n",
+         "F:4: key 'train.lr': '" + digits + "' is out of the double range");
+  expect("name: s\nbase:\n  model.vocab: 260\n  train.steps: " + digits + "\n",
+         "F:4: key 'train.steps': '" + digits + "' is out of the 64-bit integer range");
+  expect("name: s\nbase:\n  model.vocab: 260\n  train.steps: " + digits + "x\n",
+         "F:4: key 'train.steps': expected an integer, got '" + digits + "x'");
+  expect("name: s\nbase:\n  model.vocab: 260\n  train.lr: 0." + digits + "e\n",
+         "F:4: key 'train.lr': expected a number, got '0." + digits + "e'");
+  // The plain matchers take what the regexes took.
+  std::string f = dir_.write("ok.yaml", "name: s\nbase:\n  model.vocab: 260\n  train.lr: .5e-3\n"
+                                        "  train.steps: 1e3\n  train.eps: 1.\n  train.clip: +2\n"
+                                        "  train.warmup_steps: 1.5E+1\n");
+  auto runs = expand_sweep({f}, {});
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].config.train.lr, 0.5e-3);
+  EXPECT_EQ(runs[0].config.train.steps, 1000);
+  EXPECT_EQ(runs[0].config.train.eps, 1.0);
+  EXPECT_EQ(runs[0].config.train.clip, 2.0);
+  EXPECT_EQ(runs[0].config.train.warmup_steps, 15);
+  for (const char* bad : {"1e-3", "1.5e0x", "e3", "1e", "+", ".", "1.e3"})
+    expect(std::string("name: s\nbase:\n  model.vocab: 260\n  train.steps: ") + bad + "\n",
+           std::string("F:4: key 'train.steps': expected an integer, got '") + bad + "'");
+  for (const char* bad : {"1e", "e3", ".", "-.e1", "1.5.", "--1"})
+    expect(std::string("name: s\nbase:\n  model.vocab: 260\n  train.lr: ") + bad + "\n",
+           std::string("F:4: key 'train.lr': expected a number, got '") + bad + "'");
+}
+
+TEST_F(ConfigErrors, SweepNameThatAFolderCannotHold) {
+  expect("name: " + std::string(300, 'n') + "\n",
+         "F:1: key 'name': a sweep name is at most 200 bytes (it names the sweep's folder), got "
+         "300 bytes");
+  std::string f = dir_.write("ok.yaml", "name: " + std::string(200, 'n') + "\nbase: {model.vocab: 260}\n");
+  auto runs = expand_sweep({f}, {});
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].sweep.size(), 200u);
+  // Run names stop at 200 bytes, so <name>-<hash8> fits a file name too.
+  f = dir_.write("runs.yaml", "name: s\nbase: {model.vocab: 260}\nsweep:\n  grid:\n    data.path: ['" +
+                                  std::string(1000, 'p') + "']\n");
+  runs = expand_sweep({f}, {});
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_LE(runs[0].id().size(), 255u);
+}
+
+TEST_F(ConfigErrors, SecondYamlDocument) {
+  expect("name: s\nbase: {model.vocab: 260}\n---\nname: t\n",
+         "F:3: a second YAML document (after `---`): a file holds one; put the other in a file of "
+         "its own");
+  expect("---\nname: s\nbase: {model.vocab: 260}\n--- # another\nname: t\n",
+         "F:4: a second YAML document (after `---`): a file holds one; put the other in a file of "
+         "its own");
+  expect("name: s\nbase: {model.vocab: 260}\n---\n",
+         "F:3: a second YAML document (after `---`): a file holds one; put the other in a file of "
+         "its own");
+  std::string inc = dir_.write("inc.yaml", "base: {}\n---\nbase: {train.steps: 1}\n");
+  expect("name: s\ninclude: [inc.yaml]\n",
+         inc + ":2: a second YAML document (after `---`): a file holds one; put the other in a "
+               "file of its own");
+}
+
 TEST_F(ConfigErrors, IncludedFiles) {
   std::string inc = dir_.write("inc.yaml", "base: {}\nsweep: {seeds: [1]}\n");
   expect("name: s\ninclude: [inc.yaml]\n",

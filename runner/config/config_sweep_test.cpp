@@ -240,18 +240,18 @@ TEST(ConfigSweep, NamePartsForEachType) {
                             "    data.path: ['x/y z']\n"
                             "    model.head_dim: [32]\n"
                             "    model.mamba2.head_dim: [16]\n"
-                            "    model.amor.kappa: [-0.5]\n");
+                            "    model.amor.m_init: [-0.5]\n");
   auto runs = expand_sweep({f}, {});
   EXPECT_EQ(names(runs),
             (std::vector<std::string>{
                 "recompute-pattern_MMA-tasks_a+b-signal_none-path_x_y_z-model.head_dim32-"
-                "mamba2.head_dim16-kappa-0.5",
+                "mamba2.head_dim16-m_init-0.5",
                 "recompute-pattern_MMA-tasks_none-signal_none-path_x_y_z-model.head_dim32-"
-                "mamba2.head_dim16-kappa-0.5",
+                "mamba2.head_dim16-m_init-0.5",
                 "no_recompute-pattern_MMA-tasks_a+b-signal_none-path_x_y_z-model.head_dim32-"
-                "mamba2.head_dim16-kappa-0.5",
+                "mamba2.head_dim16-m_init-0.5",
                 "no_recompute-pattern_MMA-tasks_none-signal_none-path_x_y_z-model.head_dim32-"
-                "mamba2.head_dim16-kappa-0.5"}));
+                "mamba2.head_dim16-m_init-0.5"}));
   EXPECT_EQ(short_names({"a.b.c", "x.b.c", "d"}), (std::vector<std::string>{"a.b.c", "x.b.c", "d"}));
   EXPECT_EQ(sanitize_name(".hidden/dir"), "_hidden_dir");
   EXPECT_EQ(join_run_name({std::string(300, 'x')}).size(), 200u);

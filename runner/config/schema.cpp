@@ -8,7 +8,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <regex>
 #include <set>
 #include <type_traits>
 
@@ -159,8 +158,8 @@ std::vector<Field> build_fields() {
                Choices{{"classic", "h"}}),
       AMOR_KEY("model.amor.offset_mode", model.amor.offset_mode, {},
                Choices{{"adaptive", "fixed"}}),
-      AMOR_KEY("model.amor.kappa", model.amor.kappa),
-      AMOR_KEY("model.amor.momentum", model.amor.momentum, below_one()),
+      AMOR_KEY("model.amor.kappa", model.amor.kappa, non_negative()),
+      AMOR_KEY("model.amor.momentum", model.amor.momentum, unit_interval()),
       AMOR_KEY("model.amor.m_init", model.amor.m_init),
       AMOR_KEY("model.amor.s_init", model.amor.s_init, non_negative()),
       AMOR_KEY("model.amor.fixed_offset", model.amor.fixed_offset),
@@ -278,17 +277,50 @@ bool is_quoted(const YAML::Node& n) {
   return n.Tag() == "!" || n.Tag() == "tag:yaml.org,2002:str";
 }
 
-const std::regex& int_re() {
-  static const std::regex re("[-+]?[0-9]+");
-  return re;
+// Plain matchers for the number literals (std::regex matches recursively, one stack frame per
+// character, so a long enough scalar overflowed the stack).
+size_t skip_digits(std::string_view s, size_t i) {
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  return i;
 }
-const std::regex& int_exp_re() {
-  static const std::regex re("[-+]?[0-9]+(\\.[0-9]+)?[eE]\\+?[0-9]+");
-  return re;
+size_t skip_sign(std::string_view s, size_t i, bool minus = true) {
+  return i < s.size() && (s[i] == '+' || (minus && s[i] == '-')) ? i + 1 : i;
 }
-const std::regex& float_re() {
-  static const std::regex re("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
-  return re;
+// [-+]?[0-9]+
+bool is_int_literal(std::string_view s) {
+  size_t i = skip_sign(s, 0), j = skip_digits(s, i);
+  return j > i && j == s.size();
+}
+// [-+]?[0-9]+(\.[0-9]+)?[eE]\+?[0-9]+
+bool is_int_exp_literal(std::string_view s) {
+  size_t i = skip_sign(s, 0), j = skip_digits(s, i);
+  if (j == i) return false;
+  if (j < s.size() && s[j] == '.') {
+    size_t k = skip_digits(s, j + 1);
+    if (k == j + 1) return false;
+    j = k;
+  }
+  if (j >= s.size() || (s[j] != 'e' && s[j] != 'E')) return false;
+  size_t e = skip_sign(s, j + 1, false), k = skip_digits(s, e);
+  return k > e && k == s.size();
+}
+// [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
+bool is_float_literal(std::string_view s) {
+  size_t i = skip_sign(s, 0), j = 0;
+  if (i < s.size() && s[i] == '.') {
+    j = skip_digits(s, i + 1);
+    if (j == i + 1) return false;
+  } else {
+    j = skip_digits(s, i);
+    if (j == i) return false;
+    if (j < s.size() && s[j] == '.') j = skip_digits(s, j + 1);
+  }
+  if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {
+    size_t e = skip_sign(s, j + 1), k = skip_digits(s, e);
+    if (k == e) return false;
+    j = k;
+  }
+  return j == s.size();
 }
 
 std::string expected(const Field& f) {
@@ -318,12 +350,12 @@ std::string type_number(const YAML::Node& n, bool ints, FieldValue& out) {
   const std::string& s = n.Scalar();
   if (ints) {
     int64_t i = 0;
-    if (std::regex_match(s, int_re())) {
+    if (is_int_literal(s)) {
       const char* b = s.data() + (s[0] == '+' ? 1 : 0);
       auto [p, ec] = std::from_chars(b, s.data() + s.size(), i);
       if (ec != std::errc() || p != s.data() + s.size())
         return "'" + s + "' is out of the 64-bit integer range";
-    } else if (std::regex_match(s, int_exp_re())) {
+    } else if (is_int_exp_literal(s)) {
       double d = std::strtod(s.c_str(), nullptr);
       if (d != std::floor(d) || std::fabs(d) > 9007199254740992.0) return kWrongType;
       i = static_cast<int64_t>(d);
@@ -333,7 +365,7 @@ std::string type_number(const YAML::Node& n, bool ints, FieldValue& out) {
     out = i;
     return "";
   }
-  if (!std::regex_match(s, float_re())) return kWrongType;
+  if (!is_float_literal(s)) return kWrongType;
   double d = std::strtod(s.c_str(), nullptr);
   if (!std::isfinite(d)) return "'" + s + "' is out of the double range";
   out = d;

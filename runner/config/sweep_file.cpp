@@ -3,18 +3,22 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <sstream>
+#include <string_view>
 
 namespace amor::config {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Sweep names name a folder; file systems hold 255 bytes per name.
+constexpr size_t kMaxSweepNameBytes = 200;
 
 // `context` "" = the file named on the command line (the message's location already names it).
 std::string read_text(const std::string& path, const Location& from, const std::string& context) {
@@ -28,9 +32,28 @@ std::string read_text(const std::string& path, const Location& from, const std::
   return s.str();
 }
 
+// One document per file: a second one (after `---`) would otherwise be dropped without a word.
 YAML::Node parse_yaml(const std::string& text, const std::string& file) {
   try {
-    return YAML::Load(text);
+    std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.empty()) return YAML::Node();
+    if (docs.size() > 1) {
+      // The line of the `---` that starts it (the last one at or above its first node).
+      int mark = docs[1].Mark().line, line = mark;
+      int n = 0;
+      for (size_t at = 0; at < text.size() && (mark < 0 || n <= mark); ++n) {
+        size_t end = std::min(text.find('\n', at), text.size());
+        std::string_view l(text.data() + at, end - at);
+        if (l.substr(0, 3) == "---" &&
+            (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r'))
+          line = n;
+        at = end + 1;
+      }
+      fail({file, line + 1},
+           "a second YAML document (after `---`): a file holds one; put the other in a file of "
+           "its own");
+    }
+    return docs[0];
   } catch (const YAML::ParserException& e) {
     fail({file, e.mark.line + 1}, fmt::format("YAML syntax error at column {}: {}",
                                               e.mark.column + 1, e.msg));
@@ -291,8 +314,15 @@ SweepDef read_sweep_file(const std::string& path) {
   const YAML::Node* name = t.find("name");
   if (!name) fail({path, 0}, "key 'name' is missing (every sweep file needs a name)");
   def.name_at = value_location(*name, t.at("name"));
-  static const std::regex name_re("[A-Za-z0-9_.-]+");
-  if (!name->IsScalar() || !std::regex_match(name->Scalar(), name_re) ||
+  // The name is a folder's name (<output>/<sweep>/): past 255 bytes the file system refuses it.
+  if (name->IsScalar() && name->Scalar().size() > kMaxSweepNameBytes)
+    fail(def.name_at, fmt::format("key 'name': a sweep name is at most {} bytes (it names the "
+                                  "sweep's folder), got {} bytes",
+                                  kMaxSweepNameBytes, name->Scalar().size()));
+  // Checked without std::regex, which recursed per character and overflowed the stack.
+  if (!name->IsScalar() || name->Scalar().empty() ||
+      name->Scalar().find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                        "0123456789_.-") != std::string::npos ||
       name->Scalar().find_first_not_of('.') == std::string::npos)
     fail(def.name_at, "key 'name': expected a sweep name of letters, digits, '_', '.', '-', got " +
                           describe_node(*name));

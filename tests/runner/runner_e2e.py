@@ -66,6 +66,9 @@ def losses(out):
 
 def scenario(fn):
     name = fn.__name__
+    only = os.environ.get("AMOR_E2E_ONLY")  # comma-separated scenario names: run just those
+    if only and name not in only.split(","):
+        return
     try:
         fn()
         results.append(True)
@@ -304,6 +307,66 @@ def bad_yaml_exits_2_and_creates_nothing():
     assert r.returncode == 2, r.returncode
     assert "bad.yaml:4" in r.stderr and "stpes" in r.stderr, r.stderr
     assert not os.path.exists(out)
+
+
+@scenario
+def models_that_cannot_be_built_or_fit_exit_2_naming_file_line_key_and_create_nothing():
+    # issue #17: heads that do not divide the width, sizes that overflow 64 bits, and runs that
+    # cannot fit are refused at expansion, before the run folder, config or lock exist
+    cases = [  # (lines under base, line of the bad key, key)
+        ("  model:\n    kind: transformer\n    d_model: 100\n", 5, "model.d_model"),
+        ("  model:\n    d_model: 2048\n    n_kv_heads: 3\n", 5, "model.n_kv_heads"),
+        ("  model:\n    kind: oryx\n    d_model: 100\n", 5, "model.d_model"),
+        ("  model:\n    kind: mamba2\n    mamba2: {d_state: 2305843009213693952}\n", 5,
+         "model.mamba2.d_state"),
+        ("  model:\n    kind: mamba2\n    mamba2: {expand: 4611686018427387904}\n", 5,
+         "model.mamba2.expand"),
+        ("  train:\n    micro_batch: 4611686018427387904\n", 4, "train.micro_batch"),
+        ("  model:\n    n_layers: 100000000\n", 4, "model.n_layers"),
+    ]
+    for i, (base, line, key) in enumerate(cases):
+        out = os.path.join(TMP, f"shape{i}")
+        bad = os.path.join(TMP, f"shape{i}.yaml")
+        with open(bad, "w") as f:
+            f.write("name: shape\nbase:\n" + base)
+        for dry in ([], ["--dry-run"]) if i < 2 else ([],):
+            t0 = time.time()
+            r = amor_run([bad, "--output", out] + dry)
+            assert r.returncode == 2, (base, dry, r.returncode, r.stdout[-500:], r.stderr[-500:])
+            assert f"shape{i}.yaml:{line}: key '{key}'" in r.stderr, (base, r.stderr)
+            assert "MPI_ABORT" not in r.stderr, r.stderr
+            assert not os.path.exists(out), (base, os.listdir(out))
+            assert time.time() - t0 < 60, (base, time.time() - t0)
+
+
+# Issue #17 §1: each passed validation and then failed (or crashed) later. Each is refused with
+# exit 2, file:line:key (or file:line for a second document), and nothing is created.
+BAD_CONFIGS = [
+    ("kappa", "name: bad\nbase:\n  model: {vocab: 260}\n  model.amor.kappa: -0.1\n",
+     ":4: key 'model.amor.kappa'"),
+    ("momentum", "name: bad\nbase:\n  model: {vocab: 260}\n  model.amor.momentum: 1.5\n",
+     ":4: key 'model.amor.momentum'"),
+    ("long_name", "name: " + "n" * 100000 + "\nbase: {model.vocab: 260}\n", ":1: key 'name'"),
+    ("long_scalar", "name: bad\nbase:\n  model.vocab: 260\n  train.lr: " + "1" * 100000 + "\n",
+     ":4: key 'train.lr'"),
+    ("name_300", "name: " + "n" * 300 + "\nbase: {model.vocab: 260}\n", ":1: key 'name'"),
+    ("two_documents", "name: bad\nbase: {model.vocab: 260, train.steps: 2}\n---\nname: other\n",
+     ":3: a second YAML document"),
+]
+
+
+@scenario
+def bad_configs_of_issue_17_exit_2_and_create_nothing():
+    for tag, text, where in BAD_CONFIGS:
+        out = os.path.join(TMP, "bad_" + tag)
+        bad = os.path.join(TMP, f"bad_{tag}.yaml")
+        with open(bad, "w") as f:
+            f.write(text)
+        for extra in (["--dry-run"], []):
+            r = amor_run([bad, "--output", out] + extra)
+            assert r.returncode == 2, (tag, extra, r.returncode, r.stderr[-2000:])
+            assert bad + where in r.stderr, (tag, extra, r.stderr[-2000:])
+            assert not os.path.exists(out), (tag, extra)
 
 
 @scenario
