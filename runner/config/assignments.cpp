@@ -99,4 +99,29 @@ void finalize(RunConfig& c, const KeyLocations& set_at, const Location& fallback
   ordered("model.gdn.a_min", c.model.gdn.a_min, "model.gdn.a_max", c.model.gdn.a_max);
 }
 
+void check_tokenizer_vocab(const RunConfig& c, const KeyLocations& set_at,
+                           const Location& fallback) {
+  auto at = [&](const std::string& key) {
+    auto it = set_at.find(key);
+    return it != set_at.end() ? it->second : fallback;
+  };
+  auto blame = [&](const std::string& a, const std::string& b) {
+    return set_at.count(b) ? b : set_at.count(a) ? a : b;
+  };
+  // Corpus and shard tokens are the tokenizer's ids, so the model needs at least that many rows.
+  // Known here for the named tokenizers; a tokenizer.json path is checked when the run loads it.
+  if (c.data.source != "mqar") {
+    int64_t ids = c.data.tokenizer == "byte"     ? 259
+                  : c.data.tokenizer == "gpt2"   ? 50257
+                  : c.data.tokenizer == "llama3" ? 128256
+                                                 : 0;
+    if (c.model.vocab < ids) {
+      std::string k = blame("data.tokenizer", "model.vocab");
+      fail(at(k), fmt::format("key '{}': model.vocab {} is smaller than tokenizer {}'s {} ids; set "
+                              "model.vocab to at least {}",
+                              k, c.model.vocab, c.data.tokenizer, ids, ids));
+    }
+  }
+}
+
 }  // namespace amor::config

@@ -51,4 +51,9 @@ void apply(RunConfig& config, const std::vector<Assignment>& assignments, KeyLoc
 // An error is placed where the offending key was set, or at `fallback` for a default.
 void finalize(RunConfig& config, const KeyLocations& set_at, const Location& fallback);
 
+// A corpus or shards run's model.vocab must hold the tokenizer's ids (byte 259, gpt2 50257,
+// llama3 128256). Checked when a sweep expands (not when a written config.json is read back).
+void check_tokenizer_vocab(const RunConfig& config, const KeyLocations& set_at,
+                           const Location& fallback);
+
 }  // namespace amor::config

@@ -76,6 +76,25 @@ TEST_F(ConfigErrors, AmorGateRanges) {
   EXPECT_EQ(runs[0].config.model.amor.momentum, 1.0);
 }
 
+TEST_F(ConfigErrors, VocabSmallerThanTheTokenizer) {
+  // The defaults (vocab 256, the byte tokenizer's 259 ids) are refused, naming the key to set.
+  expect("name: s\nbase: {train: {steps: 2}}\n",
+         "F: key 'model.vocab': model.vocab 256 is smaller than tokenizer byte's 259 ids; set "
+         "model.vocab to at least 259");
+  expect("name: s\nbase:\n  model.vocab: 258\n",
+         "F:3: key 'model.vocab': model.vocab 258 is smaller than tokenizer byte's 259 ids; set "
+         "model.vocab to at least 259");
+  expect("name: s\nbase:\n  model.vocab: 300\n  data.tokenizer: gpt2\n",
+         "F:3: key 'model.vocab': model.vocab 300 is smaller than tokenizer gpt2's 50257 ids; set "
+         "model.vocab to at least 50257");
+  expect("name: s\nbase:\n  model.vocab: 300\nsweep:\n  grid:\n    data.tokenizer: [byte, llama3]\n",
+         "F:3: key 'model.vocab': model.vocab 300 is smaller than tokenizer llama3's 128256 ids; "
+         "set model.vocab to at least 128256");
+  // MQAR draws its own tokens below model.vocab.
+  std::string f = dir_.write("mqar.yaml", "name: s\nbase: {model.vocab: 64, data.source: mqar}\n");
+  EXPECT_EQ(expand_sweep({f}, {}).size(), 1u);
+}
+
 TEST_F(ConfigErrors, LongScalarsDoNotOverflowTheStack) {
   // std::regex recursed once per character: ~50,000 characters overflowed the stack.
   const std::string long_name(100000, 'a');

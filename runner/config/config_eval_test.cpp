@@ -17,6 +17,7 @@ using testing::TempDir;
 ExpandOptions with_eval_checks() {
   ExpandOptions eo;
   eo.resolve = [](RunConfig& c, const KeyLocations& set_at) { check_eval_config(c, set_at, {"cfg", 0}); };
+  eo.check_tokenizer_vocab = false;  // the default model.vocab (config_errors_test checks it)
   return eo;
 }
 

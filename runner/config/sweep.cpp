@@ -127,6 +127,9 @@ std::vector<RunSpec> expand_sweep(const std::vector<std::string>& paths,
     by_config.emplace(config_key, runs.size());
     runs.push_back(std::move(spec));
   }
+  // After the other checks, so that a run that cannot be (above) is named first.
+  if (options.check_tokenizer_vocab)
+    for (const RunSpec& r : runs) check_tokenizer_vocab(r.config, r.set_at, {r.sweep_file, 0});
   return runs;
 }
 

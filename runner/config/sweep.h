@@ -47,6 +47,10 @@ struct ExpandOptions {
   // overwriting keys a file set. It may throw ConfigError (e.g. at set_at.at("model.preset")).
   std::function<void(RunConfig&, const KeyLocations& set_at)> resolve;
   size_t max_runs = 100000;  // a sweep expanding to more is an error (almost surely a typo)
+  // Refuse corpus and shards runs whose model.vocab is below the tokenizer's ids (byte 259; the
+  // default 256 is kept so existing configs keep their hashes). Off only in tests about other
+  // things that expand the defaults.
+  bool check_tokenizer_vocab = true;
 };
 
 std::vector<RunSpec> expand_sweep(const std::vector<std::string>& paths,

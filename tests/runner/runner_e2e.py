@@ -346,6 +346,8 @@ BAD_CONFIGS = [
      ":4: key 'model.amor.kappa'"),
     ("momentum", "name: bad\nbase:\n  model: {vocab: 260}\n  model.amor.momentum: 1.5\n",
      ":4: key 'model.amor.momentum'"),
+    ("vocab_default", "name: bad\nbase: {train: {steps: 2}}\n", ": key 'model.vocab'"),
+    ("vocab", "name: bad\nbase:\n  train: {steps: 2}\n  model.vocab: 256\n", ":4: key 'model.vocab'"),
     ("long_name", "name: " + "n" * 100000 + "\nbase: {model.vocab: 260}\n", ":1: key 'name'"),
     ("long_scalar", "name: bad\nbase:\n  model.vocab: 260\n  train.lr: " + "1" * 100000 + "\n",
      ":4: key 'train.lr'"),
