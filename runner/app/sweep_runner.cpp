@@ -192,14 +192,29 @@ int run_sweeps(const CliOptions& o) {
   }
   const fs::path output = o.output;
 
+  // Every run's model shapes and sizes are checked before anything is created (dry run or not):
+  // a width the heads do not divide, sizes that overflow or a run that cannot fit is a config
+  // error (exit 2) naming the file, line and key, on every rank alike (deterministic).
+  std::vector<int64_t> params(runs.size(), 0);
+  try {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      check_model_shapes(runs[i]);
+      params[i] = model::count_parameters(runs[i].config.model);
+    }
+  } catch (const Error& e) {
+    if (world_root) std::fprintf(stderr, "amor-run: %s\n", e.what());
+    return 2;
+  }
+
   if (o.dry_run) {
     if (world_root) {
       std::printf("%-44s %10s  %-40s %s\n", "run", "params", "overrides", "folder");
-      for (const auto& r : runs) {
+      for (size_t i = 0; i < runs.size(); ++i) {
+        const auto& r = runs[i];
         std::string ov;
         for (const auto& [k, v] : r.overrides) ov += (ov.empty() ? "" : " ") + k + "=" + v;
         std::printf("%-44s %10s  %-40s %s\n", r.id().c_str(),
-                    fmt::format("{:.2f}M", model::count_parameters(r.config.model) / 1e6).c_str(),
+                    fmt::format("{:.2f}M", static_cast<double>(params[i]) / 1e6).c_str(),
                     ov.c_str(), r.dir(output).string().c_str());
       }
       std::printf("%zu runs\n", runs.size());

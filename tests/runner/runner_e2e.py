@@ -314,15 +314,15 @@ def models_that_cannot_be_built_or_fit_exit_2_naming_file_line_key_and_create_no
     # issue #17: heads that do not divide the width, sizes that overflow 64 bits, and runs that
     # cannot fit are refused at expansion, before the run folder, config or lock exist
     cases = [  # (lines under base, line of the bad key, key)
-        ("  model:\n    kind: transformer\n    d_model: 100\n", 5, "model.d_model"),
-        ("  model:\n    d_model: 2048\n    n_kv_heads: 3\n", 5, "model.n_kv_heads"),
-        ("  model:\n    kind: oryx\n    d_model: 100\n", 5, "model.d_model"),
-        ("  model:\n    kind: mamba2\n    mamba2: {d_state: 2305843009213693952}\n", 5,
+        ("  model:\n    kind: transformer\n    d_model: 100\n    vocab: 260\n", 5, "model.d_model"),
+        ("  model:\n    d_model: 2048\n    n_kv_heads: 3\n    vocab: 260\n", 5, "model.n_kv_heads"),
+        ("  model:\n    kind: oryx\n    d_model: 100\n    vocab: 260\n", 5, "model.d_model"),
+        ("  model:\n    kind: mamba2\n    mamba2: {d_state: 2305843009213693952}\n    vocab: 260\n", 5,
          "model.mamba2.d_state"),
-        ("  model:\n    kind: mamba2\n    mamba2: {expand: 4611686018427387904}\n", 5,
+        ("  model:\n    kind: mamba2\n    mamba2: {expand: 4611686018427387904}\n    vocab: 260\n", 5,
          "model.mamba2.expand"),
-        ("  train:\n    micro_batch: 4611686018427387904\n", 4, "train.micro_batch"),
-        ("  model:\n    n_layers: 100000000\n", 4, "model.n_layers"),
+        ("  train:\n    micro_batch: 4611686018427387904\n  model:\n    vocab: 260\n", 4, "train.micro_batch"),
+        ("  model:\n    n_layers: 100000000\n    vocab: 260\n", 4, "model.n_layers"),
     ]
     for i, (base, line, key) in enumerate(cases):
         out = os.path.join(TMP, f"shape{i}")
