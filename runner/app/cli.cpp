@@ -17,7 +17,7 @@ po::options_description visible_options() {
   d.add_options()
       ("help,h", "show this help and exit")
       ("version", "print the version and the git commit it was built from")
-      ("dry-run", "print the expanded runs (name, hash, parameters, overrides, folder) and exit")
+      ("dry-run", "print the expanded runs (name, hash, parameters, a rough memory estimate per rank, overrides, folder) and exit")
       ("only", po::value<std::string>(), "run only runs whose id (name-hash) matches this glob")
       ("output", po::value<std::string>()->default_value("results"), "results folder")
       ("quiet,q", "no progress lines");

@@ -134,12 +134,14 @@ double estimate_bytes_per_rank(const config::RunConfig& cfg, int64_t params) {
   const double ranks = static_cast<double>(std::max<int64_t>(1, cfg.parallel.ranks_per_run));
   // f32 parameters, gradients and two Adam moments, sharded over the run's ranks
   const double states = 16.0 * static_cast<double>(params) / ranks;
-  // activations kept for backward: a rough 16 f32 values per token, width and layer, plus logits
+  // activations kept for backward, at least: the f32 layer inputs and one more value per token,
+  // width and layer (with recompute the rest is rebuilt layer by layer), plus a logits chunk. A
+  // lower estimate on purpose: it refuses only runs that clearly cannot fit.
   const double tokens = static_cast<double>(cfg.train.micro_batch) *
                         static_cast<double>(cfg.data.seq_len);
   const double width = static_cast<double>(std::max(m.d_model, m.d_ff));
   const double acts = 4.0 * tokens *
-                      (16.0 * width * static_cast<double>(m.n_layers) +
+                      (2.0 * width * static_cast<double>(m.n_layers) +
                        static_cast<double>(std::min(m.vocab, std::max<int64_t>(1, m.vocab_chunk))));
   return states + acts;
 }

@@ -16,8 +16,9 @@ void apply_model_preset(config::RunConfig& cfg, const config::KeyLocations& set_
 // naming where the key that is wrong (or the likely culprit) was set.
 void check_model_shapes(const config::RunSpec& spec);
 
-// A rough memory estimate of one rank of the run: f32 parameters, gradients and Adam moments
-// (sharded over parallel.ranks_per_run) plus activations; for refusing runs that clearly cannot fit.
+// A rough, low memory estimate of one rank of the run: f32 parameters, gradients and Adam moments
+// (sharded over parallel.ranks_per_run) plus the activations backward keeps at least (recompute);
+// printed by --dry-run and used to refuse runs that clearly cannot fit.
 double estimate_bytes_per_rank(const config::RunConfig& cfg, int64_t params);
 
 }  // namespace amor

@@ -208,13 +208,15 @@ int run_sweeps(const CliOptions& o) {
 
   if (o.dry_run) {
     if (world_root) {
-      std::printf("%-44s %10s  %-40s %s\n", "run", "params", "overrides", "folder");
+      std::printf("%-44s %10s %10s  %-40s %s\n", "run", "params", "mem/rank", "overrides", "folder");
       for (size_t i = 0; i < runs.size(); ++i) {
         const auto& r = runs[i];
         std::string ov;
         for (const auto& [k, v] : r.overrides) ov += (ov.empty() ? "" : " ") + k + "=" + v;
-        std::printf("%-44s %10s  %-40s %s\n", r.id().c_str(),
+        std::printf("%-44s %10s %10s  %-40s %s\n", r.id().c_str(),
                     fmt::format("{:.2f}M", static_cast<double>(params[i]) / 1e6).c_str(),
+                    fmt::format("{:.2f}GiB", estimate_bytes_per_rank(r.config, params[i]) /
+                                                 (1024.0 * 1024 * 1024)).c_str(),
                     ov.c_str(), r.dir(output).string().c_str());
       }
       std::printf("%zu runs\n", runs.size());
