@@ -16,79 +16,25 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
 import h5py
 import numpy as np
 
-BIN = os.path.abspath(sys.argv[1])
-AMOR = os.path.join(BIN, "amor-run")
-MPI = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
-ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", AMOR_PROGRESS="plain")
+from e2e_harness import (AMOR, ENV, MPI, Scenarios, amor_run, run_dir, run_losses, wait_for,
+                         write_sweep)
 
-SWEEP = """name: e2e
-base:
-  model: {kind: KIND, vocab: 260, d_model: 32, n_layers: 1, d_ff: 64, head_dim: 16,
-          gdn: {head_dim: 16, chunk: 16}, mamba2: {head_dim: 16, d_state: 8, chunk: 16}}
-  data: {source: corpus, seq_len: 32}
-  train: {steps: STEPS, micro_batch: 4, lr: 3.0e-3, warmup_steps: 2, log_every: 1, seed: 3}
-  checkpoint: {every: 3, keep: 2}
-  parallel: {ranks_per_run: RPR}
-"""
-
-results = []
-
-
-def write_sweep(d, kind="transformer", steps=12, rpr=1, extra=""):
-    path = os.path.join(d, "sweep.yaml")
-    with open(path, "w") as f:
-        f.write(SWEEP.replace("KIND", kind).replace("STEPS", str(steps)).replace("RPR", str(rpr)) + extra)
-    return path
-
-
-def amor_run(args, np_=1, **kw):
-    return subprocess.run(MPI + ["-np", str(np_), AMOR] + args, env=ENV, capture_output=True,
-                          text=True, timeout=600, **kw)
-
-
-def run_dir(out):
-    dirs = [d for d in glob.glob(os.path.join(out, "e2e", "*")) if os.path.isdir(d)]
-    assert len(dirs) == 1, dirs
-    return dirs[0]
+# AMOR_E2E_ONLY: comma-separated scenario names, to run just those
+scenario = Scenarios([n for n in os.environ.get("AMOR_E2E_ONLY", "").split(",") if n])
 
 
 def losses(out):
-    with h5py.File(os.path.join(run_dir(out), "run.h5"), "r") as f:
-        return f["train/step"][:], f["train/loss"][:]
-
-
-def scenario(fn):
-    name = fn.__name__
-    only = os.environ.get("AMOR_E2E_ONLY")  # comma-separated scenario names: run just those
-    if only and name not in only.split(","):
-        return
-    try:
-        fn()
-        results.append(True)
-        print(f"ok   {name}", flush=True)
-    except Exception as e:  # report and go on to the next scenario
-        results.append(False)
-        print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
+    return run_losses(run_dir(out))
 
 
 TMP = tempfile.mkdtemp(prefix="amor_e2e_")
 REF = os.path.join(TMP, "ref")
-
-
-def wait_for(cond, timeout=120):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise TimeoutError("condition not reached")
 
 
 @scenario
@@ -527,7 +473,4 @@ def missing_task_file_fails_that_run_naming_the_file():
     assert not os.path.exists(os.path.join(run_dir(out), "DONE"))
 
 
-shutil.rmtree(TMP, ignore_errors=True)
-passed = sum(results)
-print(f"{passed} passed, {len(results) - passed} failed")
-sys.exit(0 if passed == len(results) and results else 1)
+scenario.finish(TMP)

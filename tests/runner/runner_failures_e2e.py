@@ -20,82 +20,20 @@ import sys
 import tempfile
 import time
 
-import h5py
 import numpy as np
 
-BIN = os.path.abspath(sys.argv[1])
-ONLY = sys.argv[2:]
-AMOR = os.path.join(BIN, "amor-run")
-MPI = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
-ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", AMOR_PROGRESS="plain")
+from e2e_harness import (AMOR, ENV, MPI, Scenarios, amor_run, run_dir, run_dirs, wait_for,
+                         write_sweep)
+from e2e_harness import run_losses as losses
 
-SWEEP = """name: e2e
-base:
-  model: {kind: transformer, vocab: 260, d_model: 32, n_layers: 1, d_ff: 64, head_dim: 16}
-  data: {source: corpus, seq_len: 32}
-  train: {steps: STEPS, micro_batch: 4, lr: 3.0e-3, warmup_steps: 2, log_every: 1, seed: 3}
-  checkpoint: {every: 3, keep: 2}
-  parallel: {ranks_per_run: RPR}
-"""
+scenario = Scenarios(sys.argv[2:])
 
 TMP = tempfile.mkdtemp(prefix="amor_failures_e2e_")
-results = []
-
-
-def scenario(fn):
-    name = fn.__name__
-    if ONLY and name not in ONLY:
-        return fn
-    try:
-        fn()
-        results.append(True)
-        print(f"ok   {name}", flush=True)
-    except Exception as e:  # report and go on to the next scenario
-        results.append(False)
-        print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
-    return fn
-
-
-def write_sweep(d, steps=12, rpr=1, extra=""):
-    os.makedirs(d, exist_ok=True)
-    path = os.path.join(d, "sweep.yaml")
-    with open(path, "w") as f:
-        f.write(SWEEP.replace("STEPS", str(steps)).replace("RPR", str(rpr)) + extra)
-    return path
-
-
-def amor_run(args, np_=1, env=ENV):
-    return subprocess.run(MPI + ["-np", str(np_), AMOR] + args, env=env, capture_output=True,
-                          text=True, timeout=600)
-
-
-def run_dirs(out):
-    return sorted(d for d in glob.glob(os.path.join(out, "e2e", "*")) if os.path.isdir(d))
-
-
-def run_dir(out):
-    dirs = run_dirs(out)
-    assert len(dirs) == 1, dirs
-    return dirs[0]
-
-
-def losses(run):
-    with h5py.File(os.path.join(run, "run.h5"), "r") as f:
-        return f["train/step"][:], f["train/loss"][:]
 
 
 def checkpoints(run):
     return sorted(c for c in glob.glob(os.path.join(run, "checkpoints", "step-*"))
                   if os.path.basename(c).count(".") == 0)
-
-
-def wait_for(cond, timeout=120):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise TimeoutError("condition not reached")
 
 
 def rank_pids(p):
@@ -273,7 +211,4 @@ def unreadable_eval_weights_exit_2_and_create_nothing():
         assert not os.path.exists(out), f"{name}: {out} was created"
 
 
-shutil.rmtree(TMP, ignore_errors=True)
-passed = sum(results)
-print(f"{passed} passed, {len(results) - passed} failed")
-sys.exit(0 if passed == len(results) and results else 1)
+scenario.finish(TMP)
