@@ -212,20 +212,9 @@ TEST(EntropyGather, CudaEntropiesOverMpi) {
 #ifdef AMOR_HAVE_CUDA
 // Over NCCL the entropies stay on the GPU (one GPU per rank; skipped with fewer).
 TEST(EntropyGather, CudaEntropiesOverNccl) {
-  int gpus = 0;
-  if (!cuda_available() || cudaGetDeviceCount(&gpus) != cudaSuccess) GTEST_SKIP() << "no CUDA GPU here";
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &node);
-  int local = 0, local_size = 1;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_size(node, &local_size);
-  MPI_Comm_free(&node);
-  int enough = local_size <= gpus ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &enough, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!enough) GTEST_SKIP() << "NCCL needs one GPU per rank";
-  cudaSetDevice(local);
-  NcclCommunicator c(MPI_COMM_WORLD);
-  check_entropy_gather(c, Device::CUDA);
+  auto c = make_nccl_comm();
+  if (!c) GTEST_SKIP() << "NCCL needs one GPU per rank";
+  check_entropy_gather(*c, Device::CUDA);
 }
 #endif
 

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,13 @@
 #include "tests/common/random.h"
 #include "tests/common/skip_status.h"
 #include "tests/common/tiny_models.h"
+
+#ifdef AMOR_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/core/backend.h"
+#include "runner/dist/nccl_communicator.h"
+#endif
 
 namespace amor::dist::testing {
 
@@ -305,5 +313,25 @@ std::string error_of(F&& f) {
   }
   return "";
 }
+
+#ifdef AMOR_HAVE_CUDA
+// An NCCL communicator over MPI_COMM_WORLD, one GPU per rank chosen by the rank's place on its
+// node; nullptr (the caller skips) when some node has fewer GPUs than ranks. Collective.
+inline std::unique_ptr<NcclCommunicator> make_nccl_comm(double timeout_s = 0) {
+  int gpus = 0;
+  if (!cuda_available() || cudaGetDeviceCount(&gpus) != cudaSuccess) return nullptr;
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &node);
+  int local = 0, local_size = 1;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_size(node, &local_size);
+  MPI_Comm_free(&node);
+  int enough = local_size <= gpus ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &enough, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!enough) return nullptr;
+  cudaSetDevice(local);
+  return std::make_unique<NcclCommunicator>(MPI_COMM_WORLD, timeout_s);
+}
+#endif
 
 }  // namespace amor::dist::testing

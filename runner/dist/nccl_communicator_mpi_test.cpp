@@ -20,25 +20,8 @@ using namespace testing;
 
 #ifdef AMOR_HAVE_CUDA
 
-// One GPU per rank, chosen by the rank's place on its node; nullptr (and a skip) without one.
-std::unique_ptr<NcclCommunicator> make_comm(double timeout_s = 0) {
-  int gpus = 0;
-  if (!cuda_available() || cudaGetDeviceCount(&gpus) != cudaSuccess) return nullptr;
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &node);
-  int local = 0, local_size = 1;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_size(node, &local_size);
-  MPI_Comm_free(&node);
-  int enough = local_size <= gpus ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &enough, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!enough) return nullptr;
-  cudaSetDevice(local);
-  return std::make_unique<NcclCommunicator>(MPI_COMM_WORLD, timeout_s);
-}
-
 #define NCCL_OR_SKIP(c, ...)                                                             \
-  auto c = make_comm(__VA_ARGS__);                                                       \
+  auto c = make_nccl_comm(__VA_ARGS__);                                                  \
   if (!c) GTEST_SKIP() << "NCCL needs one GPU per rank; this machine has too few for "  \
                        << world_size() << " ranks"
 
