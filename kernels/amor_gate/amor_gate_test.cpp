@@ -13,18 +13,12 @@
 
 #include "kernels/amor_gate/amor_gate.h"
 #include "kernels/core/error.h"
+#include "tests/common/error_of.h"
 
 namespace amor {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using amor::testing::error_of;
 
 // n values in [0, 1] drawn from `levels` distinct values (ties when levels < n).
 std::vector<float> entropies(int64_t n, int levels, uint32_t seed) {

@@ -1,6 +1,7 @@
 // cast / cast_into on the cpu: conversions, the no-copy rule for equal dtypes, and the argument
 // errors. (The cuda kernels are checked against these in tests/cuda/cuda_parity_test.cpp.)
 #include "kernels/cast/cast.h"
+#include "tests/common/error_of.h"
 
 #include <gtest/gtest.h>
 
@@ -12,14 +13,7 @@
 namespace amor {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using amor::testing::error_of;
 
 TEST(Cast, F32ToBf16RoundsToNearestEvenAndBack) {
   // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: even mantissa wins (1); 1 + 3*2^-8 rounds up.
