@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 // without barriers. q, k, W, the block's dO columns and gam of chunk c - 1 are in flight
 // (cp.async, double-buffered, rows past the chunk zero-filled) while chunk c is computed.
 // Rounding as the shared-memory pass, except that D scales dS^T K^T in f32 instead of K in bf16.
-template <int K>
+template <int K, class Sh>
 __global__ void __launch_bounds__(128)
     gdn_state_bwd_reg_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                              const bf16_t* __restrict__ dO, const float* __restrict__ gam,
@@ -175,6 +175,7 @@ __global__ void __launch_bounds__(128)
   constexpr int LT = int(kGdnMaxChunk) / 8;  // n8 tiles of dVn^T (chunk rows)
   const int warps = int(blockDim.x) / 32;
   extern __shared__ float smem[];
+  Sh::fix(d);
   Carve carve{smem};
   StateBwdRegSmem<bf16_t> s(carve, d, warps);
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, g = lane / 4, t = lane % 4;
@@ -334,11 +335,14 @@ void launch_state_bwd_reg(const bf16_t* q, const bf16_t* k, const bf16_t* dO, co
                           float* ds0, cudaStream_t stream) {
   const int warps = reg_state_warps(), cols = warps * kRegCols;
   const dim3 grid(unsigned((d.V + cols - 1) / cols), unsigned(d.H), unsigned(d.B));
-  allow_smem(gdn_state_bwd_reg_kernel<K>);
   const int64_t smem = smem_bytes<StateBwdRegSmem<bf16_t>>(d, warps);
-  gdn_state_bwd_reg_kernel<K><<<grid, 32 * warps, smem, stream>>>(
-      q, k, dO, sc.gam, sc.W, dsf, dsf_f32, scale, d, sc.dS, sc.dVn, ds0);
-  AMOR_CUDA_CHECK_LAUNCH();
+  with_shape<bf16_t, K>(d, [&](auto sh) {
+    auto* kernel = gdn_state_bwd_reg_kernel<K, decltype(sh)>;
+    allow_smem(kernel);
+    kernel<<<grid, 32 * warps, smem, stream>>>(q, k, dO, sc.gam, sc.W, dsf, dsf_f32, scale, d,
+                                               sc.dS, sc.dVn, ds0);
+    AMOR_CUDA_CHECK_LAUNCH();
+  });
 }
 
 // The rest of bwd_qk once the V reductions dP = dO Vn^T, dqS = dO S^T, dKh = Vn dS'^T,
@@ -499,6 +503,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 // S, dS') are double-buffered, so for V <= 128 every copy of the block is issued up front. Rows
 // past the chunk are zero-filled; R = reg_rows(d) rows throughout. Rounding as the kernel above
 // (bf16 operands, f32 sums; only the order of the f32 additions over V differs).
+template <class Sh>
 __global__ void __launch_bounds__(kThreads, 2)
     gdn_bwd_qk_reg_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                           const bf16_t* __restrict__ dO, const float* __restrict__ gam,
@@ -508,9 +513,9 @@ __global__ void __launch_bounds__(kThreads, 2)
                           float* __restrict__ dk_part, float* __restrict__ dgam_part,
                           bf16_t* __restrict__ dW_out) {
   extern __shared__ float smem[];
+  const ChunkPos p = chunk_pos<Sh>(d);
   Carve carve{smem};
   BwdQkRegSmem<bf16_t> s(carve, d);
-  const ChunkPos p = chunk_pos(d);
   const int n = p.n, R = int(reg_rows(d)), K = int(d.K);
   const int64_t V = d.V, row0 = p.bh * d.T + p.t0, x0 = (p.b * d.T + p.t0) * d.H + p.h;
   const int64_t ldt = s.ldt;
@@ -629,7 +634,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 // Two blocks per SM (91 KB of shared memory for bf16).
-template <class T>
+template <class T, class Sh>
 __global__ void __launch_bounds__(kThreads, 2)
     gdn_bwd_wy_kernel(const T* __restrict__ k, const T* __restrict__ v, const void* beta,
                       bool gate_f32, const float* __restrict__ gam, const T* __restrict__ Tm,
@@ -638,9 +643,9 @@ __global__ void __launch_bounds__(kThreads, 2)
                       Dims d, T* __restrict__ dk, T* __restrict__ dv, float* __restrict__ dg,
                       float* __restrict__ dbeta) {
   extern __shared__ float smem[];
+  const ChunkPos p = chunk_pos<Sh>(d);
   Carve carve{smem};
   BwdWySmem<T> s(carve, d);
-  const ChunkPos p = chunk_pos(d);
   const int n = p.n, L = d.L;
   const int64_t K = d.K, V = d.V, row0 = p.bh * d.T + p.t0;
   const int64_t ldk = s.ldk, ldz = s.ldz, ldl = s.ldl, ldtm = s.ldtm, ldv = s.ldv;
@@ -853,11 +858,14 @@ void backward_typed(const void* q, const void* k, const void* v, const void* g, 
   if constexpr (std::is_same_v<T, bf16_t>) {
     qk_reg = reg && d.K <= 64 && qk_variant_reg();
     if (qk_reg) {
-      allow_smem(gdn_bwd_qk_reg_kernel);
-      gdn_bwd_qk_reg_kernel<<<chunks, kThreads, smem_bytes<BwdQkRegSmem<T>>(d), stream>>>(
-          qp, kp, dop, sc.gam, sc.Vn, sc.dVn, sc.S, sc.dS, scale, d, static_cast<T*>(dq), sc.dk,
-          sc.dgam, sc.dW);
-      AMOR_CUDA_CHECK_LAUNCH();
+      with_shape<T, 64>(d, [&](auto sh) {
+        auto* kernel = gdn_bwd_qk_reg_kernel<decltype(sh)>;
+        allow_smem(kernel);
+        kernel<<<chunks, kThreads, smem_bytes<BwdQkRegSmem<T>>(d), stream>>>(
+            qp, kp, dop, sc.gam, sc.Vn, sc.dVn, sc.S, sc.dS, scale, d, static_cast<T*>(dq), sc.dk,
+            sc.dgam, sc.dW);
+        AMOR_CUDA_CHECK_LAUNCH();
+      });
     }
   }
   if (!qk_reg) {
@@ -867,11 +875,14 @@ void backward_typed(const void* q, const void* k, const void* v, const void* g, 
         sc.dgam, sc.dW);
     AMOR_CUDA_CHECK_LAUNCH();
   }
-  allow_smem(gdn_bwd_wy_kernel<T>);
-  gdn_bwd_wy_kernel<T><<<chunks, kThreads, smem_bytes<BwdWySmem<T>>(d), stream>>>(
-      kp, vp, beta, gate_f32, sc.gam, sc.Tm, sc.dVn, sc.dW, sc.dk, sc.dgam, d, static_cast<T*>(dk),
-      static_cast<T*>(dv), dg, dbeta);
-  AMOR_CUDA_CHECK_LAUNCH();
+  with_shape<T>(d, [&](auto sh) {
+    auto* kernel = gdn_bwd_wy_kernel<T, decltype(sh)>;
+    allow_smem(kernel);
+    kernel<<<chunks, kThreads, smem_bytes<BwdWySmem<T>>(d), stream>>>(
+        kp, vp, beta, gate_f32, sc.gam, sc.Tm, sc.dVn, sc.dW, sc.dk, sc.dgam, d,
+        static_cast<T*>(dk), static_cast<T*>(dv), dg, dbeta);
+    AMOR_CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace

@@ -112,6 +112,52 @@ __device__ __forceinline__ ChunkPos chunk_pos(const Dims& d) {
   return p;
 }
 
+// Compile-time shapes. A kernel instantiated with Shape<K, V, L, full> (sizes > 0) overwrites its
+// Dims with them on entry, so the compiler folds every size, stride, offset and trip count that
+// derives from them and unrolls the loops over them; AnyShape keeps the runtime values. full:
+// every chunk has L rows (T % L == 0). Why: ncu on the H200 (tests/cuda/RESULTS.md, 2026-12-01
+// session 2) found the runtime-shape kernels issue-bound, with 40-140 instructions issued per MMA.
+template <int kK, int kV, int kL, bool kFull>
+struct Shape {
+  static constexpr bool full = kFull;
+  __device__ __forceinline__ static void fix(Dims& d) {
+    if constexpr (kK > 0) d.K = kK;
+    if constexpr (kV > 0) d.V = kV;
+    if constexpr (kL > 0) d.L = kL;
+  }
+};
+using AnyShape = Shape<0, 0, 0, false>;
+
+// chunk_pos for a kernel instantiated with the shape Sh (fixes d first).
+template <class Sh>
+__device__ __forceinline__ ChunkPos chunk_pos(Dims& d) {
+  Sh::fix(d);
+  ChunkPos p = chunk_pos(static_cast<const Dims&>(d));
+  if constexpr (Sh::full) p.n = d.L;
+  return p;
+}
+
+// Calls launch(Shape<...>{}) with the compile-time shape of the presets (K 64, V 128 and K 128,
+// V 256, chunk 64; full chunks or not) where d has it and T is bf16, else with AnyShape. kOnlyK:
+// a kernel already compiled for one K (> 0) gets only the shapes with that K.
+template <class T, int kOnlyK = 0, class F>
+void with_shape(const Dims& d, F&& launch) {
+  if constexpr (sizeof(T) == 2) {
+    const bool full = d.T % 64 == 0;
+    if constexpr (kOnlyK == 0 || kOnlyK == 64) {
+      if (d.L == 64 && d.K == 64 && d.V == 128) {
+        return full ? launch(Shape<64, 128, 64, true>{}) : launch(Shape<64, 128, 64, false>{});
+      }
+    }
+    if constexpr (kOnlyK == 0 || kOnlyK == 128) {
+      if (d.L == 64 && d.K == 128 && d.V == 256) {
+        return full ? launch(Shape<128, 256, 64, true>{}) : launch(Shape<128, 256, 64, false>{});
+      }
+    }
+  }
+  launch(AnyShape{});
+}
+
 // Element i of a tensor stored as f32 (is_f32) or bf16.
 __device__ __forceinline__ float load_any(const void* p, int64_t i, bool is_f32) {
   return is_f32 ? static_cast<const float*>(p)[i] : to_f32(static_cast<const bf16_t*>(p)[i]);

@@ -88,15 +88,15 @@ __device__ __forceinline__ void ut_inverse(const float* A, float* Tm, float* X, 
 
 // Three blocks per SM (65 KB of shared memory each for bf16; three blocks of 256 threads allow
 // 80 registers a thread, which ptxas meets without spills).
-template <class T>
+template <class T, class Sh>
 __global__ void __launch_bounds__(kThreads, 3)
     gdn_prepare_kernel(const T* __restrict__ k, const T* __restrict__ v, const void* g,
                        const void* beta, bool gate_f32, Dims d, float* __restrict__ gam_out,
                        T* __restrict__ W_out, float* __restrict__ U_out, T* __restrict__ Tm_out) {
   extern __shared__ float smem[];
+  const ChunkPos p = chunk_pos<Sh>(d);
   Carve carve{smem};
   PrepareSmem<T> s(carve, d);
-  const ChunkPos p = chunk_pos(d);
   const int n = p.n, L = d.L;
   const int64_t K = d.K, V = d.V, row0 = p.bh * d.T + p.t0, ldk = s.ldk, ldv = s.ldv, ldl = s.ldl;
 
@@ -278,7 +278,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 // warps taking turns at barriers. Rounding as the shared-memory pass and gdn_output_kernel, except
 // that D scales Vn and scale e scales Q S (in f32, then rounded once / not at all) instead of K
 // and Q.
-template <int K, bool kOut>
+template <int K, bool kOut, class Sh>
 __global__ void __launch_bounds__(128)
     gdn_state_fwd_reg_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                              const float* __restrict__ gam, const bf16_t* __restrict__ W,
@@ -290,6 +290,7 @@ __global__ void __launch_bounds__(128)
   constexpr int KS = K / 16;                 // k16 steps over K
   constexpr int LT = int(kGdnMaxChunk) / 8;  // n8 tiles of Vn^T and O^T (chunk rows)
   extern __shared__ float smem[];
+  Sh::fix(d);
   Carve carve{smem};
   StateFwdRegSmem<bf16_t> s(carve, d, kOut);
   const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
@@ -566,10 +567,13 @@ void launch_state_fwd_reg(const bf16_t* q, const bf16_t* k, const void* s0, bool
   const int warps = reg_state_warps(), cols = warps * kRegCols;
   const dim3 grid(unsigned((d.V + cols - 1) / cols), unsigned(d.H), unsigned(d.B));
   const int64_t smem = smem_bytes<StateFwdRegSmem<bf16_t>>(d, kOut);
-  allow_smem(gdn_state_fwd_reg_kernel<K, kOut>);
-  gdn_state_fwd_reg_kernel<K, kOut><<<grid, 32 * warps, smem, stream>>>(
-      q, k, sc.gam, sc.W, sc.U, sc.Vn, s0, state_f32, scale, d, sc.S, s_final, o);
-  AMOR_CUDA_CHECK_LAUNCH();
+  with_shape<bf16_t, K>(d, [&](auto sh) {
+    auto* kernel = gdn_state_fwd_reg_kernel<K, kOut, decltype(sh)>;
+    allow_smem(kernel);
+    kernel<<<grid, 32 * warps, smem, stream>>>(q, k, sc.gam, sc.W, sc.U, sc.Vn, s0, state_f32,
+                                               scale, d, sc.S, s_final, o);
+    AMOR_CUDA_CHECK_LAUNCH();
+  });
 }
 
 // The forward's output fused into the register-state pass: bf16, the default variant, K <= 64
@@ -620,10 +624,13 @@ template <class T>
 void launch_prepare(const T* k, const T* v, const void* g, const void* beta, bool gate_f32,
                     const Dims& d, const Scratch<T>& sc, cudaStream_t stream) {
   const dim3 grid(unsigned(d.NC), unsigned(d.H), unsigned(d.B));
-  allow_smem(gdn_prepare_kernel<T>);
-  gdn_prepare_kernel<T><<<grid, kThreads, smem_bytes<PrepareSmem<T>>(d), stream>>>(
-      k, v, g, beta, gate_f32, d, sc.gam, sc.W, sc.U, sc.Tm);
-  AMOR_CUDA_CHECK_LAUNCH();
+  with_shape<T>(d, [&](auto sh) {
+    auto* kernel = gdn_prepare_kernel<T, decltype(sh)>;
+    allow_smem(kernel);
+    kernel<<<grid, kThreads, smem_bytes<PrepareSmem<T>>(d), stream>>>(k, v, g, beta, gate_f32, d,
+                                                                      sc.gam, sc.W, sc.U, sc.Tm);
+    AMOR_CUDA_CHECK_LAUNCH();
+  });
 }
 
 template <class T>

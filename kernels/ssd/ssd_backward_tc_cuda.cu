@@ -53,7 +53,7 @@ int64_t dbc_spans_smem(const Dims& k) { return dbc_g_offset(k) + tile_bytes(k.P,
 // dx, the partial ddt and dcum, the dD partial of one chunk (see dx_kernel). S: the storage of
 // the chunk states and state gradients, f32 (per-chunk path) or bf16 (the span path, whose dbc
 // kernel adds the <G, S> term instead: states unused).
-template <class S>
+template <class S, class Sh>
 __global__ void __launch_bounds__(kThreads)
     dx_tc_kernel(Dims k, const bf16_t* __restrict__ x, const float* __restrict__ dt,
                  const bf16_t* __restrict__ Bm, const bf16_t* __restrict__ Cm,
@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(kThreads)
                  float* __restrict__ partials) {
   extern __shared__ uint4 smem_raw[];
   __shared__ float red[32];
-  const Chunk ch = chunk_of_block(k);
+  const Chunk ch = chunk_of_block<Sh>(k);
   const int Q = int(k.Q), P = int(k.P), N = int(k.N), L = ch.len;
   const int QP = Q > P ? Q : P;
   const int sN = stride_of(N), sP = stride_of(P), sQ = stride_of(Q);
@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(kThreads)
 // Per-head dB, dC of one chunk ([B,T,H,N], f32 or bf16 as S) and the carried state's dcum term
 // (see dbc_kernel); with bf16 states (S = bf16_t, the span path) also the state passing's
 // dcum_last term exp(cum_last) <G, S_c> (dx_tc_kernel<float> adds it on the per-chunk path).
-template <class S>
+template <class S, class Sh>
 __global__ void __launch_bounds__(kThreads)
     dbc_tc_kernel(Dims k, const bf16_t* __restrict__ x, const float* __restrict__ dt,
                   const bf16_t* __restrict__ Bm, const bf16_t* __restrict__ Cm,
@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(kThreads)
                   S* __restrict__ dBh, S* __restrict__ dCh, float* __restrict__ dcum) {
   extern __shared__ uint4 smem_raw[];
   __shared__ float red[32];
-  const Chunk ch = chunk_of_block(k);
+  const Chunk ch = chunk_of_block<Sh>(k);
   const int Q = int(k.Q), P = int(k.P), N = int(k.N), L = ch.len;
   const int sN = stride_of(N), sP = stride_of(P), sQ = stride_of(Q);
   const int Lp = pad16(L), Pp = pad16(P), Np = pad16(N);
@@ -335,6 +335,7 @@ __global__ void __launch_bounds__(kThreads)
 // dcum_last += exp(cum_last) <G_h, S_h>. Writes partials [B, T, G, nsplit, N] f32.
 constexpr int kHeadsPerSplit = 8;
 
+template <class Sh>
 __global__ void __launch_bounds__(kThreads, 2)
     dbc_heads_tc_kernel(Dims k, const bf16_t* __restrict__ x, const float* __restrict__ dt,
                         const bf16_t* __restrict__ Bm, const bf16_t* __restrict__ Cm,
@@ -344,13 +345,14 @@ __global__ void __launch_bounds__(kThreads, 2)
                         float* __restrict__ dcum) {
   extern __shared__ uint4 smem_raw[];
   __shared__ float red[32];
+  Sh::fix(k);
   const int Q = int(k.Q), P = int(k.P), N = int(k.N);
   const int64_t c = blockIdx.x, b = blockIdx.y / k.G, g = blockIdx.y % k.G, sp = blockIdx.z;
   const int64_t hpg = k.H / k.G, nsplit = (hpg + kHeadsPerSplit - 1) / kHeadsPerSplit;
   const int64_t h0 = g * hpg + sp * kHeadsPerSplit;
   const int64_t h1 = h0 + kHeadsPerSplit < (g + 1) * hpg ? h0 + kHeadsPerSplit : (g + 1) * hpg;
   const int64_t t0 = c * k.Q;
-  const int L = int(k.T - t0 < k.Q ? k.T - t0 : k.Q);
+  const int L = Sh::len(k, t0);
   const int sN = stride_of(N), sP = stride_of(P), sQ = stride_of(Q);
   const int Lp = pad16(L), Pp = pad16(P), Np = pad16(N);
   const int nparts = (Np + 31) / 32;
@@ -500,7 +502,7 @@ void launch_dx_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t*
                   const float* states, const float* grads, bf16_t* dx, float* ddt, float* dcum,
                   float* partials, cudaStream_t s) {
   if (k.nc * k.B * k.H == 0) return;
-  launch_chunks(dx_tc_kernel<float>, k, dx_tc_smem(k), s, k, x, dt, Bm, Cm, D, dy, cum, states,
+  launch_chunks(dx_tc_kernel<float, AnyShape>, k, dx_tc_smem(k), s, k, x, dt, Bm, Cm, D, dy, cum, states,
                 grads, dx, ddt, dcum, partials);
 }
 
@@ -508,7 +510,7 @@ void launch_dbc_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t
                    const bf16_t* Cm, const bf16_t* dy, const float* cum, const float* states,
                    const float* grads, float* dBh, float* dCh, float* dcum, cudaStream_t s) {
   if (k.nc * k.B * k.H == 0) return;
-  launch_chunks(dbc_tc_kernel<float>, k, dbc_tc_smem(k), s, k, x, dt, Bm, Cm, dy, cum, states,
+  launch_chunks(dbc_tc_kernel<float, AnyShape>, k, dbc_tc_smem(k), s, k, x, dt, Bm, Cm, dy, cum, states,
                 grads, dBh, dCh, dcum);
 }
 
@@ -517,16 +519,20 @@ void launch_dx_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t*
                   const bf16_t* grads, bf16_t* dx, float* ddt, float* dcum, float* partials,
                   cudaStream_t s) {
   if (k.nc * k.B * k.H == 0) return;
-  launch_chunks(dx_tc_kernel<bf16_t>, k, dx_spans_smem(k), s, k, x, dt, Bm, Cm, D, dy, cum,
-                static_cast<const bf16_t*>(nullptr), grads, dx, ddt, dcum, partials);
+  with_shape(k, [&](auto sh) {
+    launch_chunks(dx_tc_kernel<bf16_t, decltype(sh)>, k, dx_spans_smem(k), s, k, x, dt, Bm, Cm,
+                  D, dy, cum, static_cast<const bf16_t*>(nullptr), grads, dx, ddt, dcum, partials);
+  });
 }
 
 void launch_dbc_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t* Bm,
                    const bf16_t* Cm, const bf16_t* dy, const float* cum, const bf16_t* states,
                    const bf16_t* grads, bf16_t* dBh, bf16_t* dCh, float* dcum, cudaStream_t s) {
   if (k.nc * k.B * k.H == 0) return;
-  launch_chunks(dbc_tc_kernel<bf16_t>, k, dbc_spans_smem(k), s, k, x, dt, Bm, Cm, dy, cum, states,
-                grads, dBh, dCh, dcum);
+  with_shape(k, [&](auto sh) {
+    launch_chunks(dbc_tc_kernel<bf16_t, decltype(sh)>, k, dbc_spans_smem(k), s, k, x, dt, Bm, Cm,
+                  dy, cum, states, grads, dBh, dCh, dcum);
+  });
 }
 
 int64_t dbc_heads_smem(const Dims& k) {
@@ -549,12 +555,15 @@ void launch_dbc_heads_tc(const Dims& k, const bf16_t* x, const float* dt, const 
                          float* dcum, cudaStream_t s) {
   if (k.nc * k.B * k.G == 0) return;
   const int64_t bytes = dbc_heads_smem(k);
-  AMOR_CUDA_CHECK(cudaFuncSetAttribute(dbc_heads_tc_kernel,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  dbc_heads_tc_kernel<<<dim3(unsigned(k.nc), unsigned(k.B * k.G), unsigned(dbc_heads_splits(k))),
-                        kThreads, size_t(bytes), s>>>(k, x, dt, Bm, Cm, dy, cum, states, grads,
-                                                      dBp, dCp, dcum);
-  AMOR_CUDA_CHECK_LAUNCH();
+  // The full-chunk variant spills (ptxas: 128 bytes at 128 registers); the other does not.
+  with_shape<false>(k, [&](auto sh) {
+    auto* kernel = dbc_heads_tc_kernel<decltype(sh)>;
+    AMOR_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    kernel<<<dim3(unsigned(k.nc), unsigned(k.B * k.G), unsigned(dbc_heads_splits(k))), kThreads,
+             size_t(bytes), s>>>(k, x, dt, Bm, Cm, dy, cum, states, grads, dBp, dCp, dcum);
+    AMOR_CUDA_CHECK_LAUNCH();
+  });
 }
 
 int64_t backward_spans_smem(const Dims& k) {

@@ -139,6 +139,7 @@ __global__ void __launch_bounds__(kThreads)
 // to the x fragments: mac_scaled_rows). The C, B, x tiles and the per-step scalars of chunk
 // q + 1 are loaded (cp.async) into the other of two buffers while chunk q computes; two
 // barriers per chunk.
+template <class Sh>
 __global__ void __launch_bounds__(kThreads, 2)
     scan_spans_tc_kernel(Dims k, int m, const bf16_t* __restrict__ x,
                          const float* __restrict__ dt, const bf16_t* __restrict__ Bm,
@@ -146,6 +147,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                          const float* __restrict__ cum, const float* __restrict__ spans,
                          bf16_t* __restrict__ y) {
   extern __shared__ uint4 smem_raw[];
+  Sh::fix(k);
   const int Q = int(k.Q), P = int(k.P), N = int(k.N), Qp = pad16(Q);
   const int64_t sp = blockIdx.x, bh = blockIdx.y, b = bh / k.H, h = bh % k.H;
   const int64_t g = h / (k.H / k.G), ns = (k.nc + m - 1) / m;
@@ -166,10 +168,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* scal = reinterpret_cast<float*>(smem + 2 * buf + tile_bytes(P, N) + tile_bytes(Q, Q));
   auto cm = [&](int q) { return scal + (q & 1) * 2 * Qp; };
   auto dts = [&](int q) { return scal + (q & 1) * 2 * Qp + Qp; };
-  auto len_of = [&](int q) {
-    const int64_t t0 = (c0 + q) * k.Q;
-    return int(k.T - t0 < k.Q ? k.T - t0 : k.Q);
-  };
+  auto len_of = [&](int q) { return Sh::len(k, (c0 + q) * k.Q); };
   // Chunk q's tiles and per-step scalars (cum and dt, zero past the chunk) into buffer q % 2,
   // one commit group.
   auto issue = [&](int q) {
@@ -323,11 +322,14 @@ void launch_scan_spans_tc(const Dims& k, int m, const bf16_t* x, const float* dt
   const int64_t ns = ceil_div(k.nc, m);
   if (ns * k.B * k.H == 0) return;
   const int64_t bytes = scan_spans_smem(k);
-  AMOR_CUDA_CHECK(cudaFuncSetAttribute(scan_spans_tc_kernel,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  scan_spans_tc_kernel<<<dim3(unsigned(ns), unsigned(k.B * k.H)), kThreads, size_t(bytes), s>>>(
-      k, m, x, dt, Bm, Cm, D, cum, spans, y);
-  AMOR_CUDA_CHECK_LAUNCH();
+  with_shape(k, [&](auto shape) {
+    auto* kernel = scan_spans_tc_kernel<decltype(shape)>;
+    AMOR_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    kernel<<<dim3(unsigned(ns), unsigned(k.B * k.H)), kThreads, size_t(bytes), s>>>(
+        k, m, x, dt, Bm, Cm, D, cum, spans, y);
+    AMOR_CUDA_CHECK_LAUNCH();
+  });
 }
 
 int64_t forward_tc_smem(const Dims& k) {

@@ -159,6 +159,7 @@ struct WarpTile {
   __device__ __forceinline__ void mac(const bf16_t* Am, int lda, const bf16_t* Bm, int ldb, int k0,
                                       int k1) {
     const int lane = int(threadIdx.x) % 32, r = lane % 8, q1 = (lane / 8) & 1, q2 = lane / 16;
+#pragma unroll
     for (int k = k0; k < k1; k += 16) {
       uint32_t a[MT][4], b[NT][4];
 #pragma unroll
@@ -337,6 +338,35 @@ __device__ __forceinline__ uint32_t scale_bf16x2(uint32_t v, float lo, float hi)
   return mma::pack_bf16x2(a * lo, b * hi);
 }
 
+// Rows r < R of a bf16 tile (stride ld, W columns) times w(r), rounded back to bf16 (the rounding
+// of scale_bf16x2), in place, block-wide: 8 columns per 16-byte load where W is a multiple of 8
+// and rows start 16-byte aligned (ld a multiple of 8), else one element at a time. Complete after
+// a barrier. Scaling a staged tile once costs a thread two 16-byte pieces per 64 x 64 chunk; the
+// same scaling applied to every MMA fragment (mac_scaled_rows) was ~80% of a k step's issued
+// instructions (ncu, 2026-12-01).
+template <class Wf>
+__device__ __forceinline__ void scale_rows_bf16(bf16_t* tile, int ld, int R, int W, Wf&& w) {
+  if (W % 8 == 0 && ld % 8 == 0) {
+    const int per = W / 8;
+    for (int e = int(threadIdx.x); e < R * per; e += int(blockDim.x)) {
+      const int r = e / per, c = 8 * (e % per);
+      uint4* at = reinterpret_cast<uint4*>(tile + r * ld + c);
+      const float f = w(r);
+      uint4 v = *at;
+      v.x = scale_bf16x2(v.x, f, f);
+      v.y = scale_bf16x2(v.y, f, f);
+      v.z = scale_bf16x2(v.z, f, f);
+      v.w = scale_bf16x2(v.w, f, f);
+      *at = v;
+    }
+    return;
+  }
+  for (int e = int(threadIdx.x); e < R * W; e += int(blockDim.x)) {
+    const int r = e / W, c = e % W;
+    tile[r * ld + c] = from_f32<bf16_t>(to_f32(tile[r * ld + c]) * w(r));
+  }
+}
+
 // t += sum_{k < K} A(m, k) B(k, n) with A(m, k) = w(k) Am[k][m] (rounded to bf16 as the product
 // of load_rows_bf16's scaling would be) and B(k, n) = Bm[k][n]: WarpTile::mac<true, true> with
 // the rows of Am scaled by w on the way (w(k) finite for every k < K; zero rows give zero).
@@ -345,6 +375,7 @@ __device__ __forceinline__ void mac_scaled_rows(WarpTile<MT, NT>& t, const bf16_
                                                 W&& w, const bf16_t* Bm, int ldb, int K) {
   const int lane = int(threadIdx.x) % 32, r = lane % 8, q1 = (lane / 8) & 1, q2 = lane / 16;
   const int tq = lane % 4;
+#pragma unroll
   for (int k = 0; k < K; k += 16) {
     // a[0], a[1] hold k + 2 tq, k + 2 tq + 1; a[2], a[3] the same + 8 (mma.cuh's A layout).
     const float w0 = w(k + 2 * tq), w1 = w(k + 2 * tq + 1);
@@ -393,6 +424,7 @@ __device__ __forceinline__ void mac_scaled_a(WarpTile<MT, NT>& t, const bf16_t* 
     wr[i][0] = t.m0 + 16 * i < t.M ? w(t.m0 + 16 * i + g) : 0.0f;
     wr[i][1] = t.m0 + 16 * i < t.M ? w(t.m0 + 16 * i + g + 8) : 0.0f;
   }
+#pragma unroll
   for (int k = k0; k < k1; k += 16) {
     uint32_t a[MT][4], b[NT][4];
 #pragma unroll

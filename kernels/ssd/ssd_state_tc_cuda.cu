@@ -11,9 +11,10 @@
 // span_states (one block per (span, b, h), 256 threads): per chunk of the span in order (reverse:
 // last to first), optionally write the carried state as bf16 (the state entering chunk c forward,
 // G_{c+1} in reverse), then state <- d_c state + sum_i wt_i u_i v_i^T (mma m16n8k16, K = the
-// chunk's steps, A = (wt u)^T: the bf16 u times wt rounded back to bf16, in the fragments, as the
-// per-chunk kernels round their scaled tile). Started from zero it gives the span's own contribution (R of a span); started from the
-// state entering the span it materialises every chunk's state.
+// chunk's steps, A = (wt u)^T: the staged bf16 u tile scaled by wt in place and rounded back to
+// bf16, as the per-chunk kernels round their scaled tile). Started from zero it gives the span's
+// own contribution (R of a span); started from the state entering the span it materialises every
+// chunk's state.
 // span_passing: the sequential pass over spans (one thread per (b, h, p, n), as
 // ssd_forward_cuda.cu's state passing over chunks), in place: slot s <- the state entering span s
 // (reverse: the gradient of span s's end state); the decay of a span is exp(sum of its d_c's logs).
@@ -43,12 +44,13 @@ using tc::WarpTile;
 // null; out_chunks [B,H,nc,P,N] bf16 or null. A chunk's product is short (K = Q), so one chunk of
 // copies in flight would leave the block waiting on memory: S stages of buffers (u and v tiles,
 // the chunk's cum and dt), with the copies of chunks q + 1 .. q + S - 1 in flight (cp.async, one
-// commit group per chunk, empty past the span) while chunk q's product runs. The weights
-// are applied to the u fragments (mac_scaled_rows), computed there from the staged cum and dt
-// (exps as ex2.approx, relative error ~2^-22, below the bf16 rounding of the products).
+// commit group per chunk, empty past the span) while chunk q's product runs. The weights are
+// applied to the staged u tile once (scale_rows_bf16; one more barrier per chunk), computed from
+// the staged cum and dt (exps as ex2.approx, relative error ~2^-22, below the bf16 rounding of
+// the products).
 constexpr int kMaxSpanLen = 64;  // ssd_set_span_len's cap
 
-template <int S>
+template <int S, class Sh>
 __global__ void __launch_bounds__(kThreads, 2)
     span_states_tc_kernel(Dims k, int m, const bf16_t* __restrict__ u,
                           const bf16_t* __restrict__ v, const float* __restrict__ dt,
@@ -57,6 +59,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                           bf16_t* __restrict__ out_chunks) {
   extern __shared__ uint4 smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>(smem_raw);
+  Sh::fix(k);
   const int Q = int(k.Q), P = int(k.P), N = int(k.N), Qp = pad16(Q);
   const int64_t sp = blockIdx.x, bh = blockIdx.y, b = bh / k.H, h = bh % k.H;
   const int64_t g = h / (k.H / k.G), ns = (k.nc + m - 1) / m;
@@ -73,7 +76,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   };
   auto dts = [&](int at) { return cms(at) + Qp; };
   auto chunk_of = [&](int q) { return reverse ? c1 - 1 - q : c0 + q; };
-  auto len_of = [&](int64_t c) { return int(k.T - c * k.Q < k.Q ? k.T - c * k.Q : k.Q); };
+  auto len_of = [&](int64_t c) { return Sh::len(k, c * k.Q); };
   // Chunk q's tiles and per-step scalars (zero past the chunk) into stage q % S; one commit
   // group, empty for q >= n.
   auto issue = [&](int q) {
@@ -103,22 +106,23 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int at = q % S;
     const int64_t c = chunk_of(q);
     const int L = len_of(c);
+    const float* cm = cms(at);
+    const float* dtq = dts(at);
+    const float cl = cm[L - 1] * kLog2e;
+    // u_i <- w_i u_i in the stage, w_i = exp(cum_last - cum_i) dt_i (to_end) or exp(cum_i); the
+    // rows past the chunk are zero already.
+    tc::scale_rows_bf16(us(at), su, L, P, [&](int i) {
+      return to_end ? mma::exp2_approx(cl - cm[i] * kLog2e) * dtq[i]
+                    : mma::exp2_approx(cm[i] * kLog2e);
+    });
+    __syncthreads();  // the scaled u is in
     if (live) {
       if (out_chunks) {
         tc::state_store_bf16(st, out_chunks + (bh * k.nc + c) * int64_t(P) * N, N, P, N);
       }
-      const float* cm = cms(at);
-      const float* dtq = dts(at);
-      const float cl = cm[L - 1] * kLog2e;
       const float d = mma::exp2_approx(cl);
       st.each([&](int, int, float& val) { val *= d; });
-      // w_i = exp(cum_last - cum_i) dt_i (to_end) or exp(cum_i), zero past the chunk.
-      auto w = [&](int i) {
-        if (i >= L) return 0.0f;
-        return to_end ? mma::exp2_approx(cl - cm[i] * kLog2e) * dtq[i]
-                      : mma::exp2_approx(cm[i] * kLog2e);
-      };
-      tc::mac_scaled_rows(st, us(at), su, w, vs(at), sv, pad16(L));
+      st.mac<true, true>(us(at), su, vs(at), sv, 0, pad16(L));  // A(p, i) = u_i[p], B(i, n) = v_i[n]
     }
   }
   if (live && out_spans) tc::state_store(st, out_spans + span_at, P, N);
@@ -237,11 +241,14 @@ void launch_span_states_tc(const Dims& k, int m, const bf16_t* u, const bf16_t* 
         k, m, u, v, dt, cum, to_end, reverse, init, out_spans, out_chunks);
     AMOR_CUDA_CHECK_LAUNCH();
   };
-  switch (span_stages(k)) {
-    case 4: run(span_states_tc_kernel<4>); break;
-    case 3: run(span_states_tc_kernel<3>); break;
-    default: run(span_states_tc_kernel<2>); break;
-  }
+  with_shape(k, [&](auto sh) {
+    using Sh = decltype(sh);
+    switch (span_stages(k)) {
+      case 4: run(span_states_tc_kernel<4, Sh>); break;
+      case 3: run(span_states_tc_kernel<3, Sh>); break;
+      default: run(span_states_tc_kernel<2, Sh>); break;
+    }
+  });
 }
 
 void launch_span_passing(const Dims& k, int m, const float* cum, const float* first,

@@ -25,6 +25,47 @@ inline Dims dims_of(const SsdDims& d) {
   return k;
 }
 
+// Compile-time shapes. A kernel instantiated with Shape<Q, P, N, full> (sizes > 0) overwrites its
+// Dims with them on entry, so the compiler folds every size, stride, offset and trip count that
+// derives from them and unrolls the loops over them; Shape<0, 0, 0, false> keeps the runtime
+// values (any shape). full: every chunk has Q steps (T % Q == 0), so a chunk's length is a
+// constant too. Why: ncu on the H200 (RESULTS.md, 2026-12-01 session 2) found the runtime-shape
+// tensor-core kernels issue-bound, with 25-60 instructions issued per MMA, most of them integer
+// address and loop arithmetic.
+template <int kQ, int kP, int kN, bool kFull>
+struct Shape {
+  static constexpr bool full = kFull;
+  __device__ __forceinline__ static void fix(Dims& k) {
+    if constexpr (kQ > 0) k.Q = kQ;
+    if constexpr (kP > 0) k.P = kP;
+    if constexpr (kN > 0) k.N = kN;
+  }
+  // Steps of the chunk starting at t0.
+  __device__ __forceinline__ static int len(const Dims& k, int64_t t0) {
+    if constexpr (kFull) return int(k.Q);
+    return int(k.T - t0 < k.Q ? k.T - t0 : k.Q);
+  }
+};
+using AnyShape = Shape<0, 0, 0, false>;
+
+// Calls launch(Shape<...>{}) with the compile-time shape of the 1.5B presets (Q 64, P 64, N 128;
+// full chunks or not) where k has it, else with AnyShape. kUseFull false: never the full-chunk
+// variant (for a kernel where the constant length costs more registers than it saves: ptxas -v).
+template <bool kUseFull = true, class F>
+void with_shape(const Dims& k, F&& launch) {
+  if (k.Q == 64 && k.P == 64 && k.N == 128) {
+    if constexpr (kUseFull) {
+      if (k.T % 64 == 0) {
+        launch(Shape<64, 64, 128, true>{});
+        return;
+      }
+    }
+    launch(Shape<64, 64, 128, false>{});
+    return;
+  }
+  launch(AnyShape{});
+}
+
 // The chunk of one block: grid (chunks, batch * heads).
 struct Chunk {
   int64_t b, h, g, c, t0;
@@ -42,6 +83,15 @@ __device__ __forceinline__ Chunk chunk_of_block(const Dims& k) {
   ch.t0 = ch.c * k.Q;
   const int64_t rest = k.T - ch.t0;
   ch.len = int(rest < k.Q ? rest : k.Q);
+  return ch;
+}
+
+// chunk_of_block for a kernel instantiated with the shape Sh (fixes k first).
+template <class Sh>
+__device__ __forceinline__ Chunk chunk_of_block(Dims& k) {
+  Sh::fix(k);
+  Chunk ch = chunk_of_block(static_cast<const Dims&>(k));
+  if constexpr (Sh::full) ch.len = int(k.Q);
   return ch;
 }
 

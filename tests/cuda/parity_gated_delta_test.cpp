@@ -133,7 +133,8 @@ void check_step(int64_t B, int64_t H, int64_t K, int64_t V, int steps, uint64_t 
 }
 
 // The training shape of the 1.5B GDN preset (d 2048: H = 0.75 d / 64 = 24 heads, K 64, V 128),
-// partial last chunks, T = 1, long T, odd dims (V not a multiple of the 32-column tiles), chunk 0.
+// partial last chunks, T = 1, long T, odd dims (V not a multiple of the 32-column tiles), chunk 0,
+// and fla's other benchmark shape K 128, V 256 (bf16) with full and partial chunks.
 TEST(CudaParity, GatedDelta) {
   AMOR_REQUIRE_GPU();
   const GdnCase cases[] = {
@@ -144,6 +145,8 @@ TEST(CudaParity, GatedDelta) {
       {1, 8192, 24, 64, 128, 64, false, true, false, 64},
       {1, 77, 5, 48, 80, 32, true, true, true, 32},
       {2, 130, 3, 64, 128, 64, false, false, false, 0},
+      {2, 256, 2, 128, 256, 64, true, true, false, 64, true},
+      {1, 200, 2, 128, 256, 64, false, true, true, 64, true},
   };
   uint64_t seed = 7000;
   for (const GdnCase& c : cases) check_case(c, seed += 100, true);
@@ -159,7 +162,9 @@ TEST(CudaParity, GatedDeltaStep) {
 // Small shapes for the emulator (tests/cuda/emu): several chunks with a partial last one, V tiles
 // with a partial last one, T = 1, with and without states, bf16 gates and states, the preset's
 // K = 64, V = 128 with chunk_size 0 (run as chunks of 64) and with both states, bf16 gates and a
-// partial fourth chunk (every tensor-core tile shape of the preset), K = 128 in bf16 (the
+// partial fourth chunk (every tensor-core tile shape of the preset), the same with full chunks
+// only (T 128) and K 128, V 256 in one chunk (the kernels compiled for the presets' shapes,
+// gated_delta_cuda_common.cuh's Shape), K = 128 in bf16 (the
 // register-state passes' largest state, V = 32: warps of a block past V; f32 tiles of K = 128 do
 // not fit the shared memory). The last two take the
 // kernels' fallbacks: K, V not multiples of 8 (element-wise tile copies instead of 16-byte
@@ -174,7 +179,9 @@ TEST(CudaParity, GatedDeltaSmall) {
       {1, 77, 2, 48, 80, 32, true, true, true, 32},
       {1, 130, 1, 64, 128, 64, false, false, false, 0},
       {1, 200, 1, 64, 128, 64, true, true, true, 64},
+      {1, 128, 1, 64, 128, 64, true, true, false, 64},
       {1, 70, 1, 128, 32, 64, true, true, true, 64, true},
+      {1, 64, 1, 128, 256, 64, true, false, false, 64, true},
       {1, 50, 2, 12, 36, 16, true, true, true, 16},
       {2, 29, 1, 7, 9, 13, true, true, false, 13},
   };

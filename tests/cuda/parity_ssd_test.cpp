@@ -128,10 +128,12 @@ TEST(CudaParity, SsdSmallShortSequences) {
   check_scan({1, 50, 2, 6, 1, 10, 7, true, false}, 7400);
 }
 
-// The realistic head sizes (P = 64, N = 128) over two chunks.
+// The realistic head sizes (P = 64, N = 128) over two chunks: the kernels compiled for that shape
+// (ssd_tile.cuh's Shape), with a short last chunk (T 70) and with full chunks only (T 128).
 TEST(CudaParity, SsdSmallRealisticHead) {
   AMOR_REQUIRE_GPU();
   check_scan({1, 70, 2, 64, 1, 128, 64, true, true}, 7500);
+  check_scan({1, 128, 2, 64, 1, 128, 64, true, true}, 7510);
 }
 
 // Chunks of 128 and 96 (several warp tiles per warp in the bf16 kernels), head sizes that are not
