@@ -96,19 +96,19 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int i = idx / w, c = idx % w;
       dS_out[(bh * d.NC + ch) * KV + i * V + c0 + c] = from_f32<T>(s.dS[i * kVs + c]);
     }
-    const float glast = gm[n - 1], elast = expf(glast);
+    const float glast = gm[n - 1], elast = exp_t<T>(glast);
     // The operands' scalings, one pass each (a warp per row) instead of a multiply per fragment
     // element, placed where the tiles are free: K~ = diag(dec) K (a new tile: k is read by P
     // below) and -W (in place) now, Q~ = scale diag(e) Q (in place) once P no longer reads q.
     for (int r = warp; r < n; r += nwarps) {
-      const float dec = expf(glast - gm[r]);
+      const float dec = exp_t<T>(glast - gm[r]);
       for (int i = lane; i < K; i += 32) {
         s.kd[r * ldk + i] = from_f32<T>(dec * to_f32(kt[r * ldk + i]));
         Wt[r * ldk + i] = from_f32<T>(-to_f32(Wt[r * ldk + i]));
       }
     }
     block_mm_t<T>(n, n, int(K), RowA<T>{qt, ldk}, ColB<T>{kt, ldk}, [&](int r, int j, float qk) {
-      s.P[r * ldp + j] = from_f32<T>(j <= r ? scale * qk * expf(gm[r] - gm[j]) : 0.0f);
+      s.P[r * ldp + j] = from_f32<T>(j <= r ? scale * qk * exp_t<T>(gm[r] - gm[j]) : 0.0f);
     });
     __syncthreads();
     // dVn_j = sum_{r>=j} P_rj dO_r + D_{n-1,j} dS^T k_j
@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                         store2(dVn_out, (row0 + j) * V + c0 + c, x0, x1);
                       }});
     for (int r = warp; r < n; r += nwarps) {
-      const float se = scale * expf(gm[r]);
+      const float se = scale * exp_t<T>(gm[r]);
       for (int i = lane; i < K; i += 32)
         qt[r * ldk + i] = from_f32<T>(se * to_f32(qt[r * ldk + i]));
     }
@@ -223,10 +223,10 @@ __global__ void __launch_bounds__(128)
     block_mma<Tri::kFull>(np, np, K, RowA<bf16_t>{qt, ld}, ColB<bf16_t>{kt, ld},
                           [&](int r, int j, float qk) {
                             s.P[r * ldp + j] = from_f32<bf16_t>(
-                                j <= r && r < n ? scale * qk * expf(gm[r] - gm[j]) : 0.0f);
+                                j <= r && r < n ? scale * qk * exp_t<bf16_t>(gm[r] - gm[j]) : 0.0f);
                           });
     for (int r = warp; r < np; r += warps) {
-      const float se = r < n ? scale * expf(gm[r]) : 0.0f;
+      const float se = r < n ? scale * exp_t<bf16_t>(gm[r]) : 0.0f;
       for (int i = lane; i < K; i += 32)
         s.qs[r * ld + i] = from_f32<bf16_t>(se * to_f32(qt[r * ld + i]));
     }
@@ -252,7 +252,7 @@ __global__ void __launch_bounds__(128)
     for (int kr = 0; kr < LT / 2; ++kr)
       if (16 * kr < np) ColA<bf16_t>{dOt, ldo}.frag_a(0, 16 * kr, lane, oa[kr]);
     // dVn^T = (dS^T K^T) diag(D_{n-1,.}) + dO^T P, 16 chunk rows (two n8 tiles) at a time.
-    const float glast = gm[n - 1], elast = expf(glast);
+    const float glast = gm[n - 1], elast = exp_t<bf16_t>(glast);
     float dv[LT][4];
 #pragma unroll
     for (int jp = 0; jp < LT / 2; ++jp) {
@@ -269,8 +269,8 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int j0 = 16 * jp + 2 * t + e % 2, j1 = j0 + 8;
-        dv[2 * jp][e] *= j0 < n ? expf(glast - gm[j0]) : 0.0f;
-        dv[2 * jp + 1][e] *= j1 < n ? expf(glast - gm[j1]) : 0.0f;
+        dv[2 * jp][e] *= j0 < n ? exp_t<bf16_t>(glast - gm[j0]) : 0.0f;
+        dv[2 * jp + 1][e] *= j1 < n ? exp_t<bf16_t>(glast - gm[j1]) : 0.0f;
       }
 #pragma unroll
       for (int kr = jp; kr < LT / 2; ++kr) {
@@ -359,7 +359,7 @@ __device__ __forceinline__ void bwd_qk_finish(const Smem& s, const ChunkPos& p, 
   const int64_t ldk = s.ldk, ldl = s.ldl, ldw = s.ldw;
   // P_rj = scale (q_r.k_j) D_rj; keep dP_rj P_rj in P and dP_rj D_rj in dP (j <= r, else 0).
   block_mm_t<T>(n, n, int(K), RowA<T>{s.q, ldk}, ColB<T>{s.k, ldk}, [&](int r, int j, float qk) {
-    const float D = j <= r ? expf(s.gam[r] - s.gam[j]) : 0.0f, dp = s.dP[r * ldl + j];
+    const float D = j <= r ? exp_t<T>(s.gam[r] - s.gam[j]) : 0.0f, dp = s.dP[r * ldl + j];
     s.P[r * ldl + j] = dp * scale * qk * D;
     s.dP[r * ldl + j] = dp * D;
   });
@@ -369,10 +369,10 @@ __device__ __forceinline__ void bwd_qk_finish(const Smem& s, const ChunkPos& p, 
   block_mm_t<T, Tri::kLower>(n, int(K), n, RowA<float>{s.dP, ldl}, RowB<T>{s.k, ldk},
                              Epi{[&](int r, int i, float x) {
                                    dq[((p.b * d.T + p.t0 + r) * d.H + p.h) * K + i] = from_f32<T>(
-                                       scale * (expf(s.gam[r]) * s.dqS[r * ldw + i] + x));
+                                       scale * (exp_t<T>(s.gam[r]) * s.dqS[r * ldw + i] + x));
                                  },
                                  [&](int r, int i, float x0, float x1) {
-                                   const float e = expf(s.gam[r]);
+                                   const float e = exp_t<T>(s.gam[r]);
                                    store2(dq, ((p.b * d.T + p.t0 + r) * d.H + p.h) * K + i,
                                           scale * (e * s.dqS[r * ldw + i] + x0),
                                           scale * (e * s.dqS[r * ldw + i + 1] + x1));
@@ -381,11 +381,11 @@ __device__ __forceinline__ void bwd_qk_finish(const Smem& s, const ChunkPos& p, 
   block_mm_t<T, Tri::kUpper>(
       n, int(K), n, ColA<float>{s.dP, ldl}, RowB<T>{s.q, ldk},
       Epi{[&](int j, int i, float x) {
-            dk_part[(row0 + j) * K + i] = scale * x + expf(glast - s.gam[j]) * s.dKh[j * ldw + i];
+            dk_part[(row0 + j) * K + i] = scale * x + exp_t<T>(glast - s.gam[j]) * s.dKh[j * ldw + i];
             dW_out[(row0 + j) * K + i] = from_f32<T>(s.dW[j * ldw + i]);
           },
           [&](int j, int i, float x0, float x1) {
-            const float D = expf(glast - s.gam[j]);
+            const float D = exp_t<T>(glast - s.gam[j]);
             const float* kh = s.dKh + j * ldw + i;
             store2(dk_part, (row0 + j) * K + i, scale * x0 + D * kh[0], scale * x1 + D * kh[1]);
             store2(dW_out, (row0 + j) * K + i, s.dW[j * ldw + i], s.dW[j * ldw + i + 1]);
@@ -406,8 +406,8 @@ __device__ __forceinline__ void bwd_qk_finish(const Smem& s, const ChunkPos& p, 
       qd = warp_sum(qd);
       ps = warp_sum(ps);
       if (lane == 0) {
-        s.x[r] = expf(glast - s.gam[r]) * kd;
-        s.rp[r] = scale * expf(s.gam[r]) * qd + ps;
+        s.x[r] = exp_t<T>(glast - s.gam[r]) * kd;
+        s.rp[r] = scale * exp_t<T>(s.gam[r]) * qd + ps;
       }
     }
   }
@@ -419,7 +419,7 @@ __device__ __forceinline__ void bwd_qk_finish(const Smem& s, const ChunkPos& p, 
     float a = s.rp[r] - s.x[r];
     for (int j = 0; j < n; ++j) a -= s.P[j * ldl + r];
     if (r == n - 1) {
-      a += expf(glast) * sd;
+      a += exp_t<T>(glast) * sd;
       for (int j = 0; j < n; ++j) a += s.x[j];
     }
     dgam_part[row0 + r] = a;
@@ -676,7 +676,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   __syncthreads();
   // dTm_rj = beta_j e_j (dW_r . k_j) for j <= r; the V part joins tile by tile below.
   block_mm_t<T>(n, n, int(K), RowA<T>{s.dW, ldk}, ColB<T>{s.k, ldk}, [&](int r, int j, float x) {
-    s.dTm[r * ldl + j] = j <= r ? s.beta[j] * expf(s.gam[j]) * x : 0.0f;
+    s.dTm[r * ldl + j] = j <= r ? s.beta[j] * exp_t<T>(s.gam[j]) * x : 0.0f;
   });
   // dbeta_j's V part, v_j . y_j: lane c of the warp of row j (rows j = warp + 8 q) keeps column c's
   // products of every V tile in vy[q]; one warp sum per row after the loop.
@@ -743,7 +743,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int i = lane; i < K; i += 32) kz += to_f32(s.k[j * ldk + i]) * s.z[j * ldz + i];
       kz = warp_sum(kz);
       if (lane == 0) {
-        const float wj = expf(s.gam[j]) * kz;
+        const float wj = exp_t<T>(s.gam[j]) * kz;
         s.dbeta[j] += wj;
         s.dgam[j] += s.beta[j] * wj;
       }
@@ -769,7 +769,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int j = lane; j < n; j += 32) {
         float t = 0.0f;
         if (j < r) {
-          const float D = expf(s.gam[r] - s.gam[j]), dA = s.dTm[r * ldl + j];
+          const float D = exp_t<T>(s.gam[r] - s.gam[j]), dA = s.dTm[r * ldl + j];
           t = s.M[r * ldl + j] * (dA * D);
           s.dTm[r * ldl + j] = dA * s.beta[r] * D;
         }
@@ -796,10 +796,10 @@ __global__ void __launch_bounds__(kThreads, 2)
       RowB<T>{s.k, ldk},
       Epi{[&](int r, int i, float x) {
             dk[tok(r) * K + i] = from_f32<T>(dk_part[(row0 + r) * K + i] +
-                                             s.beta[r] * expf(s.gam[r]) * s.z[r * ldz + i] + x);
+                                             s.beta[r] * exp_t<T>(s.gam[r]) * s.z[r * ldz + i] + x);
           },
           [&](int r, int i, float x0, float x1) {
-            const float be = s.beta[r] * expf(s.gam[r]);
+            const float be = s.beta[r] * exp_t<T>(s.gam[r]);
             const float* part = dk_part + (row0 + r) * K + i;
             store2(dk, tok(r) * K + i, part[0] + be * s.z[r * ldz + i] + x0,
                    part[1] + be * s.z[r * ldz + i + 1] + x1);

@@ -158,6 +158,27 @@ void with_shape(const Dims& d, F&& launch) {
   launch(AnyShape{});
 }
 
+// exp(x) for a kernel of storage type T: expf for f32 (the exact path), one ex2.approx for bf16
+// (relative error ~2^-22, far below the bf16 rounding of every product it scales; expf's range
+// reduction was 5-15% of the bf16 kernels' issued instructions, ncu 2026-12-01).
+template <class T>
+__device__ __forceinline__ float exp_t(float x) {
+  if constexpr (sizeof(T) == 2) {
+    return mma::exp2_approx(x * 1.4426950408889634f);
+  } else {
+    return expf(x);
+  }
+}
+
+// Two bf16 (a packed pair) times f, each rounded back to bf16 (as from_f32(f * to_f32(x))).
+__device__ __forceinline__ uint32_t scale_bf16x2(uint32_t v, float f) {
+  const uint32_t ul = v << 16, uh = v & 0xffff0000u;
+  float a, b;
+  memcpy(&a, &ul, 4);
+  memcpy(&b, &uh, 4);
+  return mma::pack_bf16x2(a * f, b * f);
+}
+
 // Element i of a tensor stored as f32 (is_f32) or bf16.
 __device__ __forceinline__ float load_any(const void* p, int64_t i, bool is_f32) {
   return is_f32 ? static_cast<const float*>(p)[i] : to_f32(static_cast<const bf16_t*>(p)[i]);
@@ -520,7 +541,8 @@ inline constexpr int kRegStateK[] = {32, 48, 64, 128};
 // Which passes run (AMOR_GDN_VARIANT, read once): "tile" the shared-memory state passes (32
 // columns of V per block of 8 warps, every shape) and the separate output kernel; "reg" the
 // register state passes where they apply, output kernel separate; anything else (default) as
-// "reg", with the forward's output computed inside its register state pass (K <= 64). Warps per
+// "reg", with the forward's output computed inside its register state pass (K <= 64, and one
+// block of the pass per SM or more: fused_output_ok). Warps per
 // block of the register passes: AMOR_GDN_STATE_WARPS (1, 2 or 4, default 4; fewer give more,
 // smaller blocks, and reload the shared tiles more often).
 enum class Variant { kTile, kReg, kFused };

@@ -67,6 +67,9 @@ __device__ __forceinline__ void ut_inverse(const float* A, float* Tm, float* X, 
       Tm[r * L + j] = -acc;
     }
   }
+  // Unrolled: with a compile-time chunk (Shape) r0 is a constant in each copy, so the index
+  // divisions below are by constants (a runtime division was ~6% of prepare's instructions).
+#pragma unroll
   for (int bi = 1; bi < nb; ++bi) {
     const int r0 = bi * kB, rows = n - r0 < kB ? n - r0 : kB;
     __syncthreads();  // block rows above (and the diagonal blocks) final; X no longer read
@@ -121,16 +124,30 @@ __global__ void __launch_bounds__(kThreads, 3)
     gam_out[row0 + r] = acc;
   }
   __syncthreads();
-  for (int r = threadIdx.x; r < n; r += blockDim.x) s.be[r] = s.beta[r] * expf(s.gam[r]);
+  for (int r = threadIdx.x; r < n; r += blockDim.x) s.be[r] = s.beta[r] * exp_t<T>(s.gam[r]);
   // A_rj = beta_r (k_r . k_j) D_rj, strictly lower.
   block_mm_t<T>(n, n, int(K), RowA<T>{s.k, ldk}, ColB<T>{s.k, ldk}, [&](int r, int j, float kk) {
-    s.A[r * ldl + j] = j < r ? s.beta[r] * kk * expf(s.gam[r] - s.gam[j]) : 0.0f;
+    s.A[r * ldl + j] = j < r ? s.beta[r] * kk * exp_t<T>(s.gam[r] - s.gam[j]) : 0.0f;
   });
   __syncthreads();
   // K~ = diag(beta e) K and V~ = diag(beta) V in place (k and v are not read as themselves any
   // more): the B operands of W and U without a multiply per fragment element (for bf16 the same
   // rounding as on the fly). Independent of the solve, which only touches A, Tm and X.
-  {
+  if (sizeof(T) == 2 && K % 8 == 0 && V % 8 == 0 && ldk % 8 == 0 && ldv % 8 == 0) {
+    // bf16: 8 elements per 16-byte shared load and store (the same rounding as one at a time).
+    const int pk = int(K) / 8, per = pk + int(V) / 8;
+    for (int e = int(threadIdx.x); e < n * per; e += int(blockDim.x)) {
+      const int r = e / per, q = e % per;
+      T* at = q < pk ? s.k + r * ldk + 8 * q : s.v + r * ldv + 8 * (q - pk);
+      const float f = q < pk ? s.be[r] : s.beta[r];
+      uint4 x = *reinterpret_cast<const uint4*>(at);
+      x.x = scale_bf16x2(x.x, f);
+      x.y = scale_bf16x2(x.y, f);
+      x.z = scale_bf16x2(x.z, f);
+      x.w = scale_bf16x2(x.w, f);
+      *reinterpret_cast<uint4*>(at) = x;
+    }
+  } else {
     const int lane = int(threadIdx.x) % 32, nw = int(blockDim.x) / 32;
     for (int r = int(threadIdx.x) / 32; r < n; r += nw) {
       for (int i = lane; i < K; i += 32)
@@ -210,11 +227,11 @@ __global__ void __launch_bounds__(kThreads, 3)
       const int i = idx / w, c = idx % w;
       S_out[(bh * d.NC + ch) * KV + i * V + c0 + c] = from_f32<T>(s.S[i * kVs + c]);
     }
-    const float glast = gm[n - 1], elast = expf(glast);
+    const float glast = gm[n - 1], elast = exp_t<T>(glast);
     // K~ = diag(D_{n-1,.}) K in place (k is read only by the state update): one pass (a warp per
     // row) instead of a multiply per fragment element; for bf16 the same rounding as on the fly.
     for (int r = warp; r < n; r += nwarps) {
-      const float dec = expf(glast - gm[r]);
+      const float dec = exp_t<T>(glast - gm[r]);
       for (int i = lane; i < K; i += 32)
         kt[r * ldk + i] = from_f32<T>(dec * to_f32(kt[r * ldk + i]));
     }
@@ -349,7 +366,7 @@ __global__ void __launch_bounds__(128)
       block_mma<Tri::kFull>(np, np, K, RowA<bf16_t>{pick(s.q, buf), ld}, ColB<bf16_t>{kt, ld},
                             [&](int r, int j, float qk) {
                               s.P[r * ldp + j] = from_f32<bf16_t>(
-                                  j <= r && r < n ? scale * qk * expf(gm[r] - gm[j]) : 0.0f);
+                                  j <= r && r < n ? scale * qk * exp_t<bf16_t>(gm[r] - gm[j]) : 0.0f);
                             });
       __syncthreads();
     }
@@ -406,14 +423,14 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r0 = 16 * jp + 2 * t + e % 2, r1 = r0 + 8;
-          ot[2 * jp][e] *= -scale * expf(gm[r0]);
-          ot[2 * jp + 1][e] *= -scale * expf(gm[r1]);
+          ot[2 * jp][e] *= -scale * exp_t<bf16_t>(gm[r0]);
+          ot[2 * jp + 1][e] *= -scale * exp_t<bf16_t>(gm[r1]);
         }
       }
     }
     // Vn in bf16: A fragments of Vn^T (for the output) and, without kOut, to the scratch (rows
     // < n); then A = Vn^T diag(D_{n-1,.}) for the state update.
-    const float glast = gm[n - 1], elast = expf(glast);
+    const float glast = gm[n - 1], elast = exp_t<bf16_t>(glast);
     uint32_t va[LT / 2][4], vb[kOut ? LT / 2 : 1][4];
 #pragma unroll
     for (int kr = 0; kr < LT / 2; ++kr) {
@@ -438,7 +455,7 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int q4 = 0; q4 < 4; ++q4) {
         const int r = 16 * kr + 8 * (q4 / 2) + 2 * t + q4 % 2;
-        dec[q4] = r < n ? expf(glast - gm[r]) : 0.0f;
+        dec[q4] = r < n ? exp_t<bf16_t>(glast - gm[r]) : 0.0f;
       }
       va[kr][0] = mma::pack_bf16x2(vn[2 * kr][0] * dec[0], vn[2 * kr][1] * dec[1]);
       va[kr][1] = mma::pack_bf16x2(vn[2 * kr][2] * dec[0], vn[2 * kr][3] * dec[1]);
@@ -523,12 +540,12 @@ __global__ void __launch_bounds__(kThreads, 3)
   tile_commit();
   for (int r = threadIdx.x; r < n; r += blockDim.x) {
     s.gam[r] = gam[row0 + r];
-    s.qe[r] = scale * expf(gam[row0 + r]);
+    s.qe[r] = scale * exp_t<T>(gam[row0 + r]);
   }
   tile_wait<1>();  // q and k (the first V tile may still be in flight)
   __syncthreads();
   block_mm_t<T>(n, n, int(K), RowA<T>{s.q, ldk}, ColB<T>{s.k, ldk}, [&](int r, int j, float qk) {
-    s.P[r * ldp + j] = from_f32<T>(j <= r ? scale * qk * expf(s.gam[r] - s.gam[j]) : 0.0f);
+    s.P[r * ldp + j] = from_f32<T>(j <= r ? scale * qk * exp_t<T>(s.gam[r] - s.gam[j]) : 0.0f);
   });
   for (int64_t c0 = 0, it = 0; c0 < V; c0 += kVt, ++it) {
     const int w = int(V - c0 < kVt ? V - c0 : kVt), buf = int(it & 1);
@@ -577,11 +594,17 @@ void launch_state_fwd_reg(const bf16_t* q, const bf16_t* k, const void* s0, bool
 }
 
 // The forward's output fused into the register-state pass: bf16, the default variant, K <= 64
-// (the fused pass's registers: with K = 128 it would spill).
+// (the fused pass's registers: with K = 128 it would spill), and at least one block of the pass
+// per multiprocessor. With fewer (few sequences, long T) the pass runs one block per SM at most,
+// its chain of chunks is the whole forward, and the output's products are better taken out of
+// it into the parallel output kernel: H200, H24 K64 V128 (bench-gdn, 2026-12-01 session 2),
+// fused / separate 898 / 925 us at B8 T2K (384 blocks), 906 / 989 at B4 T4K (192), 1273 / 1096
+// at B2 T8K (96), 2168 / 1470 at B1 T16K (48).
 template <class T>
 bool fused_output_ok(const Dims& d, const void* q, const void* k) {
+  const int64_t blocks = d.B * d.H * ceil_div(d.V, int64_t(reg_state_warps()) * kRegCols);
   return reg_state_ok<T>(d, k) && variant() == Variant::kFused && d.K <= 64 &&
-         reinterpret_cast<uintptr_t>(q) % 16 == 0;
+         reinterpret_cast<uintptr_t>(q) % 16 == 0 && blocks >= num_sms();
 }
 
 template <class T>

@@ -226,6 +226,18 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
       }
     });
+    // The state update's row weights w_i = exp(cum_last - cum_i) dt_i (zero past the chunk), one
+    // exp per row instead of one per fragment and k step, kept as a float in row i's padding of
+    // the x tile: columns pad16(P) .. pad16(P) + 7 are neither copied into (load_rows_async
+    // stops at pad16(P)) nor read by the fragment loads (K runs to pad16(P)).
+    {
+      const float cl = cmq[L - 1] * kLog2e;
+      bf16_t* xw = xs(q);
+      for (int i = int(threadIdx.x); i < Lp; i += kThreads) {
+        *reinterpret_cast<float*>(xw + i * sP + Pp) =
+            i < L ? mma::exp2_approx(cl - cmq[i] * kLog2e) * dtq[i] : 0.0f;
+      }
+    }
     __syncthreads();
     // y_i = exp(cum_i) (C S^T)_i + sum_{j <= i} M_ij x_j + D x_i, for the rows i < L.
     bf16_t* yc = y + ((b * k.T + t0) * k.H + h) * P;
@@ -267,10 +279,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       const float cl = cmq[L - 1] * kLog2e;
       const float dc = mma::exp2_approx(cl);
       st.each([&](int, int, float& v) { v *= dc; });
-      // w_i = exp(cum_last - cum_i) dt_i, zero past the chunk.
-      auto w = [&](int i) {
-        return i < L ? mma::exp2_approx(cl - cmq[i] * kLog2e) * dtq[i] : 0.0f;
-      };
+      // w_i from the x tile's padding (above).
+      auto w = [&](int i) { return *reinterpret_cast<const float*>(X + i * sP + Pp); };
       tc::mac_scaled_rows(st, X, sP, w, Bt, sN, Lp);
     }
   }

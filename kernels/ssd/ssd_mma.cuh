@@ -281,12 +281,31 @@ struct PieceWalk {
 // the padding up to pad16(len) x pad16(W): by cp.async where W is a multiple of 8 and the tensor
 // 16-byte aligned (complete after cp_async_wait and a barrier), else by plain loads and stores
 // (complete after a barrier). The caller commits the group.
-__device__ inline void load_rows_async(bf16_t* dst, int ld, const bf16_t* __restrict__ src,
-                                       int64_t b, int64_t xi, int64_t t0, int len, int64_t Tn,
-                                       int64_t X, int W) {
+// Blocks of kThreads threads (every kernel that copies with it). Where the thread count is a
+// multiple of the pieces per row and the rows a multiple of the rows per pass (P, N multiples of 8
+// up to 256, the chunk a multiple of 16: the presets), each thread copies the same column piece of
+// every step-th row: no division per piece, and with compile-time sizes (ssd_tile.cuh's Shape) a
+// fixed, unrolled count of copies whose addresses advance by a constant. ncu (2026-12-01): the
+// general walk was a quarter of the chunk scan's issued instructions.
+__device__ __forceinline__ void load_rows_async(bf16_t* dst, int ld, const bf16_t* __restrict__ src,
+                                                int64_t b, int64_t xi, int64_t t0, int len,
+                                                int64_t Tn, int64_t X, int W) {
   if (W % 8 == 0 && (reinterpret_cast<uintptr_t>(src) & 15u) == 0) {
     const bf16_t* row0 = src + ((b * Tn + t0) * X + xi) * W;
     const int64_t rs = X * W;
+    const int per = pad16(W) / 8, rows = pad16(len);
+    if (kThreads % per == 0 && rows % (kThreads / per) == 0) {
+      const int step = kThreads / per, i0 = int(threadIdx.x) / per;
+      const int w = 8 * (int(threadIdx.x) % per);
+      const bf16_t* s = row0 + i0 * rs + w;
+      bf16_t* d = dst + i0 * ld + w;
+#pragma unroll
+      for (int j = 0; j < rows / step; ++j) {
+        const bool valid = w < W && i0 + j * step < len;
+        mma::cp_async_16(d + j * step * ld, valid ? s + j * step * rs : src, valid);
+      }
+      return;
+    }
     for (PieceWalk it(pad16(len), pad16(W) / 8); it.more(); it.next()) {
       const int i = it.i, w = 8 * it.w;
       const bool valid = i < len && w < W;
