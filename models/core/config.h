@@ -30,11 +30,11 @@ template <class V>
 void declare_keys(std::type_identity<Mamba2Config>, V& v) {
   using namespace keys;
   using C = Mamba2Config;
-  v.key("d_state", &C::d_state, at_least(1), "N: the state size of each head");
-  v.key("expand", &C::expand, at_least(1), "d_inner = expand * d_model");
-  v.key("head_dim", &C::head_dim, at_least(1), "P: heads = d_inner / head_dim");
-  v.key("n_groups", &C::n_groups, at_least(1), "G: B and C groups; divides the heads");
-  v.key("conv_kernel", &C::conv_kernel, at_least(1), "causal depthwise conv width");
+  v.key("d_state", &C::d_state, size_from(1), "N: the state size of each head");
+  v.key("expand", &C::expand, size_from(1), "d_inner = expand * d_model");
+  v.key("head_dim", &C::head_dim, size_from(1), "P: heads = d_inner / head_dim");
+  v.key("n_groups", &C::n_groups, size_from(1), "G: B and C groups; divides the heads");
+  v.key("conv_kernel", &C::conv_kernel, size_from(1), "causal depthwise conv width");
   v.key("chunk", &C::chunk, at_least(1), "SSD chunk length");
   v.key("dt_min", &C::dt_min, positive(), "dt init: log-uniform in [dt_min, dt_max]");
   v.key("dt_max", &C::dt_max, positive(), "");
@@ -58,10 +58,10 @@ template <class V>
 void declare_keys(std::type_identity<GdnConfig>, V& v) {
   using namespace keys;
   using C = GdnConfig;
-  v.key("head_dim", &C::head_dim, at_least(1), "K: heads = round(qk_ratio * d_model / head_dim)");
+  v.key("head_dim", &C::head_dim, size_from(1), "K: heads = round(qk_ratio * d_model / head_dim)");
   v.key("qk_ratio", &C::qk_ratio, positive(), "H·K = qk_ratio·d (fla's expand_k)");
   v.key("v_expand", &C::v_expand, positive(), "V = v_expand·K per head, an integer");
-  v.key("conv_kernel", &C::conv_kernel, at_least(1), "causal depthwise conv width");
+  v.key("conv_kernel", &C::conv_kernel, size_from(1), "causal depthwise conv width");
   v.key("chunk", &C::chunk, at_least(1), "chunked delta rule length");
   v.key("norm_eps", &C::norm_eps, positive(), "output gated RMSNorm epsilon");
   v.key("dt_min", &C::dt_min, positive(), "dt init: log-uniform in [dt_min, dt_max]");
@@ -151,14 +151,14 @@ void declare_keys(std::type_identity<ModelConfig>, V& v) {
   using C = ModelConfig;
   v.key("kind", &C::kind, one_of("transformer|mamba2|gdn|serial|fused|amor|oryx"),
         "the architecture (models/README.md)");
-  v.key("vocab", &C::vocab, at_least(2),
+  v.key("vocab", &C::vocab, size_from(2),
         "corpus and shards runs: at least the tokenizer's ids (byte 259, gpt2 50257, llama3 "
         "128256), so set it");
-  v.key("d_model", &C::d_model, at_least(1), "the width");
-  v.key("n_layers", &C::n_layers, at_least(0), "");
-  v.key("d_ff", &C::d_ff, at_least(0), "SwiGLU hidden size; 0 = no MLP");
-  v.key("head_dim", &C::head_dim, at_least(1), "attention head dim");
-  v.key("n_kv_heads", &C::n_kv_heads, at_least(0), "0 = MHA");
+  v.key("d_model", &C::d_model, size_from(1), "the width");
+  v.key("n_layers", &C::n_layers, in_range(0, kMaxLayers), "");
+  v.key("d_ff", &C::d_ff, size_from(0), "SwiGLU hidden size; 0 = no MLP");
+  v.key("head_dim", &C::head_dim, size_from(1), "attention head dim");
+  v.key("n_kv_heads", &C::n_kv_heads, size_from(0), "0 = MHA");
   v.key("rope_base", &C::rope_base, positive(), "");
   v.key("norm_eps", &C::norm_eps, positive(), "RMSNorm epsilon");
   v.key("init_std", &C::init_std, at_least(0), "weights ~ N(0, init_std²)");

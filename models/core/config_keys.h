@@ -53,6 +53,18 @@ constexpr Allowed at_least(double lo) {
   a.lo = lo;
   return a;
 }
+// The largest size a model or batch dimension may have (2^40) and the most layers (2^20): beyond
+// them no model can run, and bounding every size keeps every product of three of them inside the
+// 128-bit count_parameters works in (models/presets/param_count.cpp).
+constexpr double kMaxSize = 1099511627776.0, kMaxLayers = 1048576.0;
+// A size that multiplies into parameter or activation counts: lo..2^40.
+constexpr Allowed size_from(double lo) {
+  Allowed a;
+  a.lo = lo;
+  a.hi = kMaxSize;
+  return a;
+}
+
 // Numbers > 0.
 constexpr Allowed positive() {
   Allowed a;

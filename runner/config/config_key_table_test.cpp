@@ -61,7 +61,8 @@ TEST(ConfigKeyTable, DescribesValuesAsDeclared) {
       if (r.rfind(std::string("| `") + key + "` |", 0) == 0) return r;
     return std::string("(no row)");
   };
-  EXPECT_EQ(row("model.d_model"), "| `model.d_model` | int ≥ 1 | `64` | the width |");
+  EXPECT_EQ(row("model.d_model"), "| `model.d_model` | int in [1, 2^40] | `64` | the width |");
+  EXPECT_EQ(row("train.steps"), "| `train.steps` | int ≥ 0 | `1000` | optimizer steps |");
   EXPECT_EQ(row("model.amor.blocks"),
             "| `model.amor.blocks` | 1 \\| 3 | `3` | K: post-hoc attention blocks (the paper's 1 or 3) |");
   EXPECT_EQ(row("model.amor.momentum"),

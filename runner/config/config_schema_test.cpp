@@ -171,8 +171,15 @@ TEST(ConfigSchema, UnknownKeysAndSections) {
 }
 
 TEST(ConfigSchema, RangesAndCharacters) {
+  EXPECT_EQ(error("train.grad_accum: 0"),
+            "cfg.yaml:1: key 'train.grad_accum': must be at least 1, got 0");
+  // Sizes: at most 2^40 (n_layers 2^20), so that no product of sizes overflows.
   EXPECT_EQ(error("model.d_model: 0"),
-            "cfg.yaml:1: key 'model.d_model': must be at least 1, got 0");
+            "cfg.yaml:1: key 'model.d_model': must be in [1, 2^40], got 0");
+  EXPECT_EQ(error("model.d_model: 1099511627777"),
+            "cfg.yaml:1: key 'model.d_model': must be in [1, 2^40], got 1099511627777");
+  EXPECT_EQ(error("model.n_layers: 1048577"),
+            "cfg.yaml:1: key 'model.n_layers': must be in [0, 2^20], got 1048577");
   EXPECT_EQ(error("train.beta2: 1.0"),
             "cfg.yaml:1: key 'train.beta2': must be in [0.0, 1.0), got 1.0");
   EXPECT_EQ(error("train.eps: 0"), "cfg.yaml:1: key 'train.eps': must be > 0.0, got 0.0");

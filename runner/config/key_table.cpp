@@ -9,8 +9,7 @@
 namespace amor::config {
 namespace {
 
-// A bound as a person writes it: 0, 1, 100, 0.5, 1e-05 (fmt's shortest form).
-std::string bound(double x) { return fmt::format("{}", x); }
+std::string bound(double x) { return format_limit(x); }
 
 // "≥ 1", "> 0", "in [0, 1)", "" for no bounds.
 std::string range_text(const keys::Allowed& a) {

@@ -64,7 +64,7 @@ void declare_keys(std::type_identity<DataConfig>, V& v) {
   v.key("source", &C::source, one_of("corpus|mqar|shards"), "");
   v.key("path", &C::path, anything(), "shards directory; \"\" = built-in corpus");
   v.key("tokenizer", &C::tokenizer, anything(), "byte, gpt2, llama3 or a tokenizer.json path");
-  v.key("seq_len", &C::seq_len, at_least(1), "");
+  v.key("seq_len", &C::seq_len, size_from(1), "");
   v.section("mqar", &C::mqar);
 }
 
@@ -91,7 +91,7 @@ void declare_keys(std::type_identity<TrainConfig>, V& v) {
   using namespace keys;
   using C = TrainConfig;
   v.key("steps", &C::steps, at_least(0), "optimizer steps");
-  v.key("micro_batch", &C::micro_batch, at_least(1), "sequences per rank per micro-step");
+  v.key("micro_batch", &C::micro_batch, size_from(1), "sequences per rank per micro-step");
   v.key("grad_accum", &C::grad_accum, at_least(1), "micro-steps per optimizer step");
   v.key("lr", &C::lr, at_least(0), "peak");
   v.key("min_lr_ratio", &C::min_lr_ratio, in_range(0, 1), "cosine floor: lr · min_lr_ratio");

@@ -91,8 +91,7 @@ std::string number_problem(N x, const keys::Allowed& a) {
   const bool lo_ok = a.lo_open ? d > a.lo : d >= a.lo, hi_ok = a.hi_open ? d < a.hi : d <= a.hi;
   if (lo_ok && hi_ok) return "";
   auto text = [](double bound) {
-    if constexpr (std::is_same_v<N, int64_t>) return fmt::format("{}", static_cast<int64_t>(bound));
-    else return format_double(bound);
+    return std::is_same_v<N, int64_t> ? format_limit(bound) : format_double(bound);
   };
   const std::string got = std::is_same_v<N, int64_t> ? fmt::format("{}", x) : format_double(d);
   if (std::isinf(a.hi)) {
@@ -375,6 +374,13 @@ FieldValue parse_value(const Field& f, const YAML::Node& n, const Location& wher
   std::string problem = value_problem(f, v);
   if (!problem.empty()) return bad(problem);
   return v;
+}
+
+std::string format_limit(double x) {
+  // 2^20 and beyond: the size limits (models/core/config_keys.h) read better as powers of two.
+  int exp = 0;
+  if (x >= 1048576.0 && std::frexp(x, &exp) == 0.5) return fmt::format("2^{}", exp - 1);
+  return fmt::format("{}", x);
 }
 
 std::string value_problem(const Field& f, const FieldValue& v) {

@@ -39,6 +39,8 @@ struct Field {
 const std::vector<Field>& fields();
 // The problem with an already typed value of `field` ("must be at least 1, got 0"), or "".
 std::string value_problem(const Field& field, const FieldValue& value);
+// A range bound as people write it: 0, 1, 0.5, 1e-05, and 2^40 for powers of two from 2^20.
+std::string format_limit(double x);
 const Field* find_field(std::string_view key);
 // True for a proper prefix of keys ("model", "model.amor", "data.mqar"): a mapping goes there.
 bool is_section(std::string_view key);
