@@ -63,7 +63,9 @@ I gdn(const ModelConfig& c) {
 
 I oryx(const ModelConfig& c) {
   const std::string& lin = c.oryx.linear;
-  validate_oryx_config(c.oryx);
+  AMOR_CHECK(lin == "gdn" || lin == "mamba2", "model.oryx.linear: '{}' is not one of gdn, mamba2",
+             lin);
+  validate_oryx_config(c.oryx);  // chunk, p_attention, schedule: as the Oryx mixer checks them
   AMOR_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0 && c.d_model % c.head_dim == 0,
              "model.head_dim: oryx needs an even head_dim dividing d_model, got d_model {} and "
              "head_dim {}",
