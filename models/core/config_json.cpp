@@ -1,43 +1,32 @@
 #include "models/core/config_json.h"
 
 namespace amor::model {
+namespace {
 
-using json::Object;
-using json::Value;
+// Writes one struct's keys in the order its declare_keys lists them.
+template <class S>
+struct JsonWriter {
+  const S& c;
+  json::Object out;
+
+  template <class B, class T>
+  void key(std::string_view name, T B::*m, const keys::Allowed&, std::string_view) {
+    out.emplace_back(std::string(name), json::Value(c.*m));
+  }
+  template <class B, class Sub>
+  void section(std::string_view name, Sub B::*m) {
+    JsonWriter<Sub> w{c.*m, {}};
+    keys::visit_keys<Sub>(w);
+    out.emplace_back(std::string(name), json::Value(std::move(w.out)));
+  }
+};
+
+}  // namespace
 
 json::Value to_json(const ModelConfig& c) {
-  Object mamba2{{"d_state", Value(c.mamba2.d_state)},     {"expand", Value(c.mamba2.expand)},
-                {"head_dim", Value(c.mamba2.head_dim)},   {"n_groups", Value(c.mamba2.n_groups)},
-                {"conv_kernel", Value(c.mamba2.conv_kernel)}, {"chunk", Value(c.mamba2.chunk)}};
-  Object gdn{{"head_dim", Value(c.gdn.head_dim)},       {"qk_ratio", Value(c.gdn.qk_ratio)},
-             {"v_expand", Value(c.gdn.v_expand)},       {"conv_kernel", Value(c.gdn.conv_kernel)},
-             {"chunk", Value(c.gdn.chunk)},             {"norm_eps", Value(c.gdn.norm_eps)}};
-  Object amor{{"backbone", Value(c.amor.backbone)},     {"blocks", Value(c.amor.blocks)},
-              {"residual_mode", Value(c.amor.residual_mode)},
-              {"offset_mode", Value(c.amor.offset_mode)}, {"kappa", Value(c.amor.kappa)},
-              {"momentum", Value(c.amor.momentum)},     {"m_init", Value(c.amor.m_init)},
-              {"s_init", Value(c.amor.s_init)},         {"fixed_offset", Value(c.amor.fixed_offset)}};
-  Object oryx{{"linear", Value(c.oryx.linear)}, {"chunk", Value(c.oryx.chunk)},
-              {"p_attention", Value(c.oryx.p_attention)}, {"schedule", Value(c.oryx.schedule)}};
-  Object o{{"kind", Value(c.kind)},
-           {"vocab", Value(c.vocab)},
-           {"d_model", Value(c.d_model)},
-           {"n_layers", Value(c.n_layers)},
-           {"d_ff", Value(c.d_ff)},
-           {"head_dim", Value(c.head_dim)},
-           {"n_kv_heads", Value(c.n_kv_heads)},
-           {"rope_base", Value(c.rope_base)},
-           {"norm_eps", Value(c.norm_eps)},
-           {"init_std", Value(c.init_std)},
-           {"pattern", Value(c.pattern)},
-           {"fused_linear", Value(c.fused_linear)},
-           {"vocab_chunk", Value(c.vocab_chunk)},
-           {"recompute", Value(c.recompute)},
-           {"mamba2", Value(std::move(mamba2))},
-           {"gdn", Value(std::move(gdn))},
-           {"amor", Value(std::move(amor))},
-           {"oryx", Value(std::move(oryx))}};
-  return Value(std::move(o));
+  JsonWriter<ModelConfig> w{c, {}};
+  keys::visit_keys<ModelConfig>(w);
+  return json::Value(std::move(w.out));
 }
 
 }  // namespace amor::model

@@ -1,4 +1,5 @@
-// ModelConfig as JSON: written beside weights (and read by the PyTorch reference models).
+// ModelConfig as JSON: written beside weights (and read by the PyTorch reference models). Every
+// key of the model's declare_keys listings (models/core/config.h), in their order.
 #pragma once
 #include "data/json/json.h"
 #include "models/core/config.h"

@@ -65,7 +65,7 @@ GdnDims gdn_dims(const ModelConfig& cfg) {
              g.qk_ratio, g.qk_ratio, cfg.d_model, g.head_dim);
   const double v_exact = g.v_expand * static_cast<double>(g.head_dim);
   const int64_t V = std::llround(v_exact);
-  AMOR_CHECK(g.v_expand > 0 && std::abs(v_exact - static_cast<double>(V)) < 1e-9,
+  AMOR_CHECK(g.v_expand > 0 && V >= 1 && std::abs(v_exact - static_cast<double>(V)) < 1e-9,
              "model.gdn.v_expand is {}: v_expand * head_dim {} = {} must be a positive integer "
              "(the value head dim)",
              g.v_expand, g.head_dim, v_exact);

@@ -82,6 +82,16 @@ std::vector<OryxSegment> parse_oryx_segments(const std::string& schedule) {
   return segs;
 }
 
+std::string oryx_schedule_problem(const std::string& schedule) {
+  if (is_keyword(schedule)) return "";
+  try {
+    parse_oryx_segments(schedule);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 void validate_oryx_config(const OryxConfig& c) {
   AMOR_CHECK(c.linear == "gdn" || c.linear == "mamba2",
              "model.oryx.linear is \"{}\"; use gdn (Oryx-TG) or mamba2 (Oryx-TM)", c.linear);

@@ -9,6 +9,7 @@
 #include "models/lm/language_model.h"
 #include "models/mixers/fused_mixer.h"
 #include "models/mixers/gdn_mixer.h"
+#include "models/oryx/oryx_modes.h"
 
 namespace amor::model {
 
@@ -39,6 +40,9 @@ I mamba2(const ModelConfig& c) {
              "model.mamba2.head_dim {} does not divide d_inner = expand * d_model = {:.0f}",
              m.head_dim, static_cast<double>(di));
   const I H = di / m.head_dim, gn = I{m.n_groups} * m.d_state, conv = di + 2 * gn;
+  AMOR_CHECK(m.n_groups > 0 && H % m.n_groups == 0,
+             "model.mamba2.n_groups {} does not divide the {} Mamba2 heads", m.n_groups,
+             static_cast<long long>(H));
   return (2 * di + 2 * gn + H) * d      // in_proj
          + conv * m.conv_kernel + conv  // conv1d weight, bias
          + 3 * H                        // dt_bias, A_log, D
@@ -61,9 +65,15 @@ I oryx(const ModelConfig& c) {
   const std::string& lin = c.oryx.linear;
   AMOR_CHECK(lin == "gdn" || lin == "mamba2", "model.oryx.linear: '{}' is not one of gdn, mamba2",
              lin);
-  AMOR_CHECK(c.head_dim > 0 && c.d_model % c.head_dim == 0,
-             "model.head_dim: oryx needs a head_dim dividing d_model, got d_model {} and head_dim {}",
+  validate_oryx_config(c.oryx);  // chunk, p_attention, schedule: as the Oryx mixer checks them
+  AMOR_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0 && c.d_model % c.head_dim == 0,
+             "model.head_dim: oryx needs an even head_dim dividing d_model, got d_model {} and "
+             "head_dim {}",
              c.d_model, c.head_dim);
+  AMOR_CHECK(c.n_kv_heads == 0 || c.n_kv_heads == c.d_model / c.head_dim,
+             "model.n_kv_heads is {}; oryx's heads are shared with the linear mixer, so it has "
+             "MHA only (n_kv_heads 0)",
+             c.n_kv_heads);
   const I d = c.d_model, H = d / c.head_dim;
   const I kc = lin == "gdn" ? c.gdn.conv_kernel : c.mamba2.conv_kernel;
   const I path = lin == "gdn" ? 2 * H * d + 2 * H  // a, b projections; A_log, dt_bias

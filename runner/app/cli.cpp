@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "runner/app/version.h"
+#include "runner/config/key_table.h"
 
 namespace amor {
 
@@ -17,6 +18,7 @@ po::options_description visible_options() {
   d.add_options()
       ("help,h", "show this help and exit")
       ("version", "print the version and the git commit it was built from")
+      ("print-config-keys", "print every run-config key (type or values, default, doc) as the Markdown table of runner/config/README.md and exit")
       ("dry-run", "print the expanded runs (name, hash, parameters, a rough memory estimate per rank, overrides, folder) and exit")
       ("only", po::value<std::string>(), "run only runs whose id (name-hash) matches this glob")
       ("output", po::value<std::string>()->default_value("results"), "results folder")
@@ -58,6 +60,10 @@ CliParse parse_cli(int argc, const char* const* argv, bool print) {
   }
   if (vm.count("version")) {
     if (print) std::printf("amor-run %s (commit %s)\n", version().c_str(), git_commit().c_str());
+    return out;
+  }
+  if (vm.count("print-config-keys")) {
+    if (print) std::printf("%s", config::key_table_markdown().c_str());
     return out;
   }
   CliOptions o;

@@ -16,17 +16,18 @@ using config::testing::TempDir;
 
 class ModelShapes : public ::testing::Test {
  protected:
-  // The message check_model_shapes gives for the single run of a sweep file with this base (YAML
-  // lines under "base:"), "" when it passes. Prefix checked: "<file>:<line>: key '<key>': ".
+  // The message expanding (the declared ranges: sizes up to 2^40) and check_model_shapes give for
+  // the single run of a sweep file with this base (YAML lines under "base:"), "" when it passes.
+  // Prefix checked: "<file>:<line>: key '<key>': ".
   std::string check(const std::string& base_lines) {
     file_ = dir_.write("s.yaml", "name: s\nbase:\n" + base_lines);
     config::ExpandOptions eo;
     eo.resolve = [](config::RunConfig& cfg, const config::KeyLocations& set_at) {
       apply_model_preset(cfg, set_at);
     };
-    auto runs = config::expand_sweep({file_}, {}, eo);
-    EXPECT_EQ(runs.size(), 1u);
     try {
+      auto runs = config::expand_sweep({file_}, {}, eo);
+      EXPECT_EQ(runs.size(), 1u);
       check_model_shapes(runs.at(0));
     } catch (const config::ConfigError& e) {
       return e.what();
@@ -55,7 +56,7 @@ TEST_F(ModelShapes, HeadsThatDoNotDivideTheWidth) {
 
 TEST_F(ModelShapes, SizesThatOverflowOrCannotFit) {
   expect_refused("  model:\n    kind: mamba2\n    mamba2:\n      d_state: 2305843009213693952\n    vocab: 260\n", 6,
-                 "model.mamba2.d_state");
+                 "model.mamba2.d_state", "must be in [1, 2^40], got 2305843009213693952");
   expect_refused("  model:\n    kind: mamba2\n    mamba2:\n      expand: 4611686018427387904\n    vocab: 260\n", 6,
                  "model.mamba2.expand");
   expect_refused("  train:\n    micro_batch: 4611686018427387904\n  model:\n    vocab: 260\n", 4, "train.micro_batch");

@@ -70,12 +70,20 @@ TEST(ConfigCanonical, YamlHasTheSameContent) {
 FieldValue another_value(const Field& f, const FieldValue& v) {
   switch (f.type) {
     case FieldType::Bool: return !std::get<bool>(v);
-    case FieldType::Int: return std::get<int64_t>(v) + 1;
+    case FieldType::Int: {
+      // Integers from a set ("1|3"): another member of it.
+      for (const std::string& c : keys::choice_list(f.allowed.one_of))
+        if (std::stoll(c) != std::get<int64_t>(v)) return static_cast<int64_t>(std::stoll(c));
+      return std::get<int64_t>(v) + 1;
+    }
     case FieldType::Float: {
       double x = std::get<double>(v);
       return x > 0 && x < 1 ? x / 2 : x + 0.5;  // stays within [0,1) and positive ranges
     }
-    case FieldType::String: return f.key == "model.pattern" ? std::string("MA") : std::get<std::string>(v) + "x";
+    case FieldType::String:
+      if (f.key == "model.pattern") return std::string("MA");
+      if (f.key == "model.oryx.schedule") return std::string("linear:4,attention:*");
+      return std::get<std::string>(v) + "x";
     case FieldType::Enum:
       for (const std::string& c : f.choices)
         if (c != std::get<std::string>(v) && c != "auto" && c != "bf16" && c != "cuda" &&

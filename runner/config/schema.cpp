@@ -16,235 +16,108 @@
 namespace amor::config {
 namespace {
 
-using Check = std::function<std::string(const FieldValue&)>;
-struct Choices {
-  std::vector<std::string> values;
+// The key type a member's C++ type makes (a string with choices is an enum).
+template <class T>
+FieldType field_type(const keys::Allowed& allowed) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return FieldType::Bool;
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return FieldType::Int;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return FieldType::Float;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return allowed.one_of.empty() ? FieldType::String : FieldType::Enum;
+  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    return FieldType::IntList;
+  } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+    return FieldType::FloatList;
+  } else {
+    static_assert(std::is_same_v<T, std::vector<std::string>>, "unsupported config key type");
+    return FieldType::StringList;
+  }
+}
+
+// A declare_keys visitor that turns struct S's listing (S reached from a RunConfig by `reach`)
+// into Fields named `prefix` + key, recursing into sections.
+template <class S>
+struct FieldCollector {
+  std::string prefix;
+  std::function<S&(RunConfig&)> reach;
+  std::function<const S&(const RunConfig&)> creach;
+  std::vector<Field>* out;
+
+  template <class B, class T>
+  void key(std::string_view name, T B::*m, const keys::Allowed& allowed, std::string_view doc) {
+    static_assert(std::is_base_of_v<B, S>, "a listing names a member of another struct");
+    Field f;
+    f.key = prefix + std::string(name);
+    f.type = field_type<T>(allowed);
+    if (f.type == FieldType::Enum) f.choices = keys::choice_list(allowed.one_of);
+    f.get = [cr = creach, m](const RunConfig& c) -> FieldValue { return FieldValue(cr(c).*m); };
+    f.set = [r = reach, m](RunConfig& c, const FieldValue& v) { r(c).*m = std::get<T>(v); };
+    f.allowed = allowed;
+    f.doc = std::string(doc);
+    f.order = out->size();
+    out->push_back(std::move(f));
+  }
+
+  template <class B, class Sub>
+  void section(std::string_view name, Sub B::*m) {
+    static_assert(std::is_base_of_v<B, S>, "a listing names a member of another struct");
+    FieldCollector<Sub> sub{prefix + std::string(name) + ".",
+                            [r = reach, m](RunConfig& c) -> Sub& { return r(c).*m; },
+                            [cr = creach, m](const RunConfig& c) -> const Sub& { return cr(c).*m; },
+                            out};
+    keys::visit_keys<Sub>(sub);
+  }
 };
 
-// Builds a Field from an accessor `[](auto& c) -> auto& { return c.x.y; }`; the member's C++ type
-// decides the key's type.
-template <class Acc>
-Field make_field(std::string key, Acc acc, Check check = {}, Choices choices = {}) {
-  using T = std::remove_cvref_t<decltype(acc(std::declval<RunConfig&>()))>;
-  Field f;
-  f.key = std::move(key);
-  if constexpr (std::is_same_v<T, bool>) {
-    f.type = FieldType::Bool;
-  } else if constexpr (std::is_same_v<T, int64_t>) {
-    f.type = FieldType::Int;
-  } else if constexpr (std::is_same_v<T, double>) {
-    f.type = FieldType::Float;
-  } else if constexpr (std::is_same_v<T, std::string>) {
-    f.type = choices.values.empty() ? FieldType::String : FieldType::Enum;
-  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-    f.type = FieldType::IntList;
-  } else if constexpr (std::is_same_v<T, std::vector<double>>) {
-    f.type = FieldType::FloatList;
-  } else {
-    static_assert(std::is_same_v<T, std::vector<std::string>>, "unsupported config field type");
-    f.type = FieldType::StringList;
-  }
-  f.choices = std::move(choices.values);
-  f.get = [acc](const RunConfig& c) -> FieldValue { return FieldValue(acc(c)); };
-  f.set = [acc](RunConfig& c, const FieldValue& v) { acc(c) = std::get<T>(v); };
-  f.check = std::move(check);
-  return f;
-}
-
-#define AMOR_KEY(key, member, ...) \
-  make_field(key, [](auto& c) -> auto& { return c.member; } __VA_OPT__(, ) __VA_ARGS__)
-
-Check at_least(int64_t lo) {
-  return [lo](const FieldValue& v) {
-    return std::get<int64_t>(v) < lo ? fmt::format("must be at least {}, got {}", lo,
-                                                   std::get<int64_t>(v))
-                                     : std::string();
-  };
-}
-
-// A float interval; open ends are exclusive. Infinite bounds are left out of the message.
-Check within(double lo, double hi, bool lo_open = false, bool hi_open = false) {
-  return [=](const FieldValue& v) {
-    double x = std::get<double>(v);
-    bool ok = (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
-    if (ok) return std::string();
-    if (std::isinf(hi))
-      return fmt::format("must be {} {}, got {}", lo_open ? ">" : ">=", format_double(lo),
-                         format_double(x));
-    return fmt::format("must be in {}{}, {}{}, got {}", lo_open ? "(" : "[", format_double(lo),
-                       format_double(hi), hi_open ? ")" : "]", format_double(x));
-  };
-}
-constexpr double kInf = std::numeric_limits<double>::infinity();
-Check positive() { return within(0.0, kInf, true); }
-Check non_negative() { return within(0.0, kInf); }
-Check unit_interval() { return within(0.0, 1.0); }
-Check below_one() { return within(0.0, 1.0, false, true); }
-
-Check all_at_least(int64_t lo) {
-  return [lo](const FieldValue& v) {
-    const auto& l = std::get<std::vector<int64_t>>(v);
-    for (size_t i = 0; i < l.size(); ++i)
-      if (l[i] < lo) return fmt::format("item {}: must be at least {}, got {}", i + 1, lo, l[i]);
-    return std::string();
-  };
-}
-
-Check all_within(double lo, double hi) {
-  return [=](const FieldValue& v) {
-    const auto& l = std::get<std::vector<double>>(v);
-    for (size_t i = 0; i < l.size(); ++i)
-      if (!(l[i] >= lo && l[i] <= hi))
-        return fmt::format("item {}: must be in [{}, {}], got {}", i + 1, format_double(lo),
-                           format_double(hi), format_double(l[i]));
-    return std::string();
-  };
-}
-
-Check only_chars(std::string allowed) {
-  return [allowed](const FieldValue& v) {
-    for (char ch : std::get<std::string>(v))
-      if (allowed.find(ch) == std::string::npos)
-        return fmt::format("'{}' may only contain the letters {}", std::get<std::string>(v),
-                           allowed);
-    return std::string();
-  };
-}
-
 std::vector<Field> build_fields() {
-  std::vector<Field> f = {
-      // model.*: amor::model::ModelConfig (models/core/config.h documents each).
-      AMOR_KEY("model.kind", model.kind, {},
-               Choices{{"transformer", "mamba2", "gdn", "serial", "fused", "amor", "oryx"}}),
-      AMOR_KEY("model.preset", model.preset),
-      AMOR_KEY("model.vocab", model.vocab, at_least(2)),
-      AMOR_KEY("model.d_model", model.d_model, at_least(1)),
-      AMOR_KEY("model.n_layers", model.n_layers, at_least(0)),
-      AMOR_KEY("model.d_ff", model.d_ff, at_least(0)),
-      AMOR_KEY("model.head_dim", model.head_dim, at_least(1)),
-      AMOR_KEY("model.n_kv_heads", model.n_kv_heads, at_least(0)),
-      AMOR_KEY("model.rope_base", model.rope_base, positive()),
-      AMOR_KEY("model.norm_eps", model.norm_eps, positive()),
-      AMOR_KEY("model.init_std", model.init_std, non_negative()),
-      AMOR_KEY("model.pattern", model.pattern, only_chars("AMG")),
-      AMOR_KEY("model.fused_linear", model.fused_linear, {}, Choices{{"mamba2", "gdn"}}),
-      AMOR_KEY("model.vocab_chunk", model.vocab_chunk, at_least(1)),
-      AMOR_KEY("model.recompute", model.recompute),
-      AMOR_KEY("model.mamba2.d_state", model.mamba2.d_state, at_least(1)),
-      AMOR_KEY("model.mamba2.expand", model.mamba2.expand, at_least(1)),
-      AMOR_KEY("model.mamba2.head_dim", model.mamba2.head_dim, at_least(1)),
-      AMOR_KEY("model.mamba2.n_groups", model.mamba2.n_groups, at_least(1)),
-      AMOR_KEY("model.mamba2.conv_kernel", model.mamba2.conv_kernel, at_least(1)),
-      AMOR_KEY("model.mamba2.chunk", model.mamba2.chunk, at_least(1)),
-      AMOR_KEY("model.mamba2.dt_min", model.mamba2.dt_min, positive()),
-      AMOR_KEY("model.mamba2.dt_max", model.mamba2.dt_max, positive()),
-      AMOR_KEY("model.mamba2.dt_floor", model.mamba2.dt_floor, non_negative()),
-      AMOR_KEY("model.mamba2.a_min", model.mamba2.a_min, non_negative()),
-      AMOR_KEY("model.mamba2.a_max", model.mamba2.a_max, positive()),
-      AMOR_KEY("model.gdn.head_dim", model.gdn.head_dim, at_least(1)),
-      AMOR_KEY("model.gdn.qk_ratio", model.gdn.qk_ratio, positive()),
-      AMOR_KEY("model.gdn.v_expand", model.gdn.v_expand, positive()),
-      AMOR_KEY("model.gdn.conv_kernel", model.gdn.conv_kernel, at_least(1)),
-      AMOR_KEY("model.gdn.chunk", model.gdn.chunk, at_least(1)),
-      AMOR_KEY("model.gdn.norm_eps", model.gdn.norm_eps, positive()),
-      AMOR_KEY("model.gdn.dt_min", model.gdn.dt_min, positive()),
-      AMOR_KEY("model.gdn.dt_max", model.gdn.dt_max, positive()),
-      AMOR_KEY("model.gdn.dt_floor", model.gdn.dt_floor, non_negative()),
-      AMOR_KEY("model.gdn.a_min", model.gdn.a_min, non_negative()),
-      AMOR_KEY("model.gdn.a_max", model.gdn.a_max, positive()),
-      AMOR_KEY("model.amor.backbone", model.amor.backbone, {}, Choices{{"gdn", "mamba2"}}),
-      AMOR_KEY("model.amor.blocks", model.amor.blocks, at_least(1)),
-      AMOR_KEY("model.amor.residual_mode", model.amor.residual_mode, {},
-               Choices{{"classic", "h"}}),
-      AMOR_KEY("model.amor.offset_mode", model.amor.offset_mode, {},
-               Choices{{"adaptive", "fixed"}}),
-      AMOR_KEY("model.amor.kappa", model.amor.kappa, non_negative()),
-      AMOR_KEY("model.amor.momentum", model.amor.momentum, unit_interval()),
-      AMOR_KEY("model.amor.m_init", model.amor.m_init),
-      AMOR_KEY("model.amor.s_init", model.amor.s_init, non_negative()),
-      AMOR_KEY("model.amor.fixed_offset", model.amor.fixed_offset),
-      AMOR_KEY("model.oryx.linear", model.oryx.linear, {}, Choices{{"gdn", "mamba2"}}),
-      AMOR_KEY("model.oryx.chunk", model.oryx.chunk, at_least(1)),
-      AMOR_KEY("model.oryx.p_attention", model.oryx.p_attention, unit_interval()),
-      AMOR_KEY("model.oryx.schedule", model.oryx.schedule, {},
-               Choices{{"attention", "linear", "prefill_linear_decode_attention", "segments"}}),
-      // data.*
-      AMOR_KEY("data.source", data.source, {}, Choices{{"corpus", "mqar", "shards"}}),
-      AMOR_KEY("data.path", data.path),
-      AMOR_KEY("data.tokenizer", data.tokenizer),
-      AMOR_KEY("data.seq_len", data.seq_len, at_least(1)),
-      AMOR_KEY("data.mqar.num_kv_pairs", data.mqar.num_kv_pairs, at_least(1)),
-      AMOR_KEY("data.mqar.num_train", data.mqar.num_train, at_least(1)),
-      AMOR_KEY("data.mqar.num_valid", data.mqar.num_valid, at_least(1)),
-      AMOR_KEY("data.mqar.power_a", data.mqar.power_a, positive()),
-      // train.*
-      AMOR_KEY("train.steps", train.steps, at_least(0)),
-      AMOR_KEY("train.micro_batch", train.micro_batch, at_least(1)),
-      AMOR_KEY("train.grad_accum", train.grad_accum, at_least(1)),
-      AMOR_KEY("train.lr", train.lr, non_negative()),
-      AMOR_KEY("train.min_lr_ratio", train.min_lr_ratio, unit_interval()),
-      AMOR_KEY("train.warmup_steps", train.warmup_steps, at_least(0)),
-      AMOR_KEY("train.weight_decay", train.weight_decay, non_negative()),
-      AMOR_KEY("train.beta1", train.beta1, below_one()),
-      AMOR_KEY("train.beta2", train.beta2, below_one()),
-      AMOR_KEY("train.eps", train.eps, positive()),
-      AMOR_KEY("train.clip", train.clip, non_negative()),
-      AMOR_KEY("train.seed", train.seed, at_least(0)),
-      AMOR_KEY("train.dtype", train.dtype, {}, Choices{{"auto", "f32", "f64", "bf16"}}),
-      AMOR_KEY("train.log_every", train.log_every, at_least(1)),
-      AMOR_KEY("train.eval_every", train.eval_every, at_least(0)),
-      // eval.*
-      AMOR_KEY("eval.tasks", eval.tasks),
-      AMOR_KEY("eval.max_examples", eval.max_examples, at_least(0)),
-      AMOR_KEY("eval.tokens_per_task", eval.tokens_per_task, at_least(0)),
-      AMOR_KEY("eval.max_length", eval.max_length, at_least(1)),
-      AMOR_KEY("eval.batch_size", eval.batch_size, at_least(1)),
-      AMOR_KEY("eval.seed", eval.seed, at_least(0)),
-      AMOR_KEY("eval.weights", eval.weights),
-      AMOR_KEY("eval.checkpoint", eval.checkpoint),
-      AMOR_KEY("eval.lambada.path", eval.lambada.path),
-      AMOR_KEY("eval.lambada.limit", eval.lambada.limit, at_least(0)),
-      AMOR_KEY("eval.hellaswag.path", eval.hellaswag.path),
-      AMOR_KEY("eval.hellaswag.limit", eval.hellaswag.limit, at_least(0)),
-      AMOR_KEY("eval.piqa.path", eval.piqa.path),
-      AMOR_KEY("eval.piqa.limit", eval.piqa.limit, at_least(0)),
-      AMOR_KEY("eval.arc_easy.path", eval.arc_easy.path),
-      AMOR_KEY("eval.arc_easy.limit", eval.arc_easy.limit, at_least(0)),
-      AMOR_KEY("eval.arc_challenge.path", eval.arc_challenge.path),
-      AMOR_KEY("eval.arc_challenge.limit", eval.arc_challenge.limit, at_least(0)),
-      AMOR_KEY("eval.winogrande.path", eval.winogrande.path),
-      AMOR_KEY("eval.winogrande.limit", eval.winogrande.limit, at_least(0)),
-      AMOR_KEY("eval.longbench.dir", eval.longbench_dir),
-      AMOR_KEY("eval.longbench.limit", eval.longbench_limit, at_least(0)),
-      AMOR_KEY("eval.niah.lengths", eval.niah.lengths, all_at_least(1)),
-      AMOR_KEY("eval.niah.depths", eval.niah.depths, all_within(0, 100)),
-      AMOR_KEY("eval.niah.samples_per_cell", eval.niah.samples_per_cell, at_least(1)),
-      AMOR_KEY("eval.niah.essay_path", eval.niah.essay_path),
-      AMOR_KEY("eval.mqar.vocab_size", eval.mqar.vocab_size, at_least(0)),
-      AMOR_KEY("eval.mqar.seq_len", eval.mqar.seq_len, at_least(0)),
-      AMOR_KEY("eval.mqar.kv_pairs", eval.mqar.kv_pairs, at_least(0)),
-      AMOR_KEY("eval.mqar.examples", eval.mqar.examples, at_least(1)),
-      AMOR_KEY("eval.ppl_by_position.path", eval.ppl_by_position.path),
-      AMOR_KEY("eval.ppl_by_position.seq_len", eval.ppl_by_position.seq_len, at_least(0)),
-      AMOR_KEY("eval.ppl_by_position.bucket_size", eval.ppl_by_position.bucket_size, at_least(0)),
-      AMOR_KEY("eval.ppl_by_position.num_sequences", eval.ppl_by_position.num_sequences, at_least(1)),
-      AMOR_KEY("eval.oryx_switch.path", eval.oryx_switch.path),
-      AMOR_KEY("eval.oryx_switch.seq_len", eval.oryx_switch.seq_len, at_least(0)),
-      AMOR_KEY("eval.oryx_switch.switch_at", eval.oryx_switch.switch_at, at_least(0)),
-      AMOR_KEY("eval.oryx_switch.window", eval.oryx_switch.window, at_least(0)),
-      AMOR_KEY("eval.oryx_switch.before", eval.oryx_switch.before, {}, Choices{{"linear", "attention"}}),
-      AMOR_KEY("eval.oryx_switch.after", eval.oryx_switch.after, {}, Choices{{"attention", "linear"}}),
-      AMOR_KEY("eval.oryx_switch.num_sequences", eval.oryx_switch.num_sequences, at_least(1)),
-      // checkpoint.*
-      AMOR_KEY("checkpoint.every", checkpoint.every, at_least(0)),
-      AMOR_KEY("checkpoint.keep", checkpoint.keep, at_least(1)),
-      AMOR_KEY("checkpoint.signal", checkpoint.signal, {}, Choices{{"SIGUSR1", "SIGUSR2", ""}}),
-      // parallel.*
-      AMOR_KEY("parallel.ranks_per_run", parallel.ranks_per_run, at_least(1)),
-      AMOR_KEY("device", device, {}, Choices{{"cpu", "cuda"}}),
-  };
+  std::vector<Field> f;
+  FieldCollector<RunConfig> root{"", [](RunConfig& c) -> RunConfig& { return c; },
+                                 [](const RunConfig& c) -> const RunConfig& { return c; }, &f};
+  keys::visit_keys<RunConfig>(root);
   std::sort(f.begin(), f.end(), [](const Field& a, const Field& b) { return a.key < b.key; });
+  for (size_t i = 1; i < f.size(); ++i)
+    if (f[i].key == f[i - 1].key) throw std::logic_error("config key declared twice: " + f[i].key);
   return f;
+}
+
+// The problem with one number against the declared range, or "". Integers are written as
+// integers; an open end is exclusive; infinite ends are left out of the message.
+template <class N>
+std::string number_problem(N x, const keys::Allowed& a) {
+  const double d = static_cast<double>(x);
+  const bool lo_ok = a.lo_open ? d > a.lo : d >= a.lo, hi_ok = a.hi_open ? d < a.hi : d <= a.hi;
+  if (lo_ok && hi_ok) return "";
+  auto text = [](double bound) {
+    return std::is_same_v<N, int64_t> ? format_limit(bound) : format_double(bound);
+  };
+  const std::string got = std::is_same_v<N, int64_t> ? fmt::format("{}", x) : format_double(d);
+  if (std::isinf(a.hi)) {
+    if (std::is_same_v<N, int64_t> && !a.lo_open)
+      return fmt::format("must be at least {}, got {}", text(a.lo), got);
+    return fmt::format("must be {} {}, got {}", a.lo_open ? ">" : ">=", text(a.lo), got);
+  }
+  if (std::isinf(a.lo)) {
+    if (std::is_same_v<N, int64_t> && !a.hi_open)
+      return fmt::format("must be at most {}, got {}", text(a.hi), got);
+    return fmt::format("must be {} {}, got {}", a.hi_open ? "<" : "<=", text(a.hi), got);
+  }
+  return fmt::format("must be in {}{}, {}{}, got {}", a.lo_open ? "(" : "[", text(a.lo), text(a.hi),
+                     a.hi_open ? ")" : "]", got);
+}
+
+std::string int_problem(int64_t x, const keys::Allowed& a) {
+  if (!a.one_of.empty()) {
+    const std::vector<std::string> choices = keys::choice_list(a.one_of);
+    if (std::find(choices.begin(), choices.end(), std::to_string(x)) == choices.end()) {
+      std::string list;
+      for (const std::string& c : choices) list += (list.empty() ? "" : ", ") + c;
+      return fmt::format("must be one of {}, got {}", list, x);
+    }
+  }
+  return number_problem(x, a);
 }
 
 std::set<std::string, std::less<>> build_sections() {
@@ -498,11 +371,38 @@ FieldValue parse_value(const Field& f, const YAML::Node& n, const Location& wher
         break;
     }
   }
-  if (f.check) {
-    std::string problem = f.check(v);
-    if (!problem.empty()) return bad(problem);
-  }
+  std::string problem = value_problem(f, v);
+  if (!problem.empty()) return bad(problem);
   return v;
+}
+
+std::string format_limit(double x) {
+  // 2^20 and beyond: the size limits (models/core/config_keys.h) read better as powers of two.
+  int exp = 0;
+  if (x >= 1048576.0 && std::frexp(x, &exp) == 0.5) return fmt::format("2^{}", exp - 1);
+  return fmt::format("{}", x);
+}
+
+std::string value_problem(const Field& f, const FieldValue& v) {
+  const keys::Allowed& a = f.allowed;
+  if (const auto* i = std::get_if<int64_t>(&v)) return int_problem(*i, a);
+  if (const auto* d = std::get_if<double>(&v)) return number_problem(*d, a);
+  if (const auto* s = std::get_if<std::string>(&v)) {
+    for (char ch : *s)
+      if (!a.letters.empty() && a.letters.find(ch) == std::string_view::npos)
+        return fmt::format("'{}' may only contain the letters {}", *s, a.letters);
+    return a.text_problem ? a.text_problem(*s) : "";
+  }
+  auto items = [](const auto& list, auto problem_of) {
+    for (size_t i = 0; i < list.size(); ++i)
+      if (std::string p = problem_of(list[i]); !p.empty()) return fmt::format("item {}: {}", i + 1, p);
+    return std::string();
+  };
+  if (const auto* l = std::get_if<std::vector<int64_t>>(&v))
+    return items(*l, [&](int64_t x) { return int_problem(x, a); });
+  if (const auto* l = std::get_if<std::vector<double>>(&v))
+    return items(*l, [&](double x) { return number_problem(x, a); });
+  return "";
 }
 
 std::string format_double(double d) {

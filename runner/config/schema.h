@@ -1,6 +1,8 @@
 // The run-config schema: every dotted key of RunConfig with its type, allowed values and range,
-// and the typing of YAML values against it. This table is the one place that knows how key names
-// map to RunConfig fields; parsing, validation, canonical serialisation and run names all use it.
+// and the typing of YAML values against it. The table is built from the declare_keys listings
+// beside the config structs (run_config.h, models/core/config.h), which are the one place that
+// names keys; parsing, validation, canonical serialisation, run names and the README's key table
+// all use this table.
 #pragma once
 #include <yaml-cpp/yaml.h>
 
@@ -28,13 +30,17 @@ struct Field {
   std::vector<std::string> choices;  // Enum only, in documentation order
   std::function<FieldValue(const RunConfig&)> get;
   std::function<void(RunConfig&, const FieldValue&)> set;
-  // Range / character checks on an already typed value: "" if fine, else the problem
-  // ("must be at least 1"). Empty function = no constraint.
-  std::function<std::string(const FieldValue&)> check;
+  keys::Allowed allowed;             // ranges, integer choices, letters (as declared)
+  std::string doc;                   // the declared one-line doc ("" if none)
+  size_t order = 0;                  // position in the declare_keys listings (README table order)
 };
 
 // Every key, sorted by dotted name.
 const std::vector<Field>& fields();
+// The problem with an already typed value of `field` ("must be at least 1, got 0"), or "".
+std::string value_problem(const Field& field, const FieldValue& value);
+// A range bound as people write it: 0, 1, 0.5, 1e-05, and 2^40 for powers of two from 2^20.
+std::string format_limit(double x);
 const Field* find_field(std::string_view key);
 // True for a proper prefix of keys ("model", "model.amor", "data.mqar"): a mapping goes there.
 bool is_section(std::string_view key);
