@@ -347,8 +347,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ float red[32];
   Sh::fix(k);
   const int Q = int(k.Q), P = int(k.P), N = int(k.N);
-  const int64_t c = blockIdx.x, b = blockIdx.y / k.G, g = blockIdx.y % k.G, sp = blockIdx.z;
-  const int64_t hpg = k.H / k.G, nsplit = (hpg + kHeadsPerSplit - 1) / kHeadsPerSplit;
+  const int G = int(k.G), by = int(blockIdx.y), b32 = by / G;  // 32-bit divisions
+  const int64_t c = blockIdx.x, b = b32, g = by - b32 * G, sp = blockIdx.z;
+  const int64_t hpg = int(k.H) / G, nsplit = (hpg + kHeadsPerSplit - 1) / kHeadsPerSplit;
   const int64_t h0 = g * hpg + sp * kHeadsPerSplit;
   const int64_t h1 = h0 + kHeadsPerSplit < (g + 1) * hpg ? h0 + kHeadsPerSplit : (g + 1) * hpg;
   const int64_t t0 = c * k.Q;
@@ -428,12 +429,19 @@ __global__ void __launch_bounds__(kThreads, 2)
             const int r = aC.row(i, 2 * hh);
             float s = 0.0f;
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-              for (int q = 0; q < 2; ++q) {
-                const int cc = aC.col(j, 2 * hh + q);
-                if (r < Lp && cc < Np) s += aC.c[i][j][2 * hh + q] * to_f32(Cs[r * sN + cc]);
+            for (int j = 0; j < 4; ++j) {
+              // Columns cc, cc + 1 (cc even, Np even) as one 4-byte bf16 pair, same sum order.
+              const int cc = aC.col(j, 2 * hh);
+              if (r < Lp && cc < Np) {
+                const uint32_t pr = *reinterpret_cast<const uint32_t*>(Cs + r * sN + cc);
+                const uint32_t ulo = pr << 16, uhi = pr & 0xffff0000u;
+                float lo, hi;
+                memcpy(&lo, &ulo, 4);
+                memcpy(&hi, &uhi, 4);
+                s += aC.c[i][j][2 * hh] * lo;
+                s += aC.c[i][j][2 * hh + 1] * hi;
               }
+            }
             d[i][hh] = s;
           }
       };

@@ -21,7 +21,9 @@
 #include <string>
 
 #include "kernels/ssd/ssd.h"
-#include "kernels/ssd/ssd_cuda.h"
+#if AMOR_HAVE_CUDA
+#include "kernels/ssd/ssd_cuda.h"  // the span knobs (CUDA builds only; without CUDA every test skips)
+#endif
 #include "tests/cuda/parity.h"
 
 namespace amor::parity {
@@ -150,16 +152,22 @@ TEST(CudaParity, SsdSmallPerChunkPath) {
   AMOR_REQUIRE_GPU();
   check_scan({1, 70, 2, 64, 1, 256, 32, true, true}, 7950);
   struct SpansOff {  // back on however the test ends
+#if AMOR_HAVE_CUDA
     SpansOff() { cuda::ssd_set_spans(false); }
     ~SpansOff() { cuda::ssd_set_spans(true); }
+#endif
   } off;
   check_scan({1, 70, 2, 64, 1, 128, 64, true, true}, 7960);
 }
 
 // Sets the span path's chunks per span for a scope, then back to the launchers' choice.
 struct SpanLen {
+#if AMOR_HAVE_CUDA
   explicit SpanLen(int m) { cuda::ssd_set_span_len(m); }
   ~SpanLen() { cuda::ssd_set_span_len(0); }
+#else
+  explicit SpanLen(int) {}
+#endif
 };
 
 // Spans of one chunk and of three (ssd_set_span_len; the last span short), on the realistic head.
