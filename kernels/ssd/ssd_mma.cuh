@@ -258,7 +258,45 @@ __device__ __forceinline__ void state_store_bf16(WarpTile<2, 2>& st, bf16_t* dst
       }
 }
 
-// This thread's pieces (i, w) of a rows x per grid, in the order of e = i per + w = threadIdx.x,
+// Global dst (row stride ld) = st rounded to bf16, rows < R and columns < C, through this warp's
+// 32 x 32 staging tile in shared memory (kStageRow elements a row: the fragment stores hit 32
+// distinct banks), so that each lane writes 16 contiguous bytes: 4 stores a lane, each warp store
+// 8 rows of 64 bytes, instead of 16 scattered 4-byte stores (8 rows of 16 bytes each). The
+// materialised chunk states of span_states (268 MB per call at 16K tokens, H 64) took it from 139
+// to 294 us with the scattered stores (bench-ssd --kernels, 2026-12-01 session 2).
+constexpr int kStageRow = 40;
+constexpr int64_t kStagingBytes = int64_t(kWarps) * 32 * kStageRow * 2;
+__device__ __forceinline__ void state_store_bf16_staged(WarpTile<2, 2>& st, bf16_t* stage,
+                                                        bf16_t* dst, int ld, int R, int C) {
+  const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; e += 2) {
+        const int lr = 16 * i + g + (e >= 2 ? 8 : 0), lc = 8 * j + 2 * t;
+        *reinterpret_cast<uint32_t*>(stage + lr * kStageRow + lc) =
+            mma::pack_bf16x2(st.c[i][j][e], st.c[i][j][e + 1]);
+      }
+  mma::sync_warp();
+  const bool vec = (reinterpret_cast<uintptr_t>(dst) & 15u) == 0 && ld % 8 == 0;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int piece = lane + 32 * q, lr = piece / 4, lc = 8 * (piece % 4);
+    const int r = st.m0 + lr, c = st.n0 + lc;
+    if (r >= R) continue;
+    const bf16_t* from = stage + lr * kStageRow + lc;
+    if (vec && c + 8 <= C) {
+      *reinterpret_cast<uint4*>(dst + int64_t(r) * ld + c) = *reinterpret_cast<const uint4*>(from);
+    } else {
+      for (int x = 0; x < 8 && c + x < C; ++x) dst[int64_t(r) * ld + c + x] = from[x];
+    }
+  }
+  mma::sync_warp();  // the staging tile may be written again
+}
+
+// This thread's pieces (i, w) of a rows x per grid// This thread's pieces (i, w) of a rows x per grid, in the order of e = i per + w = threadIdx.x,
 // threadIdx.x + blockDim.x, ...: the block-wide loop of the copies below, stepped by row and
 // piece increments instead of a division per piece.
 struct PieceWalk {

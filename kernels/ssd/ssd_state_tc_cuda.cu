@@ -118,8 +118,11 @@ __global__ void __launch_bounds__(kThreads, 2)
     });
     __syncthreads();  // the scaled u is in
     if (live) {
-      if (out_chunks) {
-        tc::state_store_bf16(st, out_chunks + (bh * k.nc + c) * int64_t(P) * N, N, P, N);
+      if (out_chunks) {  // through this warp's staging tile, after the S stages
+        bf16_t* stg = reinterpret_cast<bf16_t*>(smem + S * stage) +
+                      (int(threadIdx.x) / 32) * 32 * tc::kStageRow;
+        tc::state_store_bf16_staged(st, stg, out_chunks + (bh * k.nc + c) * int64_t(P) * N, N,
+                                    P, N);
       }
       const float d = mma::exp2_approx(cl);
       st.each([&](int, int, float& val) { val *= d; });
@@ -193,15 +196,20 @@ __global__ void span_passing_kernel(Dims k, int m, const float* __restrict__ cum
 int64_t span_stage_bytes(const Dims& k) {
   return tile_bytes(k.Q, k.P) + tile_bytes(k.Q, k.N) + 8 * pad16(int(k.Q));
 }
+// staged: the call materialises chunk states (out_chunks), which go through per-warp staging
+// tiles (tc::kStagingBytes, 20 KiB) after the stages: 3 stages then fit two blocks per SM.
 int g_span_stages = 0;  // ssd_set_span_stages: 2..4, or 0 for span_stages' choice
-int span_stages(const Dims& k) {
-  if (g_span_stages >= 2 && g_span_stages * span_stage_bytes(k) <= kSsdMaxSmemBytes) {
+int span_stages(const Dims& k, bool staged) {
+  const int64_t extra = staged ? tc::kStagingBytes : 0;
+  if (g_span_stages >= 2 && g_span_stages * span_stage_bytes(k) + extra <= kSsdMaxSmemBytes) {
     return g_span_stages;
   }
-  const int64_t two_per_sm = 113 * 1024;
+  const int64_t two_per_sm = 113 * 1024 - extra;
   return 4 * span_stage_bytes(k) <= two_per_sm ? 4 : 3 * span_stage_bytes(k) <= two_per_sm ? 3 : 2;
 }
-int64_t span_states_smem(const Dims& k) { return span_stages(k) * span_stage_bytes(k); }
+int64_t span_states_smem(const Dims& k, bool staged) {
+  return span_stages(k, staged) * span_stage_bytes(k) + (staged ? tc::kStagingBytes : 0);
+}
 
 }  // namespace
 
@@ -235,7 +243,8 @@ void launch_span_states_tc(const Dims& k, int m, const bf16_t* u, const bf16_t* 
                            cudaStream_t s) {
   const int64_t ns = ceil_div(k.nc, m);
   if (ns * k.B * k.H == 0) return;
-  const int64_t bytes = span_states_smem(k);
+  const bool staged = out_chunks != nullptr;
+  const int64_t bytes = span_states_smem(k, staged);
   auto run = [&](auto kernel) {
     AMOR_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
@@ -245,7 +254,7 @@ void launch_span_states_tc(const Dims& k, int m, const bf16_t* u, const bf16_t* 
   };
   with_shape(k, [&](auto sh) {
     using Sh = decltype(sh);
-    switch (span_stages(k)) {
+    switch (span_stages(k, staged)) {
       case 4: run(span_states_tc_kernel<4, Sh>); break;
       case 3: run(span_states_tc_kernel<3, Sh>); break;
       default: run(span_states_tc_kernel<2, Sh>); break;
@@ -261,7 +270,10 @@ void launch_span_passing(const Dims& k, int m, const float* cum, const float* fi
   AMOR_CUDA_CHECK_LAUNCH();
 }
 
-int64_t span_smem(const Dims& k) { return span_states_smem(k); }
+int64_t span_smem(const Dims& k) {
+  const int64_t a = span_states_smem(k, false), b = span_states_smem(k, true);
+  return a > b ? a : b;
+}
 
 }  // namespace ssd
 
