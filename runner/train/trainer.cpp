@@ -1,5 +1,6 @@
 #include "runner/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -9,16 +10,15 @@
 #include "data/synthetic/token_task.h"
 #include "kernels/core/error.h"
 #include "kernels/core/profile.h"
-#include "models/amor/amor_model.h"
 #include "models/io/model_weights.h"
 #include "models/io/safetensors.h"
 #include "models/lm/language_model.h"
 #include "runner/app/version.h"
 #include "runner/config/canonical.h"
 #include "runner/dist/device_select.h"
-#include "runner/dist/entropy_gather.h"
 #include "runner/dist/fsdp.h"
 #include "runner/dist/mpi_communicator.h"
+#include "runner/dist/run_group.h"
 #include "runner/eval/model_eval.h"
 #include "runner/eval/run_config_tasks.h"
 #ifdef AMOR_HAVE_CUDA
@@ -98,18 +98,20 @@ int64_t count_valid(const Tensor& targets) {
   return n;
 }
 
-// Fraction of tokens where AMOR's blocks fired, summed (fired, total) per block.
-void count_fires(const model::StepOutput& out, std::vector<double>& fired, double& tokens) {
-  if (fired.size() < out.gates.size()) fired.resize(out.gates.size(), 0.0);
-  for (size_t k = 0; k < out.gates.size(); ++k) {
-    const uint8_t* g = out.gates[k].data<uint8_t>();
-    for (int64_t i = 0; i < out.gates[k].numel(); ++i) fired[k] += g[i];
+// The model's summary metrics (run_contract.h) out of its metric row: (name, value), NaN kept.
+std::vector<std::pair<std::string, double>> summary_values(const model::LanguageModel& m,
+                                                           const model::MetricRow& row) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& sm : m.summary_metrics()) {
+    auto it = row.find(sm.name);
+    out.emplace_back(sm.name, it == row.end() || it->second.empty() ? NAN : it->second[0]);
   }
-  if (!out.gates.empty()) tokens += static_cast<double>(out.gates[0].numel());
+  return out;
 }
 
 struct EvalResult {
-  double loss = 0, tokens = 0, fire_rate = NAN;
+  double loss = 0, tokens = 0;
+  std::vector<std::pair<std::string, double>> summary;  // the model's summary metrics
   double recall_correct = 0, recall_labelled = 0;
   std::vector<double> per_example_acc;
   TokenSequences sequences;  // rank 0's first sequences, for /tokens/valid
@@ -117,8 +119,9 @@ struct EvalResult {
 
 constexpr int64_t kTokenSequencesSaved = 16;  // per evaluation, so run.h5 stays small
 
-EvalResult evaluate(dist::Fsdp& fsdp, BatchSource& valid, bool recall, int64_t micro_batch,
-                    int64_t max_examples, int amor_blocks, dist::Communicator& comm, Device dev) {
+EvalResult evaluate(dist::Fsdp& fsdp, const model::LanguageModel& model, BatchSource& valid, bool recall,
+                    int64_t micro_batch, int64_t max_examples, dist::Communicator& comm, Device dev) {
+  const int gate_rows = static_cast<int>(model.token_gate_rows());
   EvalResult r;
   valid.set_position("0:0");
   const int64_t global_batch = micro_batch * comm.size();  // sequences are dealt over the ranks
@@ -126,9 +129,9 @@ EvalResult evaluate(dist::Fsdp& fsdp, BatchSource& valid, bool recall, int64_t m
   if (max_examples > 0) batches = std::min(batches, (max_examples + global_batch - 1) / global_batch);
   AMOR_CHECK(batches > 0, "data: the validation set ({} sequences) is smaller than one global "
              "micro-batch of {} sequences", valid.sequences(), global_batch);
-  double loss_sum = 0, valid_tokens = 0, gate_tokens = 0;
-  std::vector<double> fired;
-  std::vector<std::vector<uint8_t>> gates(static_cast<size_t>(amor_blocks));
+  double loss_sum = 0, valid_tokens = 0;
+  std::unique_ptr<model::StepMetrics> metrics = model.new_step_metrics();
+  std::vector<std::vector<uint8_t>> gates(static_cast<size_t>(gate_rows));
   for (int64_t b = 0; b < batches; ++b) {
     model::Batch batch = valid.next();
     const int64_t B = batch.tokens.size(0), T = batch.tokens.size(1);
@@ -136,7 +139,7 @@ EvalResult evaluate(dist::Fsdp& fsdp, BatchSource& valid, bool recall, int64_t m
     to_host(out);
     loss_sum += out.loss_sum;
     valid_tokens += static_cast<double>(out.n_valid);
-    count_fires(out, fired, gate_tokens);
+    metrics->add(out);
     if (recall) {
       auto score = synthetic::score_tokens(out.predictions, batch.targets);
       r.recall_correct += static_cast<double>(score.correct);
@@ -154,7 +157,7 @@ EvalResult evaluate(dist::Fsdp& fsdp, BatchSource& valid, bool recall, int64_t m
         const bool scored = batch.targets.data<int32_t>()[j] != synthetic::kIgnore;
         r.sequences.loss.push_back(scored ? static_cast<float>(out.token_loss.item(j)) : NAN);
         r.sequences.mode.push_back(out.modes.defined() ? out.modes.data<uint8_t>()[j] : 0);
-        for (int k = 0; k < amor_blocks; ++k) gates[static_cast<size_t>(k)].push_back(out.gates[static_cast<size_t>(k)].data<uint8_t>()[j]);
+        for (int k = 0; k < gate_rows; ++k) gates[static_cast<size_t>(k)].push_back(out.gates[static_cast<size_t>(k)].data<uint8_t>()[j]);
       }
     }
   }
@@ -165,18 +168,14 @@ EvalResult evaluate(dist::Fsdp& fsdp, BatchSource& valid, bool recall, int64_t m
   r.tokens = sums[1];
   r.recall_correct = sums[2];
   r.recall_labelled = sums[3];
-  if (!fired.empty()) {
-    double f = 0;
-    for (double x : fired) f += x;
-    double tot[2] = {f, gate_tokens * static_cast<double>(fired.size())};
-    comm.all_reduce(tot, 2, dist::ReduceOp::Sum);
-    r.fire_rate = tot[1] > 0 ? tot[0] / tot[1] : NAN;
-  }
+  dist::CommRunGroup group(comm);
+  r.summary = summary_values(model, metrics->finish(group));
   return r;
 }
 
 // An unsharded copy of the model for the evaluation harness (collective: every rank of the run
-// gathers every unit), with AMOR's frozen thresholds. On the run's device, in the master dtype.
+// gathers every unit), with the model's state beyond its parameters (AMOR's frozen thresholds).
+// On the run's device, in the master dtype.
 std::unique_ptr<model::LanguageModel> eval_replica(const config::RunConfig& cfg, dist::Fsdp& fsdp,
                                                    model::LanguageModel& trained, DType dtype, Device dev) {
   auto full = fsdp.full_parameters();
@@ -189,8 +188,7 @@ std::unique_ptr<model::LanguageModel> eval_replica(const config::RunConfig& cfg,
                i, params[i]->name, full[i].first);
     params[i]->value = full[i].second.to(dev);
   }
-  auto* from = dynamic_cast<model::AmorModel*>(&trained);
-  if (auto* to = dynamic_cast<model::AmorModel*>(replica.get()); to && from) to->set_gate_state(from->gate_state());
+  replica->restore_checkpoint_state(trained.checkpoint_state(), /*required=*/true);
   return replica;
 }
 
@@ -240,10 +238,7 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
   }
   if (dev != Device::CPU)
     for (auto& p : model->params().params()) p->value = p->value.to(dev);
-  if (auto* stack = dynamic_cast<model::StackModel*>(model.get()))
-    stack->set_mode_seed(static_cast<uint64_t>(cfg.train.seed) ^ 0x6f727978ull);
-  auto* amor_model = dynamic_cast<model::AmorModel*>(model.get());
-  if (amor_model) amor_model->set_entropy_gather(dist::make_entropy_gather(comm));
+  model->set_run_seed(static_cast<uint64_t>(cfg.train.seed));
   dist::FsdpOptions fo;
   fo.beta1 = cfg.train.beta1;
   fo.beta2 = cfg.train.beta2;
@@ -252,9 +247,9 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
   // train.clip 0 turns clipping off: an infinite limit never scales the gradients.
   fo.max_grad_norm = cfg.train.clip > 0 ? cfg.train.clip : std::numeric_limits<double>::infinity();
   if (dtypes.compute != dtypes.master) fo.compute_dtype = dtypes.compute;
-  dist::Fsdp fsdp(*model, tensor_comm, fo);
+  dist::Fsdp fsdp(*model, tensor_comm, fo);  // also gives the model its run group (fsdp.h)
   RunData data = make_run_data(cfg, comm.rank(), comm.size());
-  const int amor_blocks = amor_model ? amor_model->num_blocks() : 0;
+  dist::CommRunGroup metric_group(comm);  // reduces the model's metrics on the host communicator
 
   // Resume from the newest checkpoint that loads (resume_from_checkpoint: a damaged newer one is
   // set aside with a warning).
@@ -265,14 +260,13 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
       dist::FsdpCheckpoint c = fsdp.load(dir.string());
       data.train->set_position(c.extra.at("data_position"));
       tokens_seen = std::stoll(c.extra.at("tokens_seen"));
-      if (amor_model) amor_model->set_gate_state(gate_state_from_json(c.extra.at("amor_gates")));
+      model->restore_checkpoint_state(c.extra, /*required=*/true);
       start_step = c.step;
     });
   } else if (!cfg.eval.checkpoint.empty()) {  // evaluate another run's checkpoint (train.steps 0)
     const fs::path dir = eval_checkpoint_dir(cfg.eval.checkpoint);
     dist::FsdpCheckpoint c = fsdp.load(dir.string());
-    if (amor_model && c.extra.count("amor_gates"))
-      amor_model->set_gate_state(gate_state_from_json(c.extra.at("amor_gates")));
+    model->restore_checkpoint_state(c.extra, /*required=*/false);
   }
 
   // The harness's tasks (runner/eval): specs resolved from eval.*, the tokenizer the data uses.
@@ -304,7 +298,9 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
       attrs.world_size = comm.size();
       attrs.created = utc_timestamp();
       RunLayout layout;
-      layout.eval_tasks.push_back({"valid", {"loss", "ppl", "fire_rate"}, {}});
+      EvalTaskSpec valid_task{"valid", {"loss", "ppl"}, {}};
+      for (const auto& sm : model->summary_metrics()) valid_task.metrics.push_back(sm.name);
+      layout.eval_tasks.push_back(valid_task);
       if (data.recall_task) layout.eval_tasks.push_back({"mqar", {"acc"}, {"acc"}});
       // The memory report (per rank, bytes) as an /eval group: its attributes exist from creation,
       // as SWMR requires, and are filled after the first step.
@@ -315,7 +311,8 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
         layout.eval_tasks.push_back(eval::task_layout(ts));
         layout.token_sets.push_back(ts.name);
       }
-      layout.amor_blocks = amor_blocks;
+      layout.amor_blocks = static_cast<int>(model->token_gate_rows());
+      for (const auto& c : model->metric_columns()) layout.train_columns.push_back({c.name, c.shape});
       h5.emplace(RunFile::create(h5_path.string(), attrs, layout));
     }
   }
@@ -324,7 +321,10 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
     std::map<std::string, std::string> extra{{"data_position", data.train->position()},
                                              {"tokens_seen", std::to_string(tokens_seen)},
                                              {"config_hash", spec.hash8}};
-    if (amor_model) extra["amor_gates"] = gate_state_to_json(amor_model->gate_state());
+    for (auto& [key, value] : model->checkpoint_state()) {
+      AMOR_CHECK(!extra.count(key), "the model's checkpoint state '{}' has a name the runner uses", key);
+      extra[key] = std::move(value);
+    }
     // run.h5 first: once checkpoint N exists, its rows up to step N must be on disk too (a resume
     // from N truncates the file back to N and would otherwise leave a gap).
     if (h5) h5->flush();
@@ -342,13 +342,16 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
                             "the run is not marked DONE", step, what, std::isnan(v) ? "NaN" : fmt::format("{}", v), src));
   };
   auto run_eval = [&](int64_t step) {
-    EvalResult e = evaluate(fsdp, *data.valid, data.recall_task, cfg.train.micro_batch,
-                            cfg.eval.max_examples, amor_blocks, comm, dev);
+    EvalResult e = evaluate(fsdp, *model, *data.valid, data.recall_task, cfg.train.micro_batch,
+                            cfg.eval.max_examples, comm, dev);
     result.metrics["valid_loss"] = e.loss;
-    if (!std::isnan(e.fire_rate)) result.metrics["valid_fire_rate"] = e.fire_rate;
+    for (const auto& [name, v] : e.summary)
+      if (!std::isnan(v)) result.metrics["valid_" + name] = v;
     if (data.recall_task) result.metrics["mqar_acc"] = e.recall_labelled > 0 ? e.recall_correct / e.recall_labelled : NAN;
     if (h5) {
-      h5->write_eval("valid", step, {{"loss", e.loss}, {"ppl", std::exp(e.loss)}, {"fire_rate", e.fire_rate}});
+      std::map<std::string, double> valid{{"loss", e.loss}, {"ppl", std::exp(e.loss)}};
+      for (const auto& [name, v] : e.summary) valid[name] = v;
+      h5->write_eval("valid", step, valid);
       if (data.recall_task)
         h5->write_eval("mqar", step, {{"acc", result.metrics["mqar_acc"]}},
                        {{"acc", e.per_example_acc}});
@@ -414,15 +417,12 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
     }
     const double global_valid = static_cast<double>(std::max<int64_t>(1, comm.all_reduce_sum(local_valid)));
     fsdp.zero_grad();
-    double loss_sum = 0, gate_tokens = 0;
-    std::vector<double> fired;
-    std::vector<double> taus;
+    double loss_sum = 0;
+    std::unique_ptr<model::StepMetrics> metrics = model->new_step_metrics();
     for (auto& b : micro) {
       model::StepOutput out = fsdp.forward(on_device(b, dev), /*training=*/true);
       loss_sum += out.loss_sum;
-      for (auto& g : out.gates) g = host(g);
-      count_fires(out, fired, gate_tokens);
-      taus = out.tau;
+      metrics->add(out);
       fsdp.backward(loss_weights(b.targets, global_valid, dtypes.loss).to(dev));
     }
     const double loss = comm.all_reduce_sum(loss_sum) / global_valid;
@@ -441,19 +441,7 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
     tokens_seen += step_tokens;
     last_loss = loss;
 
-    double fire_rate = NAN;
-    std::vector<double> block_fire;
-    if (!fired.empty()) {
-      std::vector<double> counts = fired;
-      counts.push_back(gate_tokens);
-      comm.all_reduce(counts.data(), static_cast<int64_t>(counts.size()), dist::ReduceOp::Sum);
-      double total = 0;
-      for (size_t k = 0; k + 1 < counts.size(); ++k) {
-        block_fire.push_back(counts[k] / counts.back());
-        total += counts[k];
-      }
-      fire_rate = total / (counts.back() * static_cast<double>(block_fire.size()));
-    }
+    model::MetricRow metric_row = metrics->finish(metric_group);
     auto now = std::chrono::steady_clock::now();
     double dt = std::chrono::duration<double>(now - t_last).count();
     t_last = now;
@@ -472,10 +460,7 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
       row.lr = lr;
       row.grad_norm = grad_norm;
       row.tokens_per_s = dt > 0 ? static_cast<double>(step_tokens) / dt : 0;
-      row.fire_rate = fire_rate;
-      row.tau = taus.empty() ? NAN : taus.back();
-      row.block_fire_rate = block_fire;
-      row.block_tau = taus;
+      row.columns = metric_row;
       h5->append_train(row);
     }
     if (step == start_step) {  // after the first step: every buffer of a step has existed once
@@ -491,8 +476,11 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
                         {"world_size", static_cast<double>(mem.world_size)}});
     }
     if (!quiet) {
-      ProgressRow pr{done, loss, lr, dt > 0 ? static_cast<double>(step_tokens) / dt : 0, std::nullopt};
-      if (!std::isnan(fire_rate)) pr.fire_rate = fire_rate;
+      ProgressRow pr{done, loss, lr, dt > 0 ? static_cast<double>(step_tokens) / dt : 0, {}};
+      const auto summary = summary_values(*model, metric_row);
+      const auto specs = model->summary_metrics();
+      for (size_t i = 0; i < specs.size(); ++i)
+        if (!std::isnan(summary[i].second)) pr.metrics.emplace_back(specs[i].label, summary[i].second);
       progress.update(pr);
     }
 
@@ -519,7 +507,8 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
     if (root) model::save_model_weights((opt.run_dir / "model.safetensors").string(), full->params(), cfg.model, version());
   }
   result.metrics["final_loss"] = last_loss;
-  if (!std::isnan(final_eval.fire_rate)) result.metrics["fire_rate"] = final_eval.fire_rate;
+  for (const auto& [name, v] : final_eval.summary)
+    if (!std::isnan(v)) result.metrics[name] = v;
   if (h5) {
     h5->finish(utc_timestamp());
     h5->close();
@@ -528,7 +517,11 @@ RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const
   if (!quiet) {
     std::string summary = fmt::format("done: final loss {:.4f}, valid loss {:.4f}", last_loss, final_eval.loss);
     if (result.metrics.count("mqar_acc")) summary += fmt::format(", recall acc {:.3f}", result.metrics["mqar_acc"]);
-    if (!std::isnan(final_eval.fire_rate)) summary += fmt::format(", fire rate {:.3f}", final_eval.fire_rate);
+    for (const auto& [name, v] : final_eval.summary) {  // "fire_rate" reads "fire rate"
+      std::string words = name;
+      std::replace(words.begin(), words.end(), '_', ' ');
+      if (!std::isnan(v)) summary += fmt::format(", {} {:.3f}", words, v);
+    }
     for (const auto& ts : task_specs) {
       const std::string m = eval::headline_metric(ts.name);
       summary += fmt::format(", {} {} {:.3f}", ts.name, m, result.metrics[ts.name + "_" + m]);
