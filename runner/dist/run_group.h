@@ -1,9 +1,9 @@
 // The run group's collectives that a model asks for (models/lm/run_contract.h), over a
 // Communicator: Fsdp plugs one into the model it shards, the trainer reduces the model's metrics
 // through one. gather_flat puts rank r's elements at [offset_r, offset_r + n_r) of the result,
-// ranks in order, so when each rank holds its slice of the global micro-batch (rank_batch.h) the
-// gathered vector is the one-rank run's, element for element (what AMOR's gate statistics need,
-// design §3). Ranks may hold different counts (a ragged last batch): the counts
+// ranks in order, so when each rank holds its slice of the global micro-batch (data/loader/
+// rank_split.h) the gathered vector is the one-rank run's, element for element (what AMOR's gate
+// statistics need, design §3). Ranks may hold different counts (a ragged last batch): the counts
 // travel first.
 #pragma once
 #include "models/lm/run_contract.h"
