@@ -24,9 +24,10 @@ HarnessTasks harness_tasks_for(const config::RunConfig& cfg) {
 }
 
 std::unique_ptr<model::LanguageModel> eval_replica(const config::RunConfig& cfg, dist::Fsdp& fsdp,
-                                                   const model::LanguageModel& trained, DType dtype, Device dev) {
+                                                   const model::LanguageModel& trained, DType dtype, Device dev,
+                                                   const ModelBuilder& build) {
   auto full = fsdp.full_parameters();
-  auto replica = model::build_model(cfg.model, dtype);
+  auto replica = build ? build(cfg.model, dtype) : model::build_model(cfg.model, dtype);
   const auto& params = replica->params().params();
   AMOR_CHECK(params.size() == full.size(), "eval: the replica has {} parameters, the run {}",
              params.size(), full.size());

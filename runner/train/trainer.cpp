@@ -50,7 +50,7 @@ void Trainer::setup() {
   tensor_comm_ = nccl_ ? nccl_.get() : &comm_;
 
   // Model, sharding, data. Initialised on the host (the same numbers on every device), then moved.
-  model_ = model::build_model(cfg_.model, dtypes_.master);
+  model_ = opt_.build_model ? opt_.build_model(cfg_.model, dtypes_.master) : model::build_model(cfg_.model, dtypes_.master);
   model_->params().initialize(static_cast<uint64_t>(cfg_.train.seed));
   if (!cfg_.eval.weights.empty()) {  // existing weights: to evaluate (train.steps 0) or to start from
     try {
@@ -216,7 +216,7 @@ ValidResult Trainer::evaluate(int64_t step) {
   require_finite(e.loss, "the validation loss", step);
   if (harness_.specs.empty()) return e;
   // The harness on an unsharded replica; batches dealt over the run's ranks (model_eval.h).
-  auto replica = eval_replica(cfg_, *fsdp_, *model_, dtypes_.master, dev_);
+  auto replica = eval_replica(cfg_, *fsdp_, *model_, dtypes_.master, dev_, opt_.build_model);
   eval::ModelEvalOptions mo;
   mo.max_length = cfg_.eval.max_length;
   mo.batch_size = cfg_.eval.batch_size;
@@ -269,7 +269,7 @@ void Trainer::finish() {
   {
     // The final weights as one safetensors file (models/io/model_weights.h): what eval.weights
     // reads, and what tests/torch_ref loads into PyTorch. Collective; rank 0 writes.
-    auto full = eval_replica(cfg_, *fsdp_, *model_, dtypes_.master, Device::CPU);
+    auto full = eval_replica(cfg_, *fsdp_, *model_, dtypes_.master, Device::CPU, opt_.build_model);
     if (root_) model::save_model_weights((opt_.run_dir / "model.safetensors").string(), full->params(), cfg_.model, version());
   }
   result_.metrics["final_loss"] = last_loss_;

@@ -48,6 +48,10 @@ struct TrainerOptions {
   std::filesystem::path run_dir;
   bool quiet = false;  // no progress lines (tests)
   bool live = false;   // a live progress bar (one group on a terminal); else plain lines
+  // Builds the run's model and its evaluation replicas; empty: model::build_model (by
+  // model.kind). A kind the runner has never seen runs through the same steps (the trainer only
+  // uses the run contract): trainer_contract_mpi_test runs one.
+  ModelBuilder build_model;
 };
 
 RunResult train_run(const config::RunSpec& spec, dist::Communicator& comm, const TrainerOptions& opt);
