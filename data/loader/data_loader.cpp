@@ -2,6 +2,7 @@
 #include "data/loader/data_loader.h"
 
 #include "data/loader/permutation.h"
+#include "data/loader/rank_split.h"
 #include "kernels/core/error.h"
 
 namespace amor::data {
@@ -38,7 +39,8 @@ uint64_t DataLoader::sequence_at(uint64_t epoch, uint64_t index) {
 
 Batch DataLoader::next() {
   const int64_t b = opt_.batch_size, L = opt_.seq_len;
-  const uint64_t S = num_sequences_, W = static_cast<uint64_t>(opt_.world);
+  const uint64_t S = num_sequences_;
+  const RankSplit split(b, opt_.rank, opt_.world);
   Batch out;
   out.start = pos_;
   out.tokens = Tensor::empty({b, L}, DType::I32);
@@ -48,7 +50,7 @@ Batch DataLoader::next() {
   std::vector<int32_t> row(static_cast<size_t>(L) + 1);
   // Element g of the global order sits at epoch pos.epoch + (pos.index + g) / S.
   for (int64_t j = 0; j < b; ++j) {
-    uint64_t g = pos_.index + W * static_cast<uint64_t>(j) + static_cast<uint64_t>(opt_.rank);
+    uint64_t g = pos_.index + static_cast<uint64_t>(split.global_row(j));
     uint64_t seq = sequence_at(pos_.epoch + g / S, g % S);
     data_.read(seq * static_cast<uint64_t>(L), static_cast<uint64_t>(L) + 1, row.data());
     std::copy(row.begin(), row.end() - 1, tok + j * L);

@@ -10,9 +10,10 @@
 //
 // Order: epoch e visits all S sequences once, in a permutation seeded by (seed, e) (or in stream
 // order with shuffle off). The global order is epoch 0's sequences, then epoch 1's, ...; a global
-// batch is the next world*batch_size of them, and rank r takes every world-th, starting at r:
-// row j of rank r's batch is global-batch element world*j + r. So W ranks with micro-batch b
-// read exactly the sequences one rank with micro-batch W*b reads. A batch may straddle an epoch
+// batch is the next world*batch_size of them, dealt over the ranks by the one rule of
+// rank_split.h: rank r takes the contiguous block [r*b, (r+1)*b) (row j = global-batch element
+// r*b + j). So W ranks with micro-batch b read exactly the sequences one rank with micro-batch
+// W*b reads, in the same order. A batch may straddle an epoch
 // boundary: nothing is dropped or repeated at epoch ends.
 //
 // Resume: position() (epoch, index: where the next global batch starts) is the same on every

@@ -167,7 +167,7 @@ TEST(Loader, RanksTogetherReadWhatOneRankWithTheWholeBatchReads) {
       Batch mine = ranks[static_cast<size_t>(r)].next();
       auto tok = mine.tokens.to_vector<int32_t>();
       for (int j = 0; j < b; ++j) {
-        size_t g = static_cast<size_t>(W * j + r);  // row j of rank r = global element W*j + r
+        size_t g = static_cast<size_t>(r * b + j);  // rank_split.h: row j of rank r = global element r*b + j
         EXPECT_EQ(mine.sequences[static_cast<size_t>(j)], one.sequences[g]) << "step " << s << " rank " << r;
         EXPECT_TRUE(std::equal(tok.begin() + j * 6, tok.begin() + (j + 1) * 6, one_tok.begin() + static_cast<ptrdiff_t>(g * 6)));
       }

@@ -1,5 +1,6 @@
 #include "models/amor/amor_model.h"
 
+#include "data/json/json.h"
 #include "kernels/core/error.h"
 #include "kernels/core/profile.h"
 #include "kernels/elementwise/elementwise.h"
@@ -67,6 +68,47 @@ void AmorModel::set_gate_state(const std::vector<AmorGateState>& state) {
 
 void AmorModel::set_entropy_gather(const EntropyGather& gather) {
   for (auto& b : blocks_) b->gate().set_gather(gather);
+}
+
+namespace {
+constexpr const char* kGatesKey = "amor_gates";  // the checkpoint metadata's name since format 1
+}  // namespace
+
+std::map<std::string, std::string> AmorModel::checkpoint_state() const {
+  return {{kGatesKey, gate_state_to_json(gate_state())}};
+}
+
+void AmorModel::restore_checkpoint_state(const std::map<std::string, std::string>& saved, bool required) {
+  auto it = saved.find(kGatesKey);
+  if (it == saved.end()) {
+    AMOR_CHECK(!required, "checkpoint: the metadata has no '{}' (the AMOR gates' thresholds)", kGatesKey);
+    return;
+  }
+  set_gate_state(gate_state_from_json(it->second));
+}
+
+void AmorModel::set_run_group(RunGroup* group) {
+  if (!group) return set_entropy_gather(EntropyGather{});
+  set_entropy_gather([group](const Tensor& local) { return group->gather_flat(local); });
+}
+
+std::string gate_state_to_json(const std::vector<AmorGateState>& s) {
+  json::Array a;
+  for (const auto& g : s) a.emplace_back(json::Object{{"m", json::Value(g.m)}, {"s", json::Value(g.s)}});
+  return json::Value(std::move(a)).dump();
+}
+
+std::vector<AmorGateState> gate_state_from_json(const std::string& text) {
+  std::vector<AmorGateState> out;
+  // The parsed document must outlive the loop (a range-for over a temporary's member dangles).
+  const json::Value doc = json::parse(text, "checkpoint amor_gates");
+  for (const auto& v : doc.as_array("amor_gates")) {
+    AmorGateState g;
+    g.m = v.at("m").as_double("amor_gates m");
+    g.s = v.at("s").as_double("amor_gates s");
+    out.push_back(g);
+  }
+  return out;
 }
 
 void AmorModel::set_sparse_inference(bool on) {

@@ -25,8 +25,10 @@
 // amor.i.alpha [d]; final_norm.weight [d]. FSDP units: embed, each layer, norm_f, each block,
 // final_norm.
 //
-// The gates' EMA thresholds are model state (amor_gate.h): gate_state()/set_gate_state() for
-// checkpoints; forward() fills StepOutput.gates, gate_entropy and tau per block. The gates' EMA
+// The gates' EMA thresholds are model state (amor_gate.h): gate_state()/set_gate_state(), and for
+// the runner checkpoint_state() {"amor_gates": [{"m", "s"} per block]} (run_contract.h); the run
+// group's gather_flat feeds the gates' cross-rank statistics. forward() fills StepOutput.gates,
+// gate_entropy and tau per block (K gate rows). The gates' EMA
 // steps stay on the device during the forward; the K thresholds come back to the host in one read
 // at its end (forward_done), where the host waits for the losses anyway. Activation
 // recomputation (model.recompute) applies to the backbone layers (layer.h) and to each block
@@ -52,6 +54,13 @@ class AmorModel final : public LanguageModel {
   void set_gate_state(const std::vector<AmorGateState>& state);
   // Plugs the cross-rank gather of the entropies into every block's gate (amor_gate.h).
   void set_entropy_gather(const EntropyGather& gather);
+
+  // The runner's contract (run_contract.h).
+  int64_t token_gate_rows() const override { return num_blocks(); }
+  std::map<std::string, std::string> checkpoint_state() const override;
+  void restore_checkpoint_state(const std::map<std::string, std::string>& saved, bool required) override;
+  // The gates gather their entropies over the group (nullptr: this rank's alone).
+  void set_run_group(RunGroup* group) override;
   // Outside training the blocks run sparse (Q, attention, O only at firing rows; default) or, as
   // a reference, in the dense masked form of training (amor_attention.h). Same values on the CPU.
   void set_sparse_inference(bool on);
@@ -74,6 +83,11 @@ class AmorModel final : public LanguageModel {
   std::vector<int> layer_units_, block_units_;
   int norm_f_unit_ = 0, final_norm_unit_ = 0;
 };
+
+// The gates' states as checkpoints keep them: a JSON array of {"m", "s"} per block, doubles
+// printed to round-trip exactly.
+std::string gate_state_to_json(const std::vector<AmorGateState>& s);
+std::vector<AmorGateState> gate_state_from_json(const std::string& text);
 
 // The backbone's mixer letter for model.amor.backbone (gdn G, mamba2 M, transformer A).
 char amor_backbone_letter(const ModelConfig& cfg);

@@ -11,6 +11,7 @@
 #include "models/core/layer.h"
 #include "models/core/param_store.h"
 #include "models/core/unit_hooks.h"
+#include "models/lm/run_contract.h"
 
 namespace amor::model {
 
@@ -38,15 +39,18 @@ struct InferenceState {
   int64_t prefill_len = 0;  // Oryx prefill_linear_decode_attention: tokens t < this are linear
 };
 
+// What a forward gives back. Besides the losses: per-token gate decisions (token_gate_rows() of
+// them; AMOR's blocks) and mixer modes (when takes_modes(); Oryx), which the runner records
+// without knowing which model made them (run_contract.h).
 struct StepOutput {
   Tensor token_loss;  // [B,T], 0 where the target is ignored
   Tensor entropy;     // [B,T] normalised entropy H/log V of the final prediction (no gradient)
   double loss_sum = 0;
   int64_t n_valid = 0;
-  std::vector<Tensor> gates;          // AMOR: one u8 [B,T] per block
-  std::vector<Tensor> gate_entropy;   // AMOR: one [B,T] per block (the gate's H)
-  std::vector<double> tau;            // AMOR: the threshold each block used
-  Tensor modes;                       // Oryx: u8 [B,T], 1 = attention
+  std::vector<Tensor> gates;          // one u8 [B,T] per gate row (AMOR: per block)
+  std::vector<Tensor> gate_entropy;   // one [B,T] per gate row (the gate's input; AMOR's H)
+  std::vector<double> tau;            // the threshold each gate row used
+  Tensor modes;                       // u8 [B,T], the mixer each token used (Oryx: 1 = attention)
   Tensor predictions;                 // outside training: i32 [B,T], the greedy next token
   double mean_loss() const { return n_valid ? loss_sum / static_cast<double>(n_valid) : 0.0; }
 };
@@ -71,6 +75,33 @@ class LanguageModel {
   const ModelConfig& config() const { return cfg_; }
   // Parallelism wraps the model through these (nullptr: none); see models/core/unit_hooks.h.
   void set_unit_hooks(UnitHooks* hooks) { hooks_ = hooks; }
+
+  // ---- What the runner needs (run_contract.h); the runner calls only these, never a kind.
+  // Rows of StepOutput::gates (and of run.h5's /tokens/<set>/gate); 0: no gates.
+  virtual int64_t token_gate_rows() const { return 0; }
+  // Whether Batch::modes steers the model and StepOutput::modes reports its mixers.
+  virtual bool takes_modes() const { return false; }
+  // The /train columns this model adds, in order, and the accumulator that fills them. Default:
+  // the entropy-gate columns fire_rate, tau [n] and block_fire_rate, block_tau [n, K] from
+  // StepOutput::gates and ::tau (NaN and [n, 0] without gates), which every run.h5 carries.
+  virtual std::vector<MetricColumn> metric_columns() const;
+  virtual std::unique_ptr<StepMetrics> new_step_metrics() const;
+  // Scalars of the metric row shown in the progress line and reported as evaluation and final
+  // metrics (default: fire_rate, labelled "fire"; skipped while NaN).
+  virtual std::vector<SummaryMetric> summary_metrics() const;
+  // State beyond the parameters that a checkpoint keeps, as named strings in its metadata, and
+  // its restore: `required` (a resume) makes a missing name an error; otherwise (weights from
+  // another run's checkpoint) what is missing keeps its initial value. Also copies the state to
+  // an evaluation replica. Names must not collide with the runner's (data_position,
+  // tokens_seen, config_hash).
+  virtual std::map<std::string, std::string> checkpoint_state() const { return {}; }
+  virtual void restore_checkpoint_state(const std::map<std::string, std::string>& /*saved*/,
+                                        bool /*required*/) {}
+  // The collectives of the ranks that run this model together (nullptr: this process alone).
+  // Kept until replaced; the caller keeps `group` alive meanwhile.
+  virtual void set_run_group(RunGroup* /*group*/) {}
+  // The run's seed (train.seed) for whatever the model draws while training.
+  virtual void set_run_seed(uint64_t /*seed*/) {}
 
  protected:
   // The part between the embedding and the LM head; h is [B,T,d].
@@ -118,6 +149,9 @@ class StackModel final : public LanguageModel {
   StackModel(const ModelConfig& cfg, DType dtype);
   // Oryx: the seed that, with a sequence's sample id, draws its training modes.
   void set_mode_seed(uint64_t seed) { mode_seed_ = seed; }
+  // The run's seed, mixed with "oryx" so the modes' stream differs from the weights' init.
+  void set_run_seed(uint64_t seed) override { set_mode_seed(seed ^ 0x6f727978ull); }
+  bool takes_modes() const override { return cfg_.kind == "oryx"; }
 
  protected:
   Tensor body_forward(const Tensor& h, const Batch& batch, bool training, StepOutput& out) override;

@@ -8,7 +8,7 @@
 
 #include "kernels/core/backend.h"
 #include "runner/dist/dist_test_support.h"
-#include "runner/dist/entropy_gather.h"
+#include "runner/dist/run_group.h"
 
 #ifdef AMOR_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -164,12 +164,14 @@ TEST(MpiCommunicator, APeerThatNeverArrivesTimesOutAndBreaksTheCommunicator) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-// The gather over comm of entropies on `dev`: ragged counts (rank r holds r+1 values, given as a
+// The run group over comm (what a model's collectives go through), values on `dev`: ragged counts (rank r holds r+1 values, given as a
 // [1, r+1] tensor: any shape comes back flat) concatenated in rank order, in the dtype and on the
-// device they came in; a rank holding nothing; a bad dtype named.
+// device they came in; a rank holding nothing; a bad dtype named; sums the same on every rank.
 void check_entropy_gather(Communicator& c, Device dev) {
   const int W = c.size(), r = c.rank();
-  model::EntropyGather gather = make_entropy_gather(c);
+  CommRunGroup group(c);
+  EXPECT_EQ(group.size(), W);
+  auto gather = [&](const Tensor& t) { return group.gather_flat(t); };
   for (DType dt : {DType::F32, DType::F64}) {
     Tensor local = Tensor::empty({1, r + 1}, dt);  // rank r holds r+1 values
     for (int64_t i = 0; i <= r; ++i) local.set_item(i, 0.25 * r + 0.0625 * i);
@@ -191,9 +193,10 @@ void check_entropy_gather(Communicator& c, Device dev) {
   ASSERT_EQ(all.numel(), 2);
   EXPECT_EQ(all.to(Device::CPU).item(1), 0.5);
   std::string err = error_of([&] { gather(Tensor::zeros({2}, DType::I32)); });
-  EXPECT_NE(err.find("amor entropy gather: expected an f32/f64 tensor of entropies, got i32[2]@cpu"),
-            std::string::npos)
-      << err;
+  EXPECT_NE(err.find("gather_flat: expected an f32/f64 tensor, got i32[2]@cpu"), std::string::npos) << err;
+  std::vector<double> sums{1.0, static_cast<double>(r), 0.5};
+  group.sum(sums);
+  EXPECT_EQ(sums, (std::vector<double>{static_cast<double>(W), W * (W - 1) / 2.0, 0.5 * W}));
 }
 
 TEST(EntropyGather, ConcatenatesRaggedCountsInRankOrder) {

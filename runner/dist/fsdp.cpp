@@ -9,8 +9,7 @@
 #include "kernels/core/error.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/grad_norm/grad_norm.h"
-#include "models/amor/amor_model.h"
-#include "runner/dist/entropy_gather.h"
+#include "runner/dist/run_group.h"
 
 namespace amor::dist {
 namespace {
@@ -90,16 +89,14 @@ Fsdp::Fsdp(model::LanguageModel& model, Communicator& comm, FsdpOptions options)
     p->value = Tensor();
     p->grad = Tensor();
   }
-  if (auto* amor = dynamic_cast<model::AmorModel*>(&model)) {
-    amor->set_entropy_gather(make_entropy_gather(comm));
-    amor_gather_ = true;
-  }
+  group_ = std::make_unique<CommRunGroup>(comm);
+  model.set_run_group(group_.get());
   model.set_unit_hooks(this);
 }
 
 Fsdp::~Fsdp() {
   model_.set_unit_hooks(nullptr);
-  if (amor_gather_) static_cast<model::AmorModel&>(model_).set_entropy_gather(model::EntropyGather{});
+  model_.set_run_group(nullptr);
   if (pending_) {
     try {
       pending_->wait();

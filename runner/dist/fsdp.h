@@ -33,10 +33,11 @@
 // The model must run through forward()/backward() below (they tell the hooks which pass it is,
 // hence which way to prefetch and when gradients need buffers); a gather outside them is an
 // error. Every rank must build the model identically (same config and seed): the constructor
-// checks that all ranks start from the same parameters. For an AMOR model the constructor also
-// plugs the cross-rank entropy gather (entropy_gather.h) into its gates, so W ranks with b
-// sequences each gate like one rank with W*b. Oryx's training modes follow the sample ids a rank's
-// slice carries (rank_batch.h).
+// checks that all ranks start from the same parameters. The constructor also gives the model its
+// run group over comm (run_group.h; LanguageModel::set_run_group), the one place the runner does:
+// e.g. AMOR's gates then gather their entropies over the ranks, so W ranks with b sequences each
+// gate like one rank with W*b. Oryx's training modes follow the sample ids a rank's slice carries
+// (rank_batch.h).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -95,7 +96,7 @@ class Fsdp final : public model::UnitHooks {
   // Collective. Takes the (initialised) model's parameters: copies this rank's shard of each unit
   // into its master and frees every Param's value and grad; installs itself as the unit hooks.
   Fsdp(model::LanguageModel& model, Communicator& comm, FsdpOptions options = {});
-  // Detaches the hooks (and AMOR's gather). The model's Params stay empty: use full_parameters()
+  // Detaches the hooks and the run group. The model's Params stay empty: use full_parameters()
   // first to keep the weights.
   ~Fsdp() override;
   Fsdp(const Fsdp&) = delete;
@@ -169,7 +170,7 @@ class Fsdp final : public model::UnitHooks {
   Tensor pending_src_;  // the compute-dtype copy of the shard a prefetch reads from
   int64_t gathered_ = 0, peak_gathered_ = 0;
   FsdpStats stats_;
-  bool amor_gather_ = false;
+  std::unique_ptr<model::RunGroup> group_;  // given to the model; outlives its use (destructor)
 };
 
 }  // namespace amor::dist

@@ -7,7 +7,6 @@
 
 #include "data/synthetic/token_task.h"
 #include "kernels/core/error.h"
-#include "models/amor/amor_model.h"
 #include "models/infer/greedy_generate.h"
 
 namespace amor::eval {
@@ -32,8 +31,8 @@ ModelEval::ModelEval(model::LanguageModel& model, const Tokenizer& tokenizer,
   AMOR_CHECK(tok_.vocab_size() <= model.config().vocab,
              "model_eval: tokenizer '{}' has {} ids but the model's vocabulary (model.vocab) is {}",
              tok_.name(), tok_.vocab_size(), model.config().vocab);
-  if (auto* amor = dynamic_cast<model::AmorModel*>(&model)) blocks_ = static_cast<int>(amor->num_blocks());
-  oryx_ = model.config().kind == "oryx";
+  blocks_ = static_cast<int>(model.token_gate_rows());
+  modes_ = model.takes_modes();
 }
 
 void ModelEval::begin_task(const std::string& name) {
@@ -162,7 +161,7 @@ std::vector<TeacherForcedResult> ModelEval::teacher_forced(const std::vector<Tea
 
 std::vector<TeacherForcedResult> ModelEval::teacher_forced_modes(
     const std::vector<TeacherForcedRequest>& requests, const std::vector<std::vector<uint8_t>>& modes) {
-  AMOR_CHECK(oryx_, "oryx_switch: model.kind {} has no mixer modes (only oryx models switch mixer)",
+  AMOR_CHECK(modes_, "oryx_switch: model.kind {} has no mixer modes (only oryx models switch mixer)",
              model_.config().kind);
   AMOR_CHECK(modes.size() == requests.size(), "model_eval: {} mode rows for {} requests", modes.size(),
              requests.size());

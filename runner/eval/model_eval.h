@@ -36,8 +36,8 @@ struct ModelEvalOptions {
 
 class ModelEval final : public EvalModel {
  public:
-  // comm: the run's ranks (host collectives), or nullptr for this process alone. gate_blocks: the
-  // AMOR blocks K (0 for other models), the rows of the recorded gates.
+  // comm: the run's ranks (host collectives), or nullptr for this process alone. The recorded
+  // gates have the model's token_gate_rows() rows (AMOR's blocks K; 0 for models without gates).
   ModelEval(model::LanguageModel& model, const Tokenizer& tokenizer, dist::Communicator* comm,
             ModelEvalOptions options);
 
@@ -53,7 +53,7 @@ class ModelEval final : public EvalModel {
 
   // The recorded sequences of a task (empty if it recorded none), gate laid out [K, total].
   TokenSequences records(const std::string& task) const;
-  int amor_blocks() const { return blocks_; }
+  int gate_rows() const { return blocks_; }
 
  private:
   struct Recorded {
@@ -72,7 +72,7 @@ class ModelEval final : public EvalModel {
   dist::Communicator* comm_;
   ModelEvalOptions opt_;
   int blocks_ = 0;
-  bool oryx_ = false;
+  bool modes_ = false;  // the model takes per-token mixer modes (LanguageModel::takes_modes)
   std::string task_;
   std::map<std::string, Recorded> records_;
 };

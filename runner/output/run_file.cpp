@@ -24,8 +24,7 @@ namespace {
 using h5::Handle;
 
 constexpr const char* kTrainInt[] = {"step", "tokens"};
-constexpr const char* kTrainFloat[] = {"loss", "lr", "grad_norm", "tokens_per_s", "fire_rate", "tau"};
-constexpr const char* kTrainBlock[] = {"block_fire_rate", "block_tau"};
+constexpr const char* kTrainFloat[] = {"loss", "lr", "grad_norm", "tokens_per_s"};
 constexpr const char* kRootStrings[] = {"config",     "config_hash", "sweep",   "run_name",
                                         "amor_run_version", "git_commit", "created", "finished"};
 // Chunk sizes: training rows are tiny (a chunk is 8 KiB); token chunks are 64 Ki values (256 KiB
@@ -53,6 +52,17 @@ void check_unique(const std::string& path, const std::string& what, const std::v
 void validate(const std::string& path, const RunLayout& layout) {
   AMOR_CHECK(layout.amor_blocks >= 0 && layout.amor_blocks <= 4096,
              "{}: amor_blocks must be in [0, 4096], got {}", path, layout.amor_blocks);
+  std::vector<std::string> columns;
+  for (const auto& c : layout.train_columns) {
+    AMOR_CHECK(c.shape.size() <= 1 && (c.shape.empty() || (c.shape[0] >= 0 && c.shape[0] <= 4096)),
+               "{}: train column '{}' has shape [{}]; expected [] or [width], width in [0, 4096]", path,
+               c.name, fmt::join(c.shape, ", "));
+    AMOR_CHECK(std::find(std::begin(kTrainInt), std::end(kTrainInt), c.name) == std::end(kTrainInt) &&
+                   std::find(std::begin(kTrainFloat), std::end(kTrainFloat), c.name) == std::end(kTrainFloat),
+               "{}: train column '{}' is one of the runner's own", path, c.name);
+    columns.push_back(c.name);
+  }
+  check_unique(path, "train column", columns);
   std::vector<std::string> tasks;
   for (const auto& t : layout.eval_tasks) {
     tasks.push_back(t.name);
@@ -124,8 +134,15 @@ void build_layout(hid_t file, const RunAttrs& a, const RunLayout& layout) {
   Handle train = h5::create_group(file, "train");
   for (const char* n : kTrainInt) create_1d(train.get(), n, H5T_STD_I64LE, kTrainChunk);
   for (const char* n : kTrainFloat) create_1d(train.get(), n, H5T_IEEE_F64LE, kTrainChunk);
-  for (const char* n : kTrainBlock)
-    h5::create_dataset(train.get(), n, H5T_IEEE_F64LE, {{0, K}, {kTrainChunk / 8, k_chunk}, false});
+  for (const auto& c : layout.train_columns) {
+    if (c.shape.empty()) {
+      create_1d(train.get(), c.name, H5T_IEEE_F64LE, kTrainChunk);
+    } else {
+      const hsize_t w = static_cast<hsize_t>(c.shape[0]);
+      h5::create_dataset(train.get(), c.name, H5T_IEEE_F64LE,
+                         {{0, w}, {kTrainChunk / 8, std::max<hsize_t>(w, 1)}, false});
+    }
+  }
 
   Handle eval = h5::create_group(file, "eval");
   for (const auto& t : layout.eval_tasks) {
@@ -204,11 +221,16 @@ void RunFile::Impl::bind() {
   hid_t f = file.get();
   K = static_cast<int>(h5::read_int_attr(f, "amor_blocks"));
   Handle tg = h5::open_group(f, "train");
-  std::vector<const char*> names(std::begin(kTrainInt), std::end(kTrainInt));
+  // The runner's columns first, in their order (step first: truncate reads it), then the model's
+  // columns, whatever the file holds.
+  std::vector<std::string> names(std::begin(kTrainInt), std::end(kTrainInt));
   names.insert(names.end(), std::begin(kTrainFloat), std::end(kTrainFloat));
-  names.insert(names.end(), std::begin(kTrainBlock), std::end(kTrainBlock));
+  const size_t own = names.size();
+  for (const auto& n : link_names(tg.get()))
+    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(own), n) == names.begin() + static_cast<std::ptrdiff_t>(own))
+      names.push_back(n);
   rows = std::numeric_limits<int64_t>::max();
-  for (const char* n : names) {
+  for (const auto& n : names) {
     Handle ds = h5::open_dataset(tg.get(), n);
     rows = std::min<int64_t>(rows, static_cast<int64_t>(h5::extent(ds.get())[0]));
     train.emplace_back(n, std::move(ds));
@@ -399,19 +421,37 @@ void RunFile::append_train(const TrainRow& row) {
   Impl& m = *impl_;
   AMOR_CHECK(m.rows == 0 || row.step > m.last_step, "{}: training step {} logged after step {} (steps must increase)",
              m.path, row.step, m.last_step);
-  const size_t K = static_cast<size_t>(m.K);
-  for (const auto* v : {&row.block_fire_rate, &row.block_tau})
-    AMOR_CHECK(v->empty() || v->size() == K, "{}: step {}: {} per-block values for {} AMOR blocks", m.path,
-               row.step, v->size(), K);
+  const size_t own = std::size(kTrainInt) + std::size(kTrainFloat);
+  // Every value is checked before anything is written, so a bad row leaves the columns even.
+  std::vector<std::vector<double>> extra;
+  size_t known = 0;
+  for (size_t c = own; c < m.train.size(); ++c) {
+    const auto& [name, ds] = m.train[c];
+    const std::vector<hsize_t> dims = h5::extent(ds.get());
+    const size_t width = dims.size() > 1 ? static_cast<size_t>(dims[1]) : 1;
+    auto it = row.columns.find(name);
+    if (it == row.columns.end() || it->second.empty()) {
+      extra.emplace_back(width, kNaN);
+    } else {
+      AMOR_CHECK(it->second.size() == width, "{}: step {}: {} values for train column '{}' of width {}", m.path,
+                 row.step, it->second.size(), name, width);
+      extra.push_back(it->second);
+    }
+    known += it != row.columns.end();
+  }
+  if (known != row.columns.size())
+    for (const auto& [name, v] : row.columns) {
+      bool found = false;
+      for (size_t c = own; c < m.train.size(); ++c) found = found || m.train[c].first == name;
+      AMOR_CHECK(found, "{}: step {}: train column '{}' was not declared when the file was created", m.path,
+                 row.step, name);
+    }
   const int64_t ints[] = {row.step, row.tokens};
-  const double floats[] = {row.loss, row.lr, row.grad_norm, row.tokens_per_s, row.fire_rate, row.tau};
+  const double floats[] = {row.loss, row.lr, row.grad_norm, row.tokens_per_s};
   size_t i = 0;
   for (int64_t v : ints) h5::append(m.train[i++].second.get(), H5T_NATIVE_INT64, &v, 0, 1);
   for (double v : floats) h5::append(m.train[i++].second.get(), H5T_NATIVE_DOUBLE, &v, 0, 1);
-  for (const auto* v : {&row.block_fire_rate, &row.block_tau}) {
-    std::vector<double> block = v->empty() ? std::vector<double>(K, kNaN) : *v;
-    h5::append(m.train[i++].second.get(), H5T_NATIVE_DOUBLE, block.data(), 0, 1);
-  }
+  for (const auto& v : extra) h5::append(m.train[i++].second.get(), H5T_NATIVE_DOUBLE, v.data(), 0, 1);
   m.rows += 1;
   m.last_step = row.step;
 }

@@ -5,8 +5,10 @@
 //                               created, finished ("" until finish()) as UTF-8 strings;
 //                               world_size, amor_blocks (K), layout_version as int64
 //   /train/{step,tokens}                                   int64   [n]
-//   /train/{loss,lr,grad_norm,tokens_per_s,fire_rate,tau}  float64 [n]
-//   /train/{block_fire_rate,block_tau}                     float64 [n, K]   (per AMOR block)
+//   /train/{loss,lr,grad_norm,tokens_per_s}                float64 [n]
+//   /train/<column>        the model's metric columns (RunLayout::train_columns): float64 [n] or
+//                          [n, width]; every model kind today declares fire_rate, tau [n] and
+//                          block_fire_rate, block_tau [n, K] (models/lm/run_contract.h)
 //   /eval/<task>/        attrs: one float64 per metric (NaN until measured), step (int64, -1)
 //                        datasets: per-example scores, float64 [examples] (latest evaluation)
 //   /eval/<task>/history/{step, <metric>...}               every evaluation, one row each
@@ -45,21 +47,28 @@ struct EvalTaskSpec {
   std::vector<std::string> per_example;  // dataset names, e.g. {"acc", "acc_norm"}
 };
 
+// A /train column beyond the runner's own: float64, shape {} ([n]) or {width} ([n, width]).
+struct TrainColumn {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
 // Everything that must exist before SWMR starts.
 struct RunLayout {
   std::vector<EvalTaskSpec> eval_tasks;
   std::vector<std::string> token_sets;  // groups /tokens/<name>
-  int amor_blocks = 0;                  // K; 0 for models without entropy gates
+  // K: rows of each token set's gate (the root attribute amor_blocks); 0 for models without gates.
+  int amor_blocks = 0;
+  std::vector<TrainColumn> train_columns;  // created after the runner's own, in this order
 };
 
-// One logged training step. fire_rate: fraction of gate decisions that fired over all AMOR blocks;
-// tau: one representative threshold (the trainer logs the last block's); both NaN for models
-// without gates. The per-block vectors have K entries, or are empty (written as NaN).
+// One logged training step: the runner's values, then the model's columns by name (a column not
+// given is written as NaN; one given has its shape's element count).
 struct TrainRow {
   int64_t step = 0;    // optimizer steps completed
   int64_t tokens = 0;  // training tokens consumed so far
-  double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, fire_rate = 0, tau = 0;
-  std::vector<double> block_fire_rate, block_tau;
+  double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0;
+  std::map<std::string, std::vector<double>> columns;
 };
 
 // One or more sequences back to back (total = sum of lengths tokens). Per token: its id, the

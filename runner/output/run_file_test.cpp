@@ -21,12 +21,12 @@ TEST_F(RunFileTest, WritesTheDesignLayoutThatH5pyReads) {
     r.lr = 3e-4 * u(rng);
     r.grad_norm = u(rng);
     r.tokens_per_s = 1e5 * u(rng);
-    r.fire_rate = u(rng);
-    r.tau = s == 2 ? kNaN : u(rng);
+    r.columns["fire_rate"] = {u(rng)};
+    if (s != 10) r.columns["tau"] = {s == 2 ? kNaN : u(rng)};  // step 10 leaves tau out: NaN
     if (s != 5)  // step 5 leaves the per-block values out: NaN
       for (int k = 0; k < 3; ++k) {
-        r.block_fire_rate.push_back(u(rng));
-        r.block_tau.push_back(u(rng));
+        r.columns["block_fire_rate"].push_back(u(rng));
+        r.columns["block_tau"].push_back(u(rng));
       }
     log.rows.push_back(r);
   }
@@ -81,6 +81,7 @@ TEST_F(RunFileTest, ModelsWithoutGatesAndTokenSetsReplacedByALaterStep) {
   const std::string file = path("run.h5");
   RunLayout L;
   L.token_sets = {"validation"};
+  L.train_columns = gate_columns(0);
   RunAttrs A = attrs_for("mamba2-130m");
   std::mt19937 rng(11);
   TokenSequences early = random_sequences(rng, {6}, 0, false), late = random_sequences(rng, {2, 0, 3}, 0, false);
@@ -99,6 +100,48 @@ TEST_F(RunFileTest, ModelsWithoutGatesAndTokenSetsReplacedByALaterStep) {
                     {"tokens", Value(Object{{"validation", token_json(2, late, 5)}})}});
   write_text(path("want.json"), want.dump());
   EXPECT_EQ(python("layout " + file + " " + path("want.json")), 0);
+}
+
+// A model kind's own metric columns (any names, scalar or [n, width]) are created in the declared
+// order, filled by name (NaN where a row leaves one out), found again on reopening for a resume
+// and truncated with the rest: nothing in the writer knows the names.
+TEST_F(RunFileTest, AModelsOwnColumnsAreWrittenByName) {
+  const std::string file = path("run.h5");
+  RunLayout L;
+  L.train_columns = {{"router_entropy", {}}, {"expert_load", {2}}};
+  auto row = [](int64_t s, bool with_load) {
+    TrainRow r;
+    r.step = s;
+    r.columns["router_entropy"] = {0.5 * static_cast<double>(s)};
+    if (with_load) r.columns["expert_load"] = {0.25, static_cast<double>(s)};
+    return r;
+  };
+  {
+    RunFile f = RunFile::create(file, attrs_for("moe"), L);
+    for (int64_t s : {1, 2, 3}) f.append_train(row(s, s != 2));
+    f.close();
+  }
+  {
+    RunFile f = RunFile::open(file, 2);  // drops step 3
+    EXPECT_EQ(f.train_rows(), 2);
+    f.append_train(row(3, true));
+    f.append_train(row(4, true));
+    f.close();
+  }
+  h5::silence_errors();
+  h5::Handle h(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  ASSERT_TRUE(h.valid());
+  h5::Handle ent = h5::open_dataset(h.get(), "train/router_entropy");
+  EXPECT_EQ(h5::read_1d<double>(ent.get()), (std::vector<double>{0.5, 1.0, 1.5, 2.0}));
+  h5::Handle load = h5::open_dataset(h.get(), "train/expert_load");
+  ASSERT_EQ(h5::extent(load.get()), (std::vector<hsize_t>{4, 2}));
+  std::vector<double> v(8);
+  ASSERT_GE(H5Dread(load.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+  EXPECT_EQ(v[0], 0.25);
+  EXPECT_EQ(v[1], 1.0);
+  EXPECT_TRUE(std::isnan(v[2]) && std::isnan(v[3]));  // step 2 left it out
+  EXPECT_EQ(v[5], 3.0);
+  EXPECT_EQ(v[7], 4.0);
 }
 
 // A clean close, then resuming from step 3: later training rows, evaluations and token sets go;
@@ -166,6 +209,13 @@ TEST_F(RunFileTest, CreateErrorsNameThePath) {
   bad.amor_blocks = -1;
   EXPECT_ERROR(RunFile::create(f, A, bad), f.c_str(), "amor_blocks must be in [0, 4096], got -1");
   bad = {};
+  bad.train_columns = {{"loss", {}}};
+  EXPECT_ERROR(RunFile::create(f, A, bad), "train column 'loss' is one of the runner's own");
+  bad.train_columns = {{"m", {2, 3}}};
+  EXPECT_ERROR(RunFile::create(f, A, bad), "train column 'm' has shape [2, 3]; expected [] or [width]");
+  bad.train_columns = {{"m", {}}, {"m", {1}}};
+  EXPECT_ERROR(RunFile::create(f, A, bad), "train column 'm' is listed twice");
+  bad = {};
   bad.eval_tasks = {{"mqar", {"acc"}, {}}, {"mqar", {"acc"}, {}}};
   EXPECT_ERROR(RunFile::create(f, A, bad), "eval task 'mqar' is listed twice");
   bad.eval_tasks = {{"mqar", {"acc", "step"}, {}}};
@@ -203,8 +253,12 @@ TEST_F(RunFileTest, WriteErrorsNameTheFileAndField) {
   f.append_train(formula_row(5, 3));
   EXPECT_ERROR(f.append_train(formula_row(5, 3)), p.c_str(), "training step 5 logged after step 5");
   TrainRow r = formula_row(6, 3);
-  r.block_tau = {1.0};
-  EXPECT_ERROR(f.append_train(r), "step 6: 1 per-block values for 3 AMOR blocks");
+  r.columns["block_tau"] = {1.0};
+  EXPECT_ERROR(f.append_train(r), "step 6: 1 values for train column 'block_tau' of width 3");
+  r = formula_row(6, 3);
+  r.columns["fire_rat"] = {1.0};
+  EXPECT_ERROR(f.append_train(r), "step 6: train column 'fire_rat' was not declared when the file was created");
+  EXPECT_EQ(f.train_rows(), 1);  // a refused row writes nothing
 
   EXPECT_ERROR(f.write_eval("hellaswag", 1, {}), p.c_str(),
                "eval task 'hellaswag' was not declared when the file was created (declared: lambada_openai, mqar)");

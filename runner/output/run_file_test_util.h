@@ -106,16 +106,20 @@ struct TrainLog {
     col("lr", [](const TrainRow& r) { return num(r.lr); });
     col("grad_norm", [](const TrainRow& r) { return num(r.grad_norm); });
     col("tokens_per_s", [](const TrainRow& r) { return num(r.tokens_per_s); });
-    col("fire_rate", [](const TrainRow& r) { return num(r.fire_rate); });
-    col("tau", [](const TrainRow& r) { return num(r.tau); });
-    auto block = [&](const char* name, std::vector<double> TrainRow::*field) {
+    // The model's columns (gate_columns below), NaN where a row left them out.
+    auto column = [&](const char* name, int width) {
       Array a;
-      for (const auto& r : rows)
-        for (int k = 0; k < K; ++k) a.push_back(num((r.*field).empty() ? kNaN : (r.*field)[k]));
+      for (const auto& r : rows) {
+        auto it = r.columns.find(name);
+        for (int k = 0; k < width; ++k)
+          a.push_back(num(it == r.columns.end() || it->second.empty() ? kNaN : it->second[static_cast<size_t>(k)]));
+      }
       o.emplace_back(name, Value(std::move(a)));
     };
-    block("block_fire_rate", &TrainRow::block_fire_rate);
-    block("block_tau", &TrainRow::block_tau);
+    column("fire_rate", 1);
+    column("tau", 1);
+    column("block_fire_rate", K);
+    column("block_tau", K);
     return Value(std::move(o));
   }
 };
@@ -129,13 +133,19 @@ inline TrainRow formula_row(int64_t s, int K) {
   r.lr = 1e-3 * static_cast<double>(s) / 100.0;
   r.grad_norm = 1.0 + static_cast<double>(s) / 64.0;
   r.tokens_per_s = 1000.0 + static_cast<double>(s);
-  r.fire_rate = 0.25;
-  r.tau = 0.3 + static_cast<double>(s) / 1024.0;
+  r.columns["fire_rate"] = {0.25};
+  r.columns["tau"] = {0.3 + static_cast<double>(s) / 1024.0};
   for (int k = 0; k < K; ++k) {
-    r.block_fire_rate.push_back(0.125 * (k + 1));
-    r.block_tau.push_back(0.5 + static_cast<double>(k * 1000 + s) / 4096.0);
+    r.columns["block_fire_rate"].push_back(0.125 * (k + 1));
+    r.columns["block_tau"].push_back(0.5 + static_cast<double>(k * 1000 + s) / 4096.0);
   }
   return r;
+}
+
+// The entropy-gate columns every model kind declares (LanguageModel::metric_columns, K gate rows):
+// the layout tests/h5_reader_check.py expects.
+inline std::vector<TrainColumn> gate_columns(int64_t K) {
+  return {{"fire_rate", {}}, {"tau", {}}, {"block_fire_rate", {K}}, {"block_tau", {K}}};
 }
 
 inline Value empty_token_set() {
@@ -199,6 +209,7 @@ inline TokenSequences random_sequences(std::mt19937& rng, std::vector<int64_t> l
 inline RunLayout amor_layout() {
   RunLayout L;
   L.amor_blocks = 3;
+  L.train_columns = gate_columns(3);
   L.eval_tasks = {{"mqar", {"accuracy", "loss"}, {"correct"}},
                   {"lambada_openai", {"acc", "perplexity"}, {"correct", "logprob"}}};
   L.token_sets = {"validation", "niah_4k"};

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <random>
 
+#include "data/loader/rank_split.h"
 #include "kernels/core/error.h"
 
 namespace amor {
@@ -57,8 +58,9 @@ class ExampleSource final : public BatchSource {
     const std::vector<int64_t>& order = order_for(epoch_);
     Tensor tokens = Tensor::empty({b_, T_}, DType::I32), targets = Tensor::empty({b_, T_}, DType::I32);
     Tensor ids = Tensor::empty({b_}, DType::I64);
+    const data::RankSplit split(b_, rank_, world_);
     for (int64_t i = 0; i < b_; ++i) {
-      int64_t row = order[static_cast<size_t>(static_cast<int64_t>(index_) + rank_ * b_ + i)];
+      int64_t row = order[static_cast<size_t>(static_cast<int64_t>(index_) + split.global_row(i))];
       std::copy_n(task_.tokens.data<int32_t>() + row * T_, T_, tokens.data<int32_t>() + i * T_);
       std::copy_n(task_.targets.data<int32_t>() + row * T_, T_, targets.data<int32_t>() + i * T_);
       ids.data<int64_t>()[i] = static_cast<int64_t>(epoch_) * n_ + row;

@@ -2,7 +2,8 @@
 // or a user's shards, through data/loader) or a fixed set of examples (synthetic tasks such as
 // MQAR, whose targets are -100 except at the answers).
 //
-// Every source deals the run's global micro-batch of W*b sequences over its W ranks, so W ranks
+// Every source deals the run's global micro-batch of W*b sequences over its W ranks by the one
+// rule of data/loader/rank_split.h (rank r: the contiguous block [r*b, (r+1)*b)), so W ranks
 // with micro-batch b read exactly what one rank with micro-batch W*b reads; each sequence comes
 // with its global sample id (model::Batch::sample_ids). The position is saved in checkpoints and
 // restored on resume, so no sample is repeated or skipped.

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "data/json/json.h"
 #include "kernels/core/error.h"
 #include "runner/dist/communicator.h"
 
@@ -93,25 +92,6 @@ void resume_from_checkpoint(const Checkpoints& ckpts, dist::Communicator& comm,
                        "renamed. Delete the run folder's checkpoints/ and run.h5 to start over)",
                        damaged.size() - 1, damaged.size() == 2 ? "" : "s");
   throw Error(msg);
-}
-
-std::string gate_state_to_json(const std::vector<model::AmorGateState>& s) {
-  json::Array a;
-  for (const auto& g : s) a.emplace_back(json::Object{{"m", json::Value(g.m)}, {"s", json::Value(g.s)}});
-  return json::Value(std::move(a)).dump();
-}
-
-std::vector<model::AmorGateState> gate_state_from_json(const std::string& text) {
-  std::vector<model::AmorGateState> out;
-  // The parsed document must outlive the loop (a range-for over a temporary's member dangles).
-  const json::Value doc = json::parse(text, "checkpoint amor_gates");
-  for (const auto& v : doc.as_array("amor_gates")) {
-    model::AmorGateState g;
-    g.m = v.at("m").as_double("amor_gates m");
-    g.s = v.at("s").as_double("amor_gates s");
-    out.push_back(g);
-  }
-  return out;
 }
 
 }  // namespace amor

@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "models/amor/amor_gate.h"
 #include "runner/dist/communicator.h"
 
 namespace amor {
@@ -39,8 +38,5 @@ class Checkpoints {
 // the newest one's error is thrown; a communicator failure is rethrown at once.
 void resume_from_checkpoint(const Checkpoints& ckpts, dist::Communicator& comm,
                             const std::function<void(const std::filesystem::path&)>& load);
-
-std::string gate_state_to_json(const std::vector<model::AmorGateState>& s);
-std::vector<model::AmorGateState> gate_state_from_json(const std::string& text);
 
 }  // namespace amor

@@ -37,7 +37,7 @@ std::string Progress::format(const ProgressRow& r, double eta) const {
                                            : fmt::format("{:.0f}", r.tokens_per_s);
   std::string line = fmt::format("{} step {:>{}}/{}{}  loss {:.4f}  lr {:.1e}  {} tok/s", run_, r.step,
                                  std::to_string(total_).size(), total_, bar, r.loss, r.lr, tps);
-  if (r.fire_rate) line += fmt::format("  fire {:.3f}", *r.fire_rate);
+  for (const auto& [label, value] : r.metrics) line += fmt::format("  {} {:.3f}", label, value);
   line += "  ETA " + format_duration(eta);
   return line;
 }

@@ -1,4 +1,5 @@
-// The progress line a researcher watches: step, loss, tokens/s, AMOR's fire rate, ETA.
+// The progress line a researcher watches: step, loss, tokens/s, the model's summary metrics
+// (LanguageModel::summary_metrics: AMOR's fire rate), ETA.
 // On a terminal one line is rewritten in place (a live bar); in a log (not a tty) a plain line is
 // printed every log interval, so Slurm output files stay readable.
 //   step  120/500 [#####.......]  loss 3.2141  lr 9.5e-04  12.3k tok/s  fire 0.218  ETA 1m20s
@@ -8,6 +9,8 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace amor {
 
@@ -16,7 +19,7 @@ struct ProgressRow {
   double loss = 0;
   double lr = 0;
   double tokens_per_s = 0;
-  std::optional<double> fire_rate;  // AMOR only
+  std::vector<std::pair<std::string, double>> metrics;  // (label, value), in order
 };
 
 class Progress {

@@ -42,7 +42,7 @@ TEST(Progress, PlainLinesInALogAtEachInterval) {
   std::FILE* f = open_memstream(&buf, &len);
   {
     Progress p("run-a", 20, 10, f, /*force_tty=*/false);
-    for (int64_t s = 1; s <= 20; ++s) p.update({s, 2.5, 1e-3, 1500.0, 0.25});
+    for (int64_t s = 1; s <= 20; ++s) p.update({s, 2.5, 1e-3, 1500.0, {{"fire", 0.25}}});
     p.finish("done");
   }
   std::fclose(f);

@@ -1,0 +1,123 @@
+#include "runner/app/sweep_outcomes.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "runner/eval/run_config_tasks.h"
+#include "runner/output/sweep_index.h"
+#include "runner/train/stop_signal.h"
+
+namespace amor {
+
+namespace {
+
+double metric(const std::map<std::string, double>& m, const std::string& k) {
+  auto it = m.find(k);
+  return it == m.end() ? NAN : it->second;
+}
+
+std::string fmt_num(double v, const char* f = "{:.4f}") {
+  return std::isnan(v) ? std::string("-") : fmt::format(fmt::runtime(f), v);
+}
+
+}  // namespace
+
+std::vector<std::string> eval_columns(const config::RunConfig& cfg) {
+  std::vector<std::string> cols;
+  for (const auto& t : eval::harness_tasks(cfg))
+    if (t != "mqar") cols.push_back(t + "_" + eval::headline_metric(t));
+  return cols;
+}
+
+Outcome outcome_of(const config::RunSpec& spec, const RunResult& res) {
+  Outcome out;
+  out.final_loss = metric(res.metrics, "final_loss");
+  out.valid_loss = metric(res.metrics, "valid_loss");
+  out.mqar_acc = metric(res.metrics, "mqar_acc");
+  out.fire_rate = metric(res.metrics, "fire_rate");
+  for (const auto& c : eval_columns(spec.config)) out.evals.push_back(metric(res.metrics, c));
+  out.message = res.message;
+  out.status = res.status == TrainStatus::Done ? 1 : res.status == TrainStatus::Stopped ? 3 : 4;
+  return out;
+}
+
+void collect_outcomes(const std::vector<config::RunSpec>& runs, std::vector<Outcome>& outcomes, int groups,
+                      int ranks_per_run, int world_rank) {
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const int owner = static_cast<int>(i % static_cast<size_t>(groups)) * ranks_per_run;
+    const size_t ncol = eval_columns(runs[i].config).size();
+    outcomes[i].evals.resize(ncol, NAN);
+    std::vector<double> vals = {static_cast<double>(outcomes[i].status), outcomes[i].final_loss,
+                                outcomes[i].valid_loss, outcomes[i].mqar_acc, outcomes[i].fire_rate};
+    vals.insert(vals.end(), outcomes[i].evals.begin(), outcomes[i].evals.end());
+    const int n = static_cast<int>(vals.size());
+    if (owner == 0) continue;
+    if (world_rank == owner) MPI_Send(vals.data(), n, MPI_DOUBLE, 0, 1000 + static_cast<int>(i), MPI_COMM_WORLD);
+    if (world_rank == 0) {
+      MPI_Recv(vals.data(), n, MPI_DOUBLE, owner, 1000 + static_cast<int>(i), MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      outcomes[i] = {static_cast<int>(vals[0]), vals[1], vals[2], vals[3], vals[4], "",
+                     std::vector<double>(vals.begin() + 5, vals.end())};
+    }
+  }
+}
+
+int report_outcomes(const std::vector<config::RunSpec>& runs, const std::vector<Outcome>& outcomes,
+                    const std::filesystem::path& output) {
+  int status_code = 0;
+  std::map<std::string, std::vector<SweepIndexRow>> index;
+  // Evaluation columns: every task any run evaluated (first-seen order), headed by the task.
+  std::vector<std::string> cols;
+  for (const auto& r : runs)
+    for (const auto& c : eval_columns(r.config))
+      if (std::find(cols.begin(), cols.end(), c) == cols.end()) cols.push_back(c);
+  auto task_of = [&](const std::string& col) {
+    for (const auto& r : runs)
+      for (const auto& t : eval::harness_tasks(r.config))
+        if (col == t + "_" + eval::headline_metric(t)) return t;
+    return col;
+  };
+  std::string head = fmt::format("\n{:<44} {:<8} {:>10} {:>10} {:>8} {:>8}", "run", "status", "loss",
+                                 "valid", "recall", "fire");
+  for (const auto& c : cols) head += fmt::format(" {:>{}}", task_of(c), std::max<size_t>(8, task_of(c).size()));
+  std::printf("%s\n", head.c_str());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    const Outcome& oc = outcomes[i];
+    static const char* names[] = {"pending", "done", "done", "stopped", "failed"};
+    std::string line = fmt::format("{:<44} {:<8} {:>10} {:>10} {:>8} {:>8}", r.id(), names[oc.status],
+                                   fmt_num(oc.final_loss), fmt_num(oc.valid_loss),
+                                   fmt_num(oc.mqar_acc, "{:.3f}"), fmt_num(oc.fire_rate, "{:.3f}"));
+    const auto own = eval_columns(r.config);
+    for (const auto& c : cols) {
+      auto it = std::find(own.begin(), own.end(), c);
+      const double v = it == own.end() ? NAN : oc.evals.at(static_cast<size_t>(it - own.begin()));
+      line += fmt::format(" {:>{}}", it == own.end() ? std::string("") : fmt_num(v, "{:.3f}"),
+                          std::max<size_t>(8, task_of(c).size()));
+    }
+    std::printf("%s\n", line.c_str());
+    SweepIndexRow row;
+    row.run = r.name;
+    row.hash = r.hash8;
+    row.status = oc.status == 1 || oc.status == 2 ? RunStatus::Done
+                 : oc.status == 4                 ? RunStatus::Failed
+                                                  : RunStatus::Pending;
+    row.keys = r.overrides;
+    for (auto [k, v] : {std::pair<const char*, double>{"final_loss", oc.final_loss},
+                        {"valid_loss", oc.valid_loss}, {"mqar_acc", oc.mqar_acc},
+                        {"fire_rate", oc.fire_rate}})
+      if (!std::isnan(v)) row.metrics.emplace_back(k, v);
+    for (size_t c = 0; c < own.size(); ++c)
+      if (!std::isnan(oc.evals.at(c))) row.metrics.emplace_back(own[c], oc.evals[c]);
+    row.error = oc.message;
+    index[r.sweep].push_back(row);
+    if (oc.status == 4) status_code = std::max(status_code, 1);
+    if (oc.status == 3 && status_code == 0) status_code = kRequeueExitCode;
+  }
+  for (auto& [sweep, rows] : index) write_sweep_index((output / sweep).string(), rows);
+  return status_code;
+}
+
+}  // namespace amor

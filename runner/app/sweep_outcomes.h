@@ -1,0 +1,39 @@
+// What each run of an invocation ended with, brought to world rank 0 and reported there: the
+// summary table on stdout, each sweep's index.csv, and the exit status they imply.
+#pragma once
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "runner/config/sweep.h"
+#include "runner/train/trainer.h"
+
+namespace amor {
+
+// Per run, what its group reports back to world rank 0.
+struct Outcome {
+  int status = 0;  // 0 pending, 1 done, 2 skipped (already DONE), 3 stopped, 4 failed
+  double final_loss = NAN, valid_loss = NAN, mqar_acc = NAN, fire_rate = NAN;
+  std::string message;
+  std::vector<double> evals;  // the run's eval_columns, in order
+};
+
+// The evaluation scores a run reports in the summary and index.csv: "<task>_<headline metric>"
+// per harness task (mqar's accuracy has its own column, mqar_acc).
+std::vector<std::string> eval_columns(const config::RunConfig& cfg);
+
+// A finished train_run's numbers and status (1 done, 3 stopped, 4 failed).
+Outcome outcome_of(const config::RunSpec& spec, const RunResult& res);
+
+// Collective over MPI_COMM_WORLD: world rank 0 receives the outcome of each run i from the rank
+// that knows it (rank 0 of group i mod groups; groups of ranks_per_run ranks).
+void collect_outcomes(const std::vector<config::RunSpec>& runs, std::vector<Outcome>& outcomes, int groups,
+                      int ranks_per_run, int world_rank);
+
+// World rank 0: prints the summary table, writes each sweep's index.csv; returns the exit status
+// (1 if a run failed, else kRequeueExitCode if one stopped, else 0).
+int report_outcomes(const std::vector<config::RunSpec>& runs, const std::vector<Outcome>& outcomes,
+                    const std::filesystem::path& output);
+
+}  // namespace amor
