@@ -35,6 +35,7 @@ packages=(
   libboost-program-options-dev libopenmpi-dev openmpi-bin libpcre2-dev
   python3-torch python3-numpy python3-h5py python3-pandas python3-matplotlib python3-nbconvert python3-ipykernel
   bible-kjv bible-kjv-text
+  slurm-wlm munge   # tests/slurm: a real slurmctld/slurmd for the Slurm templates
 )
 
 if [ "$install" = 1 ]; then

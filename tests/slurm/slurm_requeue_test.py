@@ -1,0 +1,347 @@
+#!/usr/bin/python3
+"""The Slurm templates (scripts/slurm/amor-run.sbatch: srun --mpi=pmix; amor-run-mpirun.sbatch:
+mpirun in the batch script) against a real Slurm (issue #16): starts munged, slurmctld and slurmd
+on this host (a config written here, state under a temporary folder), submits a small sweep with
+each template at once (1-minute time limit, 2 ranks), and checks for each that
+
+1. the time limit's early USR1 (--signal=USR1@50, B:USR1@50 for mpirun) makes the ranks
+   checkpoint and exit 75 and the template requeue the job (Restarts=1);
+2. `scancel --signal=USR1 JOBID` (--batch for mpirun) on the restarted job does the same
+   (Restarts=2);
+3. each restart resumed from the step it stopped at (its log's first progress line), the job ends
+   COMPLETED with the run DONE, run.h5 holds every step once, and the losses are bitwise equal to
+   an uninterrupted run under mpirun with the same ranks and threads.
+
+Then it stops the daemons it started (AMOR_SLURM_TEST_KEEP=1 keeps the temporary folder). Exits 77 (skipped) when slurm-wlm or munge is not installed
+(scripts/setup.sh installs them) or when not root.
+
+    /usr/bin/python3 tests/slurm/slurm_requeue_test.py BUILD/bin [REPO_ROOT]
+"""
+import glob
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+BIN = os.path.abspath(sys.argv[1])
+ROOT = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(__file__), "../.."))
+AMOR = os.path.join(BIN, "amor-run")
+TEMPLATE = os.path.join(ROOT, "scripts/slurm/amor-run.sbatch")
+STEPS = 3000
+
+SWEEP = f"""name: slurm
+base:
+  model: {{kind: transformer, vocab: 260, d_model: 64, n_layers: 2, d_ff: 128, head_dim: 16}}
+  data: {{source: corpus, seq_len: 64}}
+  train: {{steps: {STEPS}, micro_batch: 8, lr: 3.0e-3, warmup_steps: 2, log_every: 50, seed: 3}}
+  checkpoint: {{every: 100, keep: 2}}
+  parallel: {{ranks_per_run: 2}}
+"""
+
+
+def skip(why):
+    print(f"SKIP: {why}")
+    sys.exit(77)
+
+
+for tool in ["munged", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "mpirun"]:
+    if not shutil.which(tool):
+        skip(f"{tool} not found: install the Debian packages slurm-wlm and munge (scripts/setup.sh does)")
+if os.geteuid() != 0:
+    skip("the Slurm daemons are started as root here; run as root")
+if not os.access(AMOR, os.X_OK):
+    print(f"FAIL: no amor-run at {AMOR}")
+    sys.exit(1)
+
+import h5py  # noqa: E402  (Debian's python3-h5py; only after the skip checks)
+import numpy as np  # noqa: E402
+
+TMP = tempfile.mkdtemp(prefix="amor-slurm-")
+daemons = []   # (name, Popen) of every process this test started
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop_daemons():
+    # Jobs first (their slurmstepd and ranks are not children of this test), then the daemons.
+    if ENV and any(n == "slurmctld" and p.poll() is None for n, p in daemons):
+        subprocess.run(["scancel", "--full", "--user=root"], env=ENV, capture_output=True)
+        t0 = time.time()
+        while time.time() - t0 < 30 and subprocess.run(
+                ["squeue", "-h", "-t", "all"], env=ENV, capture_output=True, text=True).stdout.strip():
+            if not subprocess.run(["pgrep", "-x", "slurmstepd"], capture_output=True).stdout:
+                break
+            time.sleep(0.5)
+    for name, p in reversed(daemons):
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def log_tail(path, n=30):
+    try:
+        return "".join(open(path, errors="replace").readlines()[-n:])
+    except OSError as e:
+        return str(e)
+
+
+def fail(why):
+    print(f"FAIL: {why}")
+    for f in sorted(glob.glob(os.path.join(TMP, "*", "logs", "*"))) + [os.path.join(TMP, "slurmctld.log"),
+                                                                   os.path.join(TMP, "slurmd.log")]:
+        print(f"--- {f}\n{log_tail(f)}")
+    raise SystemExit(1)
+
+
+def wait_for(cond, timeout, what):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.5)
+    fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def start(name, argv, **kw):
+    p = subprocess.Popen(argv, stdout=open(os.path.join(TMP, name + ".out"), "w"),
+                         stderr=subprocess.STDOUT, start_new_session=True, **kw)
+    daemons.append((name, p))
+    return p
+
+
+def job(jobid):
+    """scontrol show job's fields (JobState, Restarts, ExitCode, ...) as a dict."""
+    r = subprocess.run(["scontrol", "show", "job", "-o", str(jobid)], capture_output=True, text=True, env=ENV)
+    return dict(re.findall(r"(\w+)=(\S*)", r.stdout))
+
+
+def progress_steps(log):
+    return [int(m) for m in re.findall(r" step +(\d+)/\d+ ", open(log, errors="replace").read())]
+
+
+def stopped_at(log):
+    m = re.search(r"stopped by (\S+) at step (\d+)", open(log, errors="replace").read())
+    return (m.group(1), int(m.group(2))) if m else (None, None)
+
+
+def main():
+    t_start = time.time()
+    # munge: a key of our own and a socket under TMP, so nothing of the host's is touched.
+    key = os.path.join(TMP, "munge.key")
+    with open(key, "wb") as f:
+        f.write(os.urandom(1024))
+    os.chmod(key, 0o600)
+    sock = os.path.join(TMP, "munge.socket")
+    start("munged", ["munged", "-F", "--force", f"--key-file={key}", f"--socket={sock}",
+                     f"--pid-file={TMP}/munged.pid", f"--log-file={TMP}/munged.log",
+                     f"--seed-file={TMP}/munged.seed"])
+    wait_for(lambda: os.path.exists(sock), 20, "munged's socket")
+
+    host = socket.gethostname().split(".")[0]
+    cpus = max(4, os.cpu_count())   # room for both jobs' 2 ranks at once (config_overrides below)
+    conf = os.path.join(TMP, "slurm.conf")
+    os.makedirs(os.path.join(TMP, "state"))
+    os.makedirs(os.path.join(TMP, "spool"))
+    with open(conf, "w") as f:
+        f.write(f"""ClusterName=amortest
+SlurmctldHost={host}
+SlurmctldPort={free_port()}
+SlurmdPort={free_port()}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+# cred_expire: a requeued job waits this long before it may start again (default 120 s)
+AuthInfo=socket={sock},cred_expire=30
+StateSaveLocation={TMP}/state
+SlurmdSpoolDir={TMP}/spool
+SlurmctldPidFile={TMP}/slurmctld.pid
+SlurmdPidFile={TMP}/slurmd.pid
+SlurmctldLogFile={TMP}/slurmctld.log
+SlurmdLogFile={TMP}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/builtin
+# the scheduler's periodic pass (default 60 s) is what starts a requeued job once its wait is over
+SchedulerParameters=sched_interval=2
+JobRequeue=1
+ReturnToService=2
+# the node as configured here, even with fewer real CPUs (2-core machines run both jobs at once)
+SlurmdParameters=config_overrides
+KillWait=10
+MinJobAge=600
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+NodeName={host} CPUs={cpus} State=UNKNOWN
+PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
+""")
+    global ENV
+    ENV = dict(os.environ, SLURM_CONF=conf)
+    start("slurmctld", ["slurmctld", "-D", "-f", conf], env=ENV)
+    start("slurmd", ["slurmd", "-D", "-f", conf], env=ENV)
+
+    def node_idle():
+        r = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=ENV)
+        return r.stdout.strip() == "idle"
+    wait_for(node_idle, 60, "the node to be idle (sinfo)")
+    print(f"slurm up in {time.time() - t_start:.1f} s")
+
+    sweep = os.path.join(TMP, "sweep.yaml")
+    with open(sweep, "w") as f:
+        f.write(SWEEP)
+    threads = dict(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", AMOR_PROGRESS="plain")
+
+    # The uninterrupted reference, under mpirun with the template's ranks and threads, alongside.
+    ref_out = os.path.join(TMP, "ref")
+    ref = subprocess.Popen(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", AMOR, sweep,
+                            "--output", ref_out], env=dict(os.environ, **threads),
+                           stdout=open(os.path.join(TMP, "ref.log"), "w"), stderr=subprocess.STDOUT)
+    daemons.append(("reference", ref))
+
+    # Both templates at once (their own results and logs), each as the README submits it; a
+    # 1-minute limit with the signal 50 s before it, so Slurm signals 10-40 s in (its timer runs
+    # every 30 s); the run needs over a minute on 2 busy cores.
+    results = {}
+    threads_ = [threading.Thread(target=scenario, args=(t, results, t_start)) for t in TEMPLATES]
+    for t in threads_:
+        t.start()
+    for t in threads_:
+        t.join()
+    if ref.wait(timeout=600) != 0:
+        fail(f"the reference run failed: {log_tail(os.path.join(TMP, 'ref.log'))}")
+    refs = sorted(glob.glob(os.path.join(ref_out, "slurm", "*", "run.h5")))
+    for name in TEMPLATES:
+        if isinstance(results.get(name), str):
+            fail(f"{name}: {results[name]}")
+        runs = results[name]
+        if len(runs) != 1 or len(refs) != 1 or os.path.basename(os.path.dirname(runs[0])) != os.path.basename(os.path.dirname(refs[0])):
+            fail(f"{name}: run folders {runs} vs reference {refs}")
+        if not os.path.exists(os.path.join(os.path.dirname(runs[0]), "DONE")):
+            fail(f"{name}: the run is not DONE")
+        with h5py.File(runs[0], "r") as a, h5py.File(refs[0], "r") as b:
+            sa, la = a["train/step"][:], a["train/loss"][:]
+            sb, lb = b["train/step"][:], b["train/loss"][:]
+        if list(sa) != list(range(1, STEPS + 1)) or list(sb) != list(sa):
+            fail(f"{name}: steps in run.h5: {len(sa)} (first {list(sa[:3])}, last {list(sa[-3:])})")
+        if not np.array_equal(la, lb):
+            fail(f"{name}: losses differ from the uninterrupted run at {int(np.argmax(la != lb))} steps of {len(la)}")
+        print(f"{name}: run DONE, {STEPS} steps once each, losses bitwise equal to the uninterrupted run")
+    print(f"ok in {time.time() - t_start:.0f} s")
+
+
+class Failed(Exception):
+    pass
+
+
+def check(cond, why):
+    if not cond:
+        raise Failed(why)
+
+
+def poll(cond, timeout, what):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.5)
+    raise Failed(f"timed out after {timeout} s waiting for {what}")
+
+
+def scenario(name, results, t_start):
+    try:
+        results[name] = run_template(name, t_start)
+    except Failed as e:
+        results[name] = str(e)
+
+
+def run_template(name, t_start):
+    """Submits the sweep with template `name`; returns its run.h5 files once the job COMPLETED."""
+    script, signal_opt, scancel = TEMPLATES[name]
+    logs = os.path.join(TMP, name, "logs")
+    out = os.path.join(TMP, name, "results")
+    os.makedirs(logs)
+    env = dict(ENV, AMOR_RUN=AMOR, AMOR_LOG_DIR=logs, AMOR_MPIRUN_ARGS="--allow-run-as-root")
+    for k in ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "AMOR_PROGRESS"]:
+        env.pop(k, None)   # the templates set the threads and progress themselves
+    r = subprocess.run(["sbatch", "--parsable", "--nodes=1", "--ntasks-per-node=2", "--time=1",
+                        f"--signal={signal_opt}", f"--chdir={os.path.join(TMP, name)}",
+                        os.path.join(ROOT, script), os.path.join(TMP, "sweep.yaml"), "--output", out],
+                       capture_output=True, text=True, env=env)
+    check(r.returncode == 0, f"sbatch: {r.stderr}")
+    jobid = r.stdout.strip().split(";")[0]
+    say = lambda msg: print(f"{name} (job {jobid}) at {time.time() - t_start:.0f} s: {msg}", flush=True)
+    say(f"submitted with --time=1 --signal={signal_opt}")
+
+    # 1. time limit: USR1 before it, exit 75, requeue.
+    poll(lambda: job(jobid).get("Restarts", "0") != "0", 200, "the requeue after the time limit's signal")
+    say(f"requeued after the time limit's signal ({job(jobid).get('JobState')})")
+    # The restarted job gets an hour, so that the next stop is ours.
+    subprocess.run(["scontrol", "update", f"JobId={jobid}", "TimeLimit=60"], check=True, env=ENV)
+
+    # 2. scancel --signal=USR1 once the restarted job has made progress.
+    r1 = os.path.join(logs, f"amor-run-{jobid}-r1.log")
+    poll(lambda: os.path.exists(r1) and progress_steps(r1), 200, "progress in the restarted job")
+    subprocess.run(["scancel", *scancel, "--signal=USR1", jobid], check=True, env=ENV)
+    say(" ".join(["scancel", *scancel, "--signal=USR1"]))
+
+    # 3. the second restart finishes.
+    poll(lambda: job(jobid).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), 400,
+         "the job to end")
+    info = job(jobid)
+    say(f"JobState={info.get('JobState')} Restarts={info.get('Restarts')} ExitCode={info.get('ExitCode')}")
+    check(info.get("JobState") == "COMPLETED" and info.get("Restarts") == "2",
+          f"expected COMPLETED after 2 restarts: {info}")
+
+    r = [os.path.join(logs, f"amor-run-{jobid}-r{i}.log") for i in range(3)]
+    for f in r:
+        check(os.path.exists(f), f"no log {f}")
+    for i in range(2):
+        sig, step = stopped_at(r[i])
+        text = open(r[i]).read()
+        check(sig == "SIGUSR1" and "amor-run exited 75" in text and "requeueing job" in text,
+              f"start {i} did not stop by SIGUSR1, exit 75 and requeue")
+        first = progress_steps(r[i + 1])[0]
+        expect = (step // 50 + 1) * 50
+        check(step >= 50 and first == expect,
+              f"start {i} stopped at step {step}; start {i + 1}'s first progress line is step {first}, "
+              f"expected {expect} (resume from the checkpoint)")
+        say(f"start {i}: stopped by {sig} at step {step}, exit 75, requeued; start {i + 1} resumed (first line step {first})")
+    check("amor-run exited 0" in open(r[2]).read(), "the last start did not exit 0")
+    return sorted(glob.glob(os.path.join(out, "slurm", "*", "run.h5")))
+
+
+# name: (template, the time limit's --signal, scancel's options for a checkpoint and requeue)
+TEMPLATES = {
+    "srun": ("scripts/slurm/amor-run.sbatch", "USR1@50", []),
+    "mpirun": ("scripts/slurm/amor-run-mpirun.sbatch", "B:USR1@50", ["--batch"]),
+}
+
+
+ENV = None
+try:
+    main()
+finally:
+    stop_daemons()
+    if os.environ.get("AMOR_SLURM_TEST_KEEP"):
+        print(f"kept {TMP}")
+    else:
+        shutil.rmtree(TMP, ignore_errors=True)
