@@ -8,7 +8,8 @@ each template at once (1-minute time limit, 2 ranks), and checks for each that
    checkpoint and exit 75 and the template requeue the job (Restarts=1);
 2. `scancel --signal=USR1 JOBID` (--batch for mpirun) on the restarted job does the same
    (Restarts=2);
-3. each restart resumed from the step it stopped at (its log's first progress line), the job ends
+3. (before Slurm starts) a job with more GPUs than tasks per node is refused with exit 2;
+4. each restart resumed from the step it stopped at (its log's first progress line), the job ends
    COMPLETED with the run DONE, run.h5 holds every step once, and the losses are bitwise equal to
    an uninterrupted run under mpirun with the same ranks and threads.
 
@@ -139,8 +140,24 @@ def stopped_at(log):
     return (m.group(1), int(m.group(2))) if m else (None, None)
 
 
+def gpu_check():
+    """Without Slurm: a job with 8 GPUs per node but 4 tasks per node is refused (exit 2, a log
+    that says what to ask for) before anything is launched."""
+    for name, (script, _, _) in TEMPLATES.items():
+        logs = os.path.join(TMP, "gpucheck-" + name)
+        env = dict(os.environ, SLURM_JOB_ID="7", SLURM_GPUS_PER_NODE="gpu:h200:8", SLURM_NTASKS_PER_NODE="4",
+                   AMOR_LOG_DIR=logs, AMOR_RUN="/nonexistent/amor-run")
+        r = subprocess.run(["bash", os.path.join(ROOT, script), "sweep.yaml"], env=env, capture_output=True,
+                           text=True, timeout=60, cwd=TMP)
+        text = open(os.path.join(logs, "amor-run-7-r0.log")).read()
+        if r.returncode != 2 or "8 GPUs per node but 4 tasks per node" not in text or "--ntasks-per-node=8" not in text:
+            fail(f"{name}: 8 GPUs and 4 tasks per node not refused: exit {r.returncode}, log {text!r}")
+    print("both templates refuse 8 GPUs per node with 4 tasks per node (exit 2)")
+
+
 def main():
     t_start = time.time()
+    gpu_check()
     # munge: a key of our own and a socket under TMP, so nothing of the host's is touched.
     key = os.path.join(TMP, "munge.key")
     with open(key, "wb") as f:
@@ -280,8 +297,8 @@ def run_template(name, t_start):
     out = os.path.join(TMP, name, "results")
     os.makedirs(logs)
     env = dict(ENV, AMOR_RUN=AMOR, AMOR_LOG_DIR=logs, AMOR_MPIRUN_ARGS="--allow-run-as-root")
-    for k in ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "AMOR_PROGRESS"]:
-        env.pop(k, None)   # the templates set the threads and progress themselves
+    for k in ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "AMOR_PROGRESS", "AMOR_MAX_RESTARTS"]:
+        env.pop(k, None)   # the templates' defaults: threads, progress, restart bound
     r = subprocess.run(["sbatch", "--parsable", "--nodes=1", "--ntasks-per-node=2", "--time=1",
                         f"--signal={signal_opt}", f"--chdir={os.path.join(TMP, name)}",
                         os.path.join(ROOT, script), os.path.join(TMP, "sweep.yaml"), "--output", out],
@@ -292,7 +309,11 @@ def run_template(name, t_start):
     say(f"submitted with --time=1 --signal={signal_opt}")
 
     # 1. time limit: USR1 before it, exit 75, requeue.
-    poll(lambda: job(jobid).get("Restarts", "0") != "0", 200, "the requeue after the time limit's signal")
+    ended = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+    poll(lambda: job(jobid).get("Restarts", "0") != "0" or job(jobid).get("JobState") in ended, 200,
+         "the requeue after the time limit's signal")
+    info = job(jobid)
+    check(info.get("Restarts", "0") != "0", f"not requeued after the time limit's signal: {info}")
     say(f"requeued after the time limit's signal ({job(jobid).get('JobState')})")
     # The restarted job gets an hour, so that the next stop is ours.
     subprocess.run(["scontrol", "update", f"JobId={jobid}", "TimeLimit=60"], check=True, env=ENV)
@@ -304,7 +325,7 @@ def run_template(name, t_start):
     say(" ".join(["scancel", *scancel, "--signal=USR1"]))
 
     # 3. the second restart finishes.
-    poll(lambda: job(jobid).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), 400,
+    poll(lambda: job(jobid).get("JobState") in ended, 400,
          "the job to end")
     info = job(jobid)
     say(f"JobState={info.get('JobState')} Restarts={info.get('Restarts')} ExitCode={info.get('ExitCode')}")
