@@ -79,11 +79,16 @@ TEST(PairEncoding, ContinuationIsTheTailOfTheWholeEncoding) {
   EXPECT_EQ(r.continuation, (std::vector<int32_t>{'c'}));
 }
 
-TEST(PairEncoding, EmptyContextIsEosAndTruncationKeepsTheRight) {
-  ByteTokenizer byte;
+TEST(PairEncoding, EmptyContextIsBosElseEosAndTruncationKeepsTheRight) {
+  ByteTokenizer byte;  // has a BOS: lm-eval's prefix_token_id is the BOS
   const LoglikRequest e = encode_pair(byte, "", "hi");
-  EXPECT_EQ(e.context, (std::vector<int32_t>{ByteTokenizer::kEos}));
+  EXPECT_EQ(e.context, (std::vector<int32_t>{byte.bos_id()}));
+  EXPECT_NE(byte.bos_id(), byte.eos_id());
   EXPECT_EQ(text(e.continuation), "hi");
+  PieceTokenizer pieces({"ab"});  // no BOS: the EOS
+  const LoglikRequest p = encode_pair(pieces, "", "hi");
+  EXPECT_EQ(p.context, (std::vector<int32_t>{pieces.eos_id()}));
+  EXPECT_EQ(text(p.continuation), "hi");
   // Window 4: at most 5 tokens of "abcdef" + "gh" survive, cut from the left.
   const LoglikRequest t = make_loglik_request(byte, "abcdef", "gh", 4, "test");
   EXPECT_EQ(text(t.context), "def");

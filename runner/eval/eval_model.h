@@ -8,7 +8,7 @@
 //   logprob = sum_i log p(cont_i | context, cont_<i); greedy = every cont_i is the argmax of its
 //   distribution (ties to the lowest id, as torch.argmax). The harness has already cut the pair to
 //   at most max_length() + 1 tokens (the last token is only a target), and the context is never
-//   empty (lm-eval scores an empty context after the EOS token).
+//   empty (lm-eval scores an empty context after the BOS token, or EOS without one).
 // - teacher_forced: for input tokens x[0..T) and targets y[0..T) (kIgnore = -100 where unscored),
 //   nll[t] = -log p(y[t] | x[0..t]) (NaN where y[t] < 0) and argmax[t] = argmax_v p(v | x[0..t]).
 //   Perplexity by position uses nll (y = x shifted); MQAR accuracy uses argmax (Zoology scores the

@@ -16,11 +16,13 @@ LoglikRequest encode_pair(const Tokenizer& tokenizer, std::string_view context,
                           std::string_view continuation) {
   LoglikRequest r;
   if (context.empty()) {
-    AMOR_CHECK(tokenizer.eos_id() >= 0,
-               "encode_pair: an empty context is scored after the EOS token, but tokenizer '{}' "
-               "has none",
+    // lm-eval's HFLM.prefix_token_id: the tokenizer's BOS where it has one, else its EOS.
+    const int32_t prefix = tokenizer.bos_id() >= 0 ? tokenizer.bos_id() : tokenizer.eos_id();
+    AMOR_CHECK(prefix >= 0,
+               "encode_pair: an empty context is scored after the BOS (or else EOS) token, but "
+               "tokenizer '{}' has neither",
                tokenizer.name());
-    r.context = {tokenizer.eos_id()};
+    r.context = {prefix};
     r.continuation = tokenizer.encode(continuation);
     return r;
   }

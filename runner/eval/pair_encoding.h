@@ -4,7 +4,9 @@
 //      ("Question: x\nAnswer: " + "yes" is scored as "Question: x\nAnswer:" + " yes");
 //   2. context tokens = encode(context); continuation tokens = encode(context + continuation)
 //      [len(context tokens):], so a merge across the boundary is scored with the continuation;
-//   3. an empty context becomes the single EOS token and the continuation is encoded alone;
+//   3. an empty context becomes a single token, the tokenizer's BOS where it has one, else its
+//      EOS (HFLM.prefix_token_id: Llama-3 scores after <|begin_of_text|>, GPT-2 after
+//      <|endoftext|>), and the continuation is encoded alone;
 //   4. the pair is cut from the left to max_length + 1 tokens (the model reads at most
 //      max_length of them; the last is only a target).
 // Whitespace is Python's str.isspace() restricted to ASCII (space, \t \n \v \f \r, \x1c-\x1f).
