@@ -39,6 +39,9 @@
 
 namespace amor::cuda::mma {
 
+// log2(e): exp(x) = exp2_approx(x * kLog2e), one ex2.approx.
+constexpr float kLog2e = 1.4426950408889634f;
+
 // Two floats rounded to bf16 (nearest even) in one register, lo in the lower half.
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat16 a = __float2bfloat16_rn(lo), b = __float2bfloat16_rn(hi);
@@ -46,6 +49,16 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   memcpy(&ua, &a, 2);
   memcpy(&ub, &b, 2);
   return uint32_t(ua) | (uint32_t(ub) << 16);
+}
+
+// Two bf16 (a packed pair) times lo and hi, each rounded back to bf16 (as
+// from_f32(lo * to_f32(x)) would): a scaled operand tile or fragment, two elements at a time.
+__device__ __forceinline__ uint32_t scale_bf16x2(uint32_t v, float lo, float hi) {
+  const uint32_t ul = v << 16, uh = v & 0xffff0000u;
+  float a, b;
+  memcpy(&a, &ul, 4);
+  memcpy(&b, &uh, 4);
+  return pack_bf16x2(a * lo, b * hi);
 }
 
 #ifdef AMOR_CUDA_EMU

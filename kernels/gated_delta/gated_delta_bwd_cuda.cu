@@ -231,10 +231,10 @@ __global__ void __launch_bounds__(128)
       const int r = e / (K / 8), i = 8 * (e % (K / 8));
       const float se = r < n ? scale * exp_t<bf16_t>(gm[r]) : 0.0f;
       uint4 x = *reinterpret_cast<const uint4*>(qt + r * ld + i);
-      x.x = scale_bf16x2(x.x, se);
-      x.y = scale_bf16x2(x.y, se);
-      x.z = scale_bf16x2(x.z, se);
-      x.w = scale_bf16x2(x.w, se);
+      x.x = mma::scale_bf16x2(x.x, se, se);
+      x.y = mma::scale_bf16x2(x.y, se, se);
+      x.z = mma::scale_bf16x2(x.z, se, se);
+      x.w = mma::scale_bf16x2(x.w, se, se);
       *reinterpret_cast<uint4*>(s.qs + r * ld + i) = x;
     }
     __syncthreads();

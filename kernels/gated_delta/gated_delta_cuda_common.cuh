@@ -164,19 +164,10 @@ void with_shape(const Dims& d, F&& launch) {
 template <class T>
 __device__ __forceinline__ float exp_t(float x) {
   if constexpr (sizeof(T) == 2) {
-    return mma::exp2_approx(x * 1.4426950408889634f);
+    return mma::exp2_approx(x * mma::kLog2e);
   } else {
     return expf(x);
   }
-}
-
-// Two bf16 (a packed pair) times f, each rounded back to bf16 (as from_f32(f * to_f32(x))).
-__device__ __forceinline__ uint32_t scale_bf16x2(uint32_t v, float f) {
-  const uint32_t ul = v << 16, uh = v & 0xffff0000u;
-  float a, b;
-  memcpy(&a, &ul, 4);
-  memcpy(&b, &uh, 4);
-  return mma::pack_bf16x2(a * f, b * f);
 }
 
 // Element i of a tensor stored as f32 (is_f32) or bf16.

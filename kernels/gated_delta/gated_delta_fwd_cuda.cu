@@ -185,10 +185,10 @@ __global__ void __launch_bounds__(kThreads, 3)
       T* at = q < pk ? s.k + r * ldk + 8 * q : s.v + r * ldv + 8 * (q - pk);
       const float f = q < pk ? s.be[r] : s.beta[r];
       uint4 x = *reinterpret_cast<const uint4*>(at);
-      x.x = scale_bf16x2(x.x, f);
-      x.y = scale_bf16x2(x.y, f);
-      x.z = scale_bf16x2(x.z, f);
-      x.w = scale_bf16x2(x.w, f);
+      x.x = mma::scale_bf16x2(x.x, f, f);
+      x.y = mma::scale_bf16x2(x.y, f, f);
+      x.z = mma::scale_bf16x2(x.z, f, f);
+      x.w = mma::scale_bf16x2(x.w, f, f);
       *reinterpret_cast<uint4*>(at) = x;
     }
   } else {

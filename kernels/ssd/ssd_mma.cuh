@@ -25,7 +25,7 @@ namespace amor::cuda::ssd::tc {
 constexpr int kWarps = kThreads / 32;
 // exp(v) as mma::exp2_approx(v kLog2e): one ex2.approx (relative error ~2^-22, far below the
 // bf16 rounding of the tiles such factors scale) where expf takes several instructions.
-constexpr float kLog2e = 1.4426950408889634f;
+using mma::kLog2e;
 
 __host__ __device__ inline int pad16(int v) { return (v + 15) / 16 * 16; }
 // Row stride, in elements, of a bf16 tile whose rows hold `width` elements.
@@ -385,15 +385,8 @@ __device__ inline float tile_dot_bf16(const bf16_t* a, const bf16_t* b, int ld, 
   return s;
 }
 
-// Two bf16 (a packed pair) times lo and hi, rounded back to bf16: the rounding of
-// load_rows_bf16's scaling, applied to an mma fragment instead.
-__device__ __forceinline__ uint32_t scale_bf16x2(uint32_t v, float lo, float hi) {
-  const uint32_t ul = v << 16, uh = v & 0xffff0000u;
-  float a, b;
-  memcpy(&a, &ul, 4);
-  memcpy(&b, &uh, 4);
-  return mma::pack_bf16x2(a * lo, b * hi);
-}
+// The rounding of load_rows_bf16's scaling, applied to an mma fragment or a staged tile.
+using mma::scale_bf16x2;
 
 // Rows r < R of a bf16 tile (stride ld, W columns) times w(r), rounded back to bf16 (the rounding
 // of scale_bf16x2), in place, block-wide: 8 columns per 16-byte load where W is a multiple of 8

@@ -61,9 +61,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   unsigned char* smem = reinterpret_cast<unsigned char*>(smem_raw);
   Sh::fix(k);
   const int Q = int(k.Q), P = int(k.P), N = int(k.N), Qp = pad16(Q);
-  const int H = int(k.H), bh32 = int(blockIdx.y), b32 = bh32 / H;  // 32-bit divisions
-  const int64_t sp = blockIdx.x, bh = bh32, b = b32, h = bh32 - b32 * H;
-  const int64_t g = int(h) / (H / int(k.G)), ns = (int(k.nc) + m - 1) / m;
+  const Chunk head = chunk_of_block(k);  // (b, h, g) of blockIdx.y; blockIdx.x is the span
+  const int64_t sp = blockIdx.x, bh = head.bh, b = head.b, h = head.h, g = head.g;
+  const int64_t ns = (int(k.nc) + m - 1) / m;
   const int64_t c0 = sp * m, c1 = c0 + m < k.nc ? c0 + m : k.nc;
   const int n = int(c1 - c0);
   const int su = stride_of(P), sv = stride_of(N);
