@@ -109,13 +109,11 @@ def fail(why):
 
 
 def wait_for(cond, timeout, what):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.5)
-    fail(f"timed out after {timeout} s waiting for {what}")
+    """poll() during set-up, where a timeout ends the whole test (fail: the logs, exit 1)."""
+    try:
+        return poll(cond, timeout, what)
+    except Failed as e:
+        fail(str(e))
 
 
 def start(name, argv, **kw):
