@@ -26,14 +26,15 @@ std::string fixture(const std::string& name) {
 std::string text(const std::vector<int32_t>& ids) { return ByteTokenizer().decode(ids); }
 
 // Longest-match over a few multi-byte pieces (ids 259..) and single bytes, so that merges across
-// the context/continuation boundary can be seen.
+// the context/continuation boundary can be seen. No BOS; EOS 256 unless another id (-1: none).
 class PieceTokenizer final : public Tokenizer {
  public:
-  explicit PieceTokenizer(std::vector<std::string> pieces) : pieces_(std::move(pieces)) {}
+  explicit PieceTokenizer(std::vector<std::string> pieces, int32_t eos = 256)
+      : pieces_(std::move(pieces)), eos_(eos) {}
   const std::string& name() const override { return name_; }
   int64_t vocab_size() const override { return 259 + static_cast<int64_t>(pieces_.size()); }
   int32_t bos_id() const override { return -1; }
-  int32_t eos_id() const override { return 256; }
+  int32_t eos_id() const override { return eos_; }
   void encode_into(std::string_view s, std::vector<int32_t>& out, const EncodeOptions&) const override {
     for (size_t i = 0; i < s.size();) {
       int32_t best = static_cast<unsigned char>(s[i]);
@@ -56,6 +57,7 @@ class PieceTokenizer final : public Tokenizer {
  private:
   std::string name_ = "pieces";
   std::vector<std::string> pieces_;
+  int32_t eos_;
   ByteTokenizer byte_;
 };
 
@@ -89,6 +91,14 @@ TEST(PairEncoding, EmptyContextIsBosElseEosAndTruncationKeepsTheRight) {
   const LoglikRequest p = encode_pair(pieces, "", "hi");
   EXPECT_EQ(p.context, (std::vector<int32_t>{pieces.eos_id()}));
   EXPECT_EQ(text(p.continuation), "hi");
+  // Neither: an error naming the tokenizer, not a request scored after token -1.
+  try {
+    encode_pair(PieceTokenizer({"ab"}, -1), "", "hi");
+    ADD_FAILURE() << "an empty context with neither BOS nor EOS was accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("tokenizer 'pieces' has neither"), std::string::npos)
+        << err.what();
+  }
   // Window 4: at most 5 tokens of "abcdef" + "gh" survive, cut from the left.
   const LoglikRequest t = make_loglik_request(byte, "abcdef", "gh", 4, "test");
   EXPECT_EQ(text(t.context), "def");
