@@ -531,17 +531,21 @@ inline constexpr int kRegStateK[] = {32, 48, 64, 128};
 
 // Which passes run (AMOR_GDN_VARIANT, read once): "tile" the shared-memory state passes (32
 // columns of V per block of 8 warps, every shape) and the separate output kernel; "reg" the
-// register state passes where they apply, output kernel separate; anything else (default) as
+// register state passes where they apply, output kernel separate (gdn_output_kernel); "fused" as
 // "reg", with the forward's output computed inside its register state pass (K <= 64, and one
-// block of the pass per SM or more: fused_output_ok). Warps per
+// block of the pass per SM or more: fused_output_ok); anything else (default) as "reg" with the
+// register-fragment output kernel (gated_delta_output_tc_cuda.cu) where it applies. Warps per
 // block of the register passes: AMOR_GDN_STATE_WARPS (1, 2 or 4, default 4; fewer give more,
 // smaller blocks, and reload the shared tiles more often).
-enum class Variant { kTile, kReg, kFused };
+enum class Variant { kTile, kReg, kFused, kSplit };
 inline Variant variant() {
   static const Variant v = [] {
     const char* e = std::getenv("AMOR_GDN_VARIANT");
     const std::string s = e ? e : "";
-    return s == "tile" ? Variant::kTile : s == "reg" ? Variant::kReg : Variant::kFused;
+    return s == "tile"    ? Variant::kTile
+           : s == "reg"   ? Variant::kReg
+           : s == "fused" ? Variant::kFused
+                          : Variant::kSplit;
   }();
   return v;
 }
@@ -697,5 +701,12 @@ void launch_prepare(const T* k, const T* v, const void* g, const void* beta, boo
 template <class T>
 void launch_state_fwd(const T* k, const void* s0, bool state_f32, const Dims& d,
                       const Scratch<T>& sc, float* s_final, cudaStream_t stream);
+
+// The output from the chunk start states and Vn in sc (gated_delta_output_tc_cuda.cu): bf16,
+// chunk 64, K 64 or 128, V a multiple of 64, 16-byte aligned q, k, o, the default variant.
+bool output_tc_ok(const Dims& d, const void* q, const void* k, const void* o);
+void launch_output_tc(const bf16_t* q, const bf16_t* k, float scale, const Dims& d,
+                      const Scratch<bf16_t>& sc, bf16_t* o, cudaStream_t stream);
+int64_t output_tc_smem_bytes(const Dims& d);
 
 }  // namespace amor::cuda::gdn

@@ -637,7 +637,7 @@ void launch_state_fwd_reg(const bf16_t* q, const bf16_t* k, const void* s0, bool
   });
 }
 
-// The forward's output fused into the register-state pass: bf16, the default variant, K <= 64
+// The forward's output fused into the register-state pass: bf16, AMOR_GDN_VARIANT=fused, K <= 64
 // (the fused pass's registers: with K = 128 it would spill), and at least one block of the pass
 // per multiprocessor. With fewer (few sequences, long T) the pass runs one block per SM at most,
 // its chain of chunks is the whole forward, and the output's products are better taken out of
@@ -677,6 +677,12 @@ void forward_typed(const void* q, const void* k, const void* v, const void* g, c
     }
   }
   launch_state_fwd(kp, s0, state_f32, d, sc, s_final, stream);
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    if (reg_state_ok<T>(d, k) && output_tc_ok(d, q, k, o)) {
+      return launch_output_tc(static_cast<const T*>(q), kp, scale, d, sc, static_cast<T*>(o),
+                              stream);
+    }
+  }
   const int64_t smem = smem_bytes<OutputSmem<T>>(d);
   allow_smem(gdn_output_kernel<T>);
   const dim3 grid(unsigned(d.NC), unsigned(d.H), unsigned(d.B));
@@ -748,6 +754,7 @@ int64_t max_smem_bytes(const Dims& d) {
   if (sizeof(T) == 2 && d.K <= 128) {
     for (int64_t b : {smem_bytes<StateFwdRegSmem<T>>(d, true), smem_bytes<StateBwdRegSmem<T>>(d, 4)})
       m = b > m ? b : m;
+    if (d.L == 64 && (d.K == 64 || d.K == 128)) m = std::max(m, output_tc_smem_bytes(d));
   }
   return m;
 }
