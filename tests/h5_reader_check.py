@@ -32,7 +32,7 @@ TRAIN_FLOAT = ["loss", "lr", "grad_norm", "tokens_per_s", "fire_rate", "tau"]
 TRAIN_BLOCK = ["block_fire_rate", "block_tau"]
 ROOT_STRINGS = ["config", "config_hash", "sweep", "run_name", "amor_run_version", "git_commit",
                 "created", "finished"]
-ROOT_INTS = ["world_size", "amor_blocks", "layout_version"]
+ROOT_INTS = ["world_size", "threads", "amor_blocks", "layout_version"]
 
 
 class Mismatch(Exception):

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "kernels/core/error.h"
 #include "runner/app/version.h"
 #include "runner/config/key_table.h"
 
@@ -19,7 +20,9 @@ po::options_description visible_options() {
       ("help,h", "show this help and exit")
       ("version", "print the version and the git commit it was built from")
       ("print-config-keys", "print every run-config key (type or values, default, doc) as the Markdown table of runner/config/README.md and exit")
-      ("dry-run", "print the expanded runs (name, hash, parameters, a rough memory estimate per rank, overrides, folder) and exit")
+      ("dry-run", "print the expanded runs (name, hash, parameters, a rough memory estimate per rank, an estimate of H200 GPU-hours, overrides, folder) and the sweep's total, and exit")
+      ("shard", po::value<std::string>(), "i/n: run only this job's share of the runs (run k of the expanded runs belongs to shard k mod n), for n jobs sharing one sweep (a job array); 'slurm': i and n from the Slurm job array (SLURM_ARRAY_TASK_ID, _MIN, _STEP, _COUNT)")
+      ("threads", po::value<std::string>()->default_value("auto"), "BLAS (OpenBLAS/OpenMP) threads per rank, recorded in run.h5: N, or auto = OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs this rank may use divided by the ranks on its node (at least 1)")
       ("only", po::value<std::string>(), "run only runs whose id (name-hash) matches this glob")
       ("output", po::value<std::string>()->default_value("results"), "results folder")
       ("quiet,q", "no progress lines");
@@ -34,8 +37,9 @@ std::string usage() {
        "results/<sweep>/<run>-<hash>/run.h5. key=value overrides (dotted keys, e.g.\n"
        "train.steps=100) apply to every run.\n\n"
     << visible_options()
-    << "\nExit status: 0 all runs done; 1 a run failed; 2 bad command line or config;\n"
-       "75 stopped by SIGTERM or checkpoint.signal after checkpointing (run again to resume).\n";
+    << "\nExit status: 0 all runs done; 1 a run failed (and none was stopped); 2 bad command line or\n"
+       "config; 75 a run was stopped by SIGTERM or checkpoint.signal after checkpointing, whatever\n"
+       "the other runs did (run again to resume: DONE runs are skipped, failed ones run again).\n";
   return s.str();
 }
 
@@ -74,6 +78,20 @@ CliParse parse_cli(int argc, const char* const* argv, bool print) {
   o.quiet = vm.count("quiet") > 0;
   if (vm.count("only")) o.only = vm["only"].as<std::string>();
   o.output = vm["output"].as<std::string>();
+  try {
+    if (vm.count("shard")) o.shard = parse_shard(vm["shard"].as<std::string>(), process_env);
+    const std::string t = vm["threads"].as<std::string>();
+    if (t != "auto") {
+      const bool digits = !t.empty() && t.size() <= 4 && t.find_first_not_of("0123456789") == std::string::npos;
+      o.threads = digits ? std::stoi(t) : 0;
+      if (o.threads < 1 || o.threads > 1024)
+        throw Error("--threads '" + t + "': expected a whole number of threads per rank in [1, 1024], or auto");
+    }
+  } catch (const Error& e) {
+    if (print) std::fprintf(stderr, "amor-run: %s\n", e.what());
+    out.exit_code = 2;
+    return out;
+  }
   if (o.sweep_files.empty()) {
     if (print) std::fprintf(stderr, "amor-run: no sweep file given\n\n%s", usage().c_str());
     out.exit_code = 2;

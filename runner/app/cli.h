@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "runner/app/shard.h"
+
 namespace amor {
 
 struct CliOptions {
@@ -15,6 +17,8 @@ struct CliOptions {
   std::string only;                    // glob over run ids ("" = all)
   std::string output = "results";
   bool quiet = false;
+  std::optional<Shard> shard;  // --shard i/n | slurm: this job's share of the runs (runner/app/shard.h)
+  int threads = 0;             // --threads: BLAS threads per rank; 0 = auto (runner/app/threads.h)
 };
 
 // Returns the options, or an exit code when the command line was handled (help, version: 0) or

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
+#include "runner/eval/eval_tasks.h"
 #include "runner/eval/run_config_tasks.h"
 #include "runner/output/sweep_index.h"
 #include "runner/train/stop_signal.h"
@@ -64,10 +66,30 @@ void collect_outcomes(const std::vector<config::RunSpec>& runs, std::vector<Outc
   }
 }
 
+int exit_status_of(const std::vector<int>& statuses) {
+  bool stopped = false, failed = false;
+  for (int s : statuses) {
+    stopped = stopped || s == 3 || s == 0;  // 0: never started, the job was stopped first
+    failed = failed || s == 4;
+  }
+  return stopped ? kRequeueExitCode : failed ? 1 : 0;
+}
+
 int report_outcomes(const std::vector<config::RunSpec>& runs, const std::vector<Outcome>& outcomes,
-                    const std::filesystem::path& output) {
-  int status_code = 0;
+                    const std::filesystem::path& output, const std::vector<config::RunSpec>& all_runs,
+                    const std::optional<Shard>& shard) {
   std::map<std::string, std::vector<SweepIndexRow>> index;
+  std::map<std::string, SweepIndexMerge> merge;
+  for (const auto& r : all_runs) merge[r.sweep].order.push_back(r.id());
+  // index.csv's metric columns: the fixed ones and every task's headline metric.
+  std::set<std::string> metric_names = {"final_loss", "valid_loss", "mqar_acc", "fire_rate"};
+  for (const auto& t : eval::known_task_names()) {
+    try {
+      metric_names.insert(t + "_" + eval::headline_metric(t));
+    } catch (const Error&) {  // a task whose metrics depend on its options: its columns follow others
+    }
+  }
+  auto is_metric = [metric_names](const std::string& c) { return metric_names.count(c) > 0; };
   // Evaluation columns: every task any run evaluated (first-seen order), headed by the task.
   std::vector<std::string> cols;
   for (const auto& r : runs)
@@ -113,11 +135,19 @@ int report_outcomes(const std::vector<config::RunSpec>& runs, const std::vector<
       if (!std::isnan(oc.evals.at(c))) row.metrics.emplace_back(own[c], oc.evals[c]);
     row.error = oc.message;
     index[r.sweep].push_back(row);
-    if (oc.status == 4) status_code = std::max(status_code, 1);
-    if (oc.status == 3 && status_code == 0) status_code = kRequeueExitCode;
+    // A run skipped as DONE or never started: the row already in the file (if any) knows more.
+    if (oc.status == 0 || oc.status == 2) merge[r.sweep].weak.insert(sweep_index_id(row));
   }
-  for (auto& [sweep, rows] : index) write_sweep_index((output / sweep).string(), rows);
-  return status_code;
+  if (shard)
+    std::printf("(shard %s: %zu of the %zu runs; %s/<sweep>/index.csv holds every job's runs)\n",
+                shard->str().c_str(), runs.size(), all_runs.size(), output.string().c_str());
+  for (auto& [sweep, rows] : index) {
+    merge[sweep].is_metric = is_metric;
+    update_sweep_index((output / sweep).string(), rows, merge[sweep]);
+  }
+  std::vector<int> statuses;
+  for (const auto& oc : outcomes) statuses.push_back(oc.status);
+  return exit_status_of(statuses);
 }
 
 }  // namespace amor

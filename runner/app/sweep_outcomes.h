@@ -3,9 +3,11 @@
 #pragma once
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "runner/app/shard.h"
 #include "runner/config/sweep.h"
 #include "runner/train/trainer.h"
 
@@ -31,9 +33,17 @@ Outcome outcome_of(const config::RunSpec& spec, const RunResult& res);
 void collect_outcomes(const std::vector<config::RunSpec>& runs, std::vector<Outcome>& outcomes, int groups,
                       int ranks_per_run, int world_rank);
 
-// World rank 0: prints the summary table, writes each sweep's index.csv; returns the exit status
-// (1 if a run failed, else kRequeueExitCode if one stopped, else 0).
+// World rank 0: prints the summary table of `runs` (this job's: its shard's, with --shard),
+// merges their rows into each sweep's index.csv (update_sweep_index: rows of other jobs sharing
+// the folder are kept; rows in the order of `all_runs`, the whole expanded sweep), and returns the
+// exit status: kRequeueExitCode (75) if any run was stopped by a signal (checkpointed) or left
+// unstarted because of it, whatever the other runs did, so that the batch job is requeued and
+// the stopped run resumes (a failed run then runs again); else 1 if a run failed; else 0.
 int report_outcomes(const std::vector<config::RunSpec>& runs, const std::vector<Outcome>& outcomes,
-                    const std::filesystem::path& output);
+                    const std::filesystem::path& output, const std::vector<config::RunSpec>& all_runs,
+                    const std::optional<Shard>& shard = std::nullopt);
+
+// The exit status of an invocation whose runs ended with these Outcome::status values (as above).
+int exit_status_of(const std::vector<int>& statuses);
 
 }  // namespace amor

@@ -18,14 +18,17 @@
 #include "models/lm/language_model.h"
 #include "models/presets/param_count.h"
 #include "models/io/safetensors.h"
+#include "runner/app/gpu_hours.h"
 #include "runner/app/preset_resolve.h"
 #include "runner/app/run_folder.h"
 #include "runner/app/sweep_outcomes.h"
+#include "runner/app/threads.h"
 #include "runner/config/eval_checks.h"
 #include "runner/config/sweep.h"
 #include "runner/dist/mpi_communicator.h"
 #include "runner/output/run_file.h"
 #include "runner/train/data_setup.h"
+#include "runner/train/progress.h"
 #include "runner/train/trainer.h"
 
 namespace amor {
@@ -82,19 +85,32 @@ std::optional<std::vector<int64_t>> check_shapes(const std::vector<config::RunSp
   return params;
 }
 
+// Per run: name-hash, parameters, memory per rank, H200 GPU-hours (an estimate: gpu_hours.h),
+// overrides, folder; then the total over the listed runs.
 void print_dry_run(const std::vector<config::RunSpec>& runs, const std::vector<int64_t>& params,
                    const fs::path& output) {
-  std::printf("%-44s %10s %10s  %-40s %s\n", "run", "params", "mem/rank", "overrides", "folder");
+  std::printf("%-44s %10s %10s %10s  %-40s %s\n", "run", "params", "mem/rank", "GPU-h", "overrides", "folder");
+  double total = 0;
+  size_t without = 0;
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
     std::string ov;
     for (const auto& [k, v] : r.overrides) ov += (ov.empty() ? "" : " ") + k + "=" + v;
-    std::printf("%-44s %10s %10s  %-40s %s\n", r.id().c_str(),
+    const std::optional<double> hours = estimate_gpu_hours(r.config, params[i]);
+    if (hours) total += *hours;
+    else ++without;
+    std::printf("%-44s %10s %10s %10s  %-40s %s\n", r.id().c_str(),
                 fmt::format("{:.2f}M", static_cast<double>(params[i]) / 1e6).c_str(),
                 fmt::format("{:.2f}GiB", estimate_bytes_per_rank(r.config, params[i]) /
                                              (1024.0 * 1024 * 1024)).c_str(),
-                ov.c_str(), r.dir(output).string().c_str());
+                hours ? fmt::format("{:.3g}", *hours).c_str() : "-", ov.c_str(), r.dir(output).string().c_str());
   }
+  std::printf("total: %s GPU-hours (estimate: training tokens over tokens/s measured on one H200 per model "
+              "kind, tests/cuda/RESULTS.md, interpolated by parameter count%s)\n",
+              fmt::format("{:.3g}", total).c_str(),
+              without ? fmt::format("; {} run{} of a kind without measurements not counted", without,
+                                    without == 1 ? "" : "s").c_str()
+                      : "");
   std::printf("%zu runs\n", runs.size());
 }
 
@@ -160,7 +176,7 @@ std::string check_eval_weights(const std::vector<config::RunSpec>& runs, const f
 // One run on this group: skipped if DONE; else its folder prepared by the group's rank 0 (any
 // problem reaches every rank), trained, and marked DONE. Failures are recorded, not thrown.
 Outcome run_one(const config::RunSpec& spec, dist::MpiCommunicator& comm, const CliOptions& o, bool live,
-                int world_rank) {
+                int threads, int world_rank) {
   const fs::path dir = spec.dir(o.output);
   const bool root = comm.rank() == 0;
   Outcome out;
@@ -185,6 +201,7 @@ Outcome run_one(const config::RunSpec& spec, dist::MpiCommunicator& comm, const 
     to.run_dir = dir;
     to.quiet = o.quiet;
     to.live = live;
+    to.threads = threads;
     const RunResult res = train_run(spec, comm, to);
     out = outcome_of(spec, res);
     if (res.status == TrainStatus::Done) {
@@ -212,12 +229,27 @@ int run_sweeps(const CliOptions& o) {
   int status = 0;
   const std::optional<std::vector<config::RunSpec>> expanded = expand_runs(o, world_root, status);
   if (!expanded) return status;
-  const std::vector<config::RunSpec>& runs = *expanded;
+  const std::vector<config::RunSpec>& all_runs = *expanded;
   const fs::path output = o.output;
-  const std::optional<std::vector<int64_t>> params = check_shapes(runs, world_root);
-  if (!params) return 2;
+  // Every run is checked (every job of an array alike), then this job keeps its shard's.
+  const std::optional<std::vector<int64_t>> all_params = check_shapes(all_runs, world_root);
+  if (!all_params) return 2;
+  std::vector<config::RunSpec> runs;
+  std::vector<int64_t> params;
+  for (size_t k = 0; k < all_runs.size(); ++k)
+    if (!o.shard || o.shard->holds(k)) {
+      runs.push_back(all_runs[k]);
+      params.push_back((*all_params)[k]);
+    }
+  if (o.shard && world_root && !o.quiet)
+    std::printf("amor-run: shard %s: %zu of the %zu runs (run k belongs to shard k mod %lld)\n",
+                o.shard->str().c_str(), runs.size(), all_runs.size(), static_cast<long long>(o.shard->count));
   if (o.dry_run) {
-    if (world_root) print_dry_run(runs, *params, output);
+    if (world_root) print_dry_run(runs, params, output);
+    return 0;
+  }
+  if (runs.empty()) {
+    if (world_root && !o.quiet) std::printf("amor-run: shard %s holds no run; nothing to do\n", o.shard->str().c_str());
     return 0;
   }
   const int64_t per_run = ranks_per_run(runs, world_size, world_root);
@@ -251,19 +283,35 @@ int run_sweeps(const CliOptions& o) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
 
-    // Several groups print at once: a live bar would interleave, so plain lines then. mpirun
-    // hands ranks a pseudo-terminal, so isatty alone cannot tell; AMOR_PROGRESS=plain forces
-    // plain lines.
-    const char* mode = std::getenv("AMOR_PROGRESS");
-    const bool live = groups == 1 && ::isatty(::fileno(stdout)) && !(mode && std::string(mode) == "plain");
+    // BLAS threads per rank, set before any GEMM and recorded in each run.h5 (threads.h).
+    int threads = 0;
+    {
+      MPI_Comm node;
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node);
+      int on_node = 1;
+      MPI_Comm_size(node, &on_node);
+      MPI_Comm_free(&node);
+      const ThreadChoice tc = choose_threads(o.threads, process_env, affinity_cpus(), on_node);
+      threads = apply_threads(tc.threads);
+      if (world_root && !o.quiet)
+        std::printf("amor-run: %d BLAS thread%s per rank (%s)\n", threads, threads == 1 ? "" : "s", tc.why.c_str());
+    }
+
+    // The live bar only for one group on a terminal outside Slurm (progress.h: live_progress).
+    ProgressContext pc;
+    pc.groups = groups;
+    pc.mode = process_env("AMOR_PROGRESS");
+    pc.slurm_job = process_env("SLURM_JOB_ID").has_value();
+    pc.stdout_terminal = stdout_reaches_terminal();
+    const bool live = live_progress(pc);
     std::vector<Outcome> outcomes(runs.size());
     for (size_t i = 0; i < runs.size(); ++i) {  // run i goes to group i mod groups
       if (static_cast<int>(i % static_cast<size_t>(groups)) != group) continue;
-      outcomes[i] = run_one(runs[i], comm, o, live, world_rank);
+      outcomes[i] = run_one(runs[i], comm, o, live, threads, world_rank);
       if (outcomes[i].status == 3) break;  // stop requested: this group takes no further runs
     }
     collect_outcomes(runs, outcomes, groups, static_cast<int>(per_run), world_rank);
-    if (world_root) status_code = report_outcomes(runs, outcomes, output);
+    if (world_root) status_code = report_outcomes(runs, outcomes, output, all_runs, o.shard);
   }
   MPI_Comm_free(&group_comm);
   MPI_Bcast(&status_code, 1, MPI_INT, 0, MPI_COMM_WORLD);

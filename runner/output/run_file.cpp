@@ -126,6 +126,7 @@ void build_layout(hid_t file, const RunAttrs& a, const RunLayout& layout) {
   for (size_t i = 0; i < std::size(kRootStrings); ++i)
     h5::create_string_attr(file, kRootStrings[i], strings[i] ? *strings[i] : std::string());
   h5::create_int_attr(file, "world_size", a.world_size);
+  h5::create_int_attr(file, "threads", a.threads);
   h5::create_int_attr(file, "amor_blocks", layout.amor_blocks);
   h5::create_int_attr(file, "layout_version", RunFile::kLayoutVersion);
 
@@ -566,6 +567,10 @@ void RunFile::close() {
 
 const std::string& RunFile::path() const { return impl_->path; }
 int RunFile::amor_blocks() const { return impl_->K; }
+int64_t RunFile::threads() const {
+  impl_->require_open();
+  return h5::has_attr(impl_->file.get(), "threads") ? h5::read_int_attr(impl_->file.get(), "threads") : -1;
+}
 int64_t RunFile::train_rows() const { return impl_->rows; }
 std::vector<int64_t> RunFile::train_steps() const {
   impl_->require_open();

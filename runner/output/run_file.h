@@ -3,7 +3,9 @@
 //
 //   /                    attrs: config, config_hash, sweep, run_name, amor_run_version, git_commit,
 //                               created, finished ("" until finish()) as UTF-8 strings;
-//                               world_size, amor_blocks (K), layout_version as int64
+//                               world_size, amor_blocks (K), layout_version as int64;
+//                               threads (int64, BLAS threads per rank the run started with;
+//                               absent in files made before it was recorded)
 //   /train/{step,tokens}                                   int64   [n]
 //   /train/{loss,lr,grad_norm,tokens_per_s}                float64 [n]
 //   /train/<column>        the model's metric columns (RunLayout::train_columns): float64 [n] or
@@ -38,6 +40,7 @@ struct RunAttrs {
   std::string amor_run_version;
   std::string git_commit;
   int64_t world_size = 1;
+  int64_t threads = 0;  // BLAS threads per rank (runner/app/threads.h)
   std::string created;  // utc_timestamp()
 };
 
@@ -121,6 +124,8 @@ class RunFile {
 
   const std::string& path() const;
   int amor_blocks() const;
+  // The root attribute `threads` (BLAS threads per rank at creation); -1 where the file has none.
+  int64_t threads() const;
   int64_t train_rows() const;
   std::vector<int64_t> train_steps() const;
 

@@ -71,6 +71,7 @@ inline RunAttrs attrs_for(const std::string& run) {
   a.amor_run_version = "0.1.0";
   a.git_commit = "0123456789abcdef0123456789abcdef01234567+dirty";
   a.world_size = 2;
+  a.threads = 3;
   a.created = "2025-06-01T12:00:00Z";
   return a;
 }
@@ -85,6 +86,7 @@ inline Value attrs_json(const RunAttrs& a, int K, const std::string& finished) {
                       {"created", a.created},
                       {"finished", finished},
                       {"world_size", a.world_size},
+                      {"threads", a.threads},
                       {"amor_blocks", K},
                       {"layout_version", RunFile::kLayoutVersion}});
 }

@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <set>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -130,6 +132,120 @@ TEST_F(SweepIndexTest, UnwritableLocationsNameThePath) {
   EXPECT_NE(msg.find(dir_ + "/index.csv"), std::string::npos) << msg;
   for (auto& e : fs::directory_iterator(dir_))  // the temporary was cleaned up
     EXPECT_EQ(e.path().filename().string().find(".index.csv.tmp"), std::string::npos) << e.path();
+}
+
+bool same_rows(const std::vector<SweepIndexRow>& a, const std::vector<SweepIndexRow>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].run != b[i].run || a[i].hash != b[i].hash || a[i].status != b[i].status || a[i].keys != b[i].keys ||
+        a[i].error != b[i].error || a[i].metrics.size() != b[i].metrics.size())
+      return false;
+    for (size_t m = 0; m < a[i].metrics.size(); ++m) {
+      const auto& [na, va] = a[i].metrics[m];
+      const auto& [nb, vb] = b[i].metrics[m];
+      if (na != nb || !(va == vb || (std::isnan(va) && std::isnan(vb)))) return false;
+    }
+  }
+  return true;
+}
+
+bool is_metric(const std::string& c) { return c == "final_loss" || c == "mqar/accuracy"; }
+
+TEST_F(SweepIndexTest, ParsesWhatItWrites) {
+  const auto rows = sample_rows();
+  EXPECT_TRUE(same_rows(parse_sweep_index_csv(sweep_index_csv(rows), "index.csv", is_metric), rows));
+  // Only the first metric column needs naming: every column after it is a metric.
+  EXPECT_TRUE(same_rows(parse_sweep_index_csv(sweep_index_csv(rows), "index.csv",
+                                              [](const std::string& c) { return c == "final_loss"; }),
+                        rows));
+  EXPECT_TRUE(parse_sweep_index_csv("run,hash,status,error\n", "x", is_metric).empty());
+  EXPECT_EQ(error_of([] { parse_sweep_index_csv("run,hash,status,error\na,b,done\n", "x.csv", is_metric); }),
+            "x.csv: record 2 has 3 cells, the header 4");
+  EXPECT_EQ(error_of([] { parse_sweep_index_csv("run,hash,status,final_loss,error\na,b,done,abc,\n", "x.csv", is_metric); }),
+            "x.csv: record 2: metric 'final_loss' is 'abc', not a number");
+  EXPECT_EQ(error_of([] { parse_sweep_index_csv("run,hash,status,error\na,b,odd,\n", "x.csv", is_metric); }),
+            "x.csv: unknown status 'odd'");
+  EXPECT_EQ(error_of([] { parse_sweep_index_csv("name,x\n", "x.csv", is_metric); }),
+            "x.csv: the header is not run,hash,status,...,error");
+}
+
+SweepIndexRow row_of(const std::string& run, RunStatus st, double loss, const std::string& seed = "1") {
+  return {run, "h" + run, st, {{"train.seed", seed}}, {{"final_loss", loss}}, ""};
+}
+
+TEST_F(SweepIndexTest, UpdateMergesRowsByRunAndKeepsTheOthers) {
+  SweepIndexMerge m;
+  m.is_metric = is_metric;
+  m.order = {"a-ha", "b-hb", "c-hc"};
+  update_sweep_index(dir_, {row_of("c", RunStatus::Done, 3.0), row_of("a", RunStatus::Failed, NAN)}, m);
+  // Another job: b is new, c is given again; "x" is a run of another invocation.
+  update_sweep_index(dir_, {row_of("x", RunStatus::Done, 9.0), row_of("b", RunStatus::Done, 2.0),
+                            row_of("c", RunStatus::Done, 3.5)}, m);
+  // A third job skipped a (DONE elsewhere) and never started b: its weak rows leave the file's.
+  m.weak = {"a-ha", "b-hb"};
+  update_sweep_index(dir_, {row_of("a", RunStatus::Done, NAN), row_of("b", RunStatus::Pending, NAN)}, m);
+  const std::vector<SweepIndexRow> want = {row_of("a", RunStatus::Failed, NAN), row_of("b", RunStatus::Done, 2.0),
+                                           row_of("c", RunStatus::Done, 3.5), row_of("x", RunStatus::Done, 9.0)};
+  EXPECT_EQ(read_text(dir_ + "/index.csv"), sweep_index_csv(want));
+  // A weak row is written when the file has none for its run.
+  m.weak = {"d-hd"};
+  update_sweep_index(dir_, {row_of("d", RunStatus::Pending, NAN)}, m);
+  auto got = parse_sweep_index_csv(read_text(dir_ + "/index.csv"), "index.csv", is_metric);
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_EQ(got.back().run, "d");
+}
+
+TEST_F(SweepIndexTest, UnparsableIndexIsReplacedByTheGivenRows) {
+  std::ofstream(dir_ + "/index.csv") << "not,an,index\n";
+  update_sweep_index(dir_, {row_of("a", RunStatus::Done, 1.0)});
+  EXPECT_EQ(read_text(dir_ + "/index.csv"), sweep_index_csv({row_of("a", RunStatus::Done, 1.0)}));
+}
+
+// Several processes merge their rows into one index.csv at once (a job array's tasks): none of
+// them loses another's rows, and each run's row is its writer's last.
+TEST_F(SweepIndexTest, ConcurrentWritersLoseNoRow) {
+  constexpr int kWriters = 4, kRowsEach = 3, kRounds = 60;
+  std::vector<pid_t> kids;
+  for (int w = 0; w < kWriters; ++w) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int rc = 0;
+      try {
+        SweepIndexMerge m;
+        m.is_metric = is_metric;
+        for (int round = 1; round <= kRounds; ++round) {
+          std::vector<SweepIndexRow> rows;
+          for (int j = 0; j < kRowsEach; ++j)
+            rows.push_back(row_of(fmt::format("w{}r{}", w, j), RunStatus::Done, round, std::to_string(w)));
+          update_sweep_index(dir_, rows, m);
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "writer %d: %s\n", w, e.what());
+        rc = 1;
+      }
+      std::_Exit(rc);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t pid : kids) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  auto rows = parse_sweep_index_csv(read_text(dir_ + "/index.csv"), "index.csv", is_metric);
+  ASSERT_EQ(rows.size(), static_cast<size_t>(kWriters * kRowsEach));
+  std::set<std::string> runs;
+  for (const auto& r : rows) {
+    runs.insert(r.run);
+    ASSERT_EQ(r.metrics.size(), 1u) << r.run;
+    EXPECT_EQ(r.metrics[0].second, kRounds) << r.run;  // the writer's last round
+  }
+  EXPECT_EQ(runs.size(), static_cast<size_t>(kWriters * kRowsEach));
+  for (auto& e : fs::directory_iterator(dir_)) {  // no temporary left behind
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(name == "index.csv" || name == ".index.lock") << name;
+  }
 }
 
 TEST(RunStatus, Names) {

@@ -1,12 +1,34 @@
 #include "runner/train/progress.h"
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <cmath>
 
 #include <fmt/format.h>
 
 namespace amor {
+
+bool live_progress(const ProgressContext& c) {
+  if (c.mode == "plain") return false;
+  if (c.mode == "live") return true;
+  return c.groups == 1 && !c.slurm_job && c.stdout_terminal;
+}
+
+bool stdout_reaches_terminal() {
+  if (!::isatty(::fileno(stdout))) return false;
+  if (!std::getenv("OMPI_COMM_WORLD_SIZE")) return true;
+  // Under mpirun: is mpirun's (the parent's) stdout a terminal? Linux tty majors: 4 (ttyN), 5
+  // (/dev/tty, console), 136-143 (/dev/pts/N). A remote orted's never is.
+  struct stat st {};
+  const std::string fd1 = "/proc/" + std::to_string(::getppid()) + "/fd/1";
+  if (::stat(fd1.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) return false;
+  const unsigned maj = major(st.st_rdev);
+  return maj == 4 || maj == 5 || (maj >= 136 && maj <= 143);
+}
 
 Progress::Progress(std::string run_name, int64_t total_steps, int64_t log_every, std::FILE* out,
                    std::optional<bool> force_tty)

@@ -7,7 +7,7 @@ namespace amor {
 
 RunFile open_run_record(const std::filesystem::path& path, const config::RunSpec& spec, int world_size,
                         const model::LanguageModel& model, bool recall_task,
-                        const std::vector<eval::TaskSpec>& tasks, int64_t start_step) {
+                        const std::vector<eval::TaskSpec>& tasks, int64_t start_step, int threads) {
   if (start_step > 0 && std::filesystem::exists(path)) return RunFile::open(path.string(), start_step, spec.hash8);
   RunAttrs attrs;
   attrs.config = config::canonical_yaml(spec.config);
@@ -17,6 +17,7 @@ RunFile open_run_record(const std::filesystem::path& path, const config::RunSpec
   attrs.amor_run_version = version();
   attrs.git_commit = git_commit();
   attrs.world_size = world_size;
+  attrs.threads = threads;
   attrs.created = utc_timestamp();
   RunLayout layout;
   EvalTaskSpec valid{"valid", {"loss", "ppl"}, {}};

@@ -15,6 +15,6 @@ namespace amor {
 
 RunFile open_run_record(const std::filesystem::path& path, const config::RunSpec& spec, int world_size,
                         const model::LanguageModel& model, bool recall_task,
-                        const std::vector<eval::TaskSpec>& tasks, int64_t start_step);
+                        const std::vector<eval::TaskSpec>& tasks, int64_t start_step, int threads = 0);
 
 }  // namespace amor

@@ -57,5 +57,42 @@ TEST(Progress, PlainLinesInALogAtEachInterval) {
   EXPECT_EQ(Progress::format_duration(42), "42s");
 }
 
+// The live bar only for one group on a terminal outside a Slurm job; AMOR_PROGRESS forces either.
+TEST(Progress, LiveBarOnlyOnATerminalOutsideSlurm) {
+  ProgressContext c;
+  c.stdout_terminal = true;
+  EXPECT_TRUE(live_progress(c));
+  c.slurm_job = true;  // SLURM_JOB_ID set: plain lines even where the ranks get a pseudo-terminal
+  EXPECT_FALSE(live_progress(c));
+  c.mode = "live";
+  EXPECT_TRUE(live_progress(c));
+  c = {};
+  c.stdout_terminal = false;  // stdout is a file or a pipe
+  EXPECT_FALSE(live_progress(c));
+  c.stdout_terminal = true;
+  c.groups = 2;  // two groups' bars would interleave
+  EXPECT_FALSE(live_progress(c));
+  c.groups = 1;
+  c.mode = "plain";
+  EXPECT_FALSE(live_progress(c));
+}
+
+TEST(Progress, LiveBarRewritesOneLine) {
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* f = open_memstream(&buf, &len);
+  {
+    Progress p("run-a", 4, 10, f, /*force_tty=*/true);
+    for (int64_t s = 1; s <= 4; ++s) p.update({s, 2.5, 1e-3, 1500.0, {}});
+    p.finish("done");
+  }
+  std::fclose(f);
+  std::string out(buf, len);
+  std::free(buf);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\r'), 5) << out;  // every step, then the finish
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_NE(out.find("[############]"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace amor

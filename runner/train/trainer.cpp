@@ -80,6 +80,7 @@ void Trainer::restore() {
   // Resume from the newest checkpoint that loads (resume_from_checkpoint: a damaged newer one is
   // set aside with a warning).
   ckpts_ = std::make_unique<Checkpoints>(opt_.run_dir / "checkpoints", cfg_.checkpoint.keep);
+  fs::path resumed_from;
   if (!ckpts_->steps().empty()) {
     resume_from_checkpoint(*ckpts_, comm_, [&](const fs::path& dir) {
       dist::FsdpCheckpoint c = fsdp_->load(dir.string());
@@ -87,14 +88,29 @@ void Trainer::restore() {
       tokens_seen_ = std::stoll(c.extra.at("tokens_seen"));
       model_->restore_checkpoint_state(c.extra, /*required=*/true);
       start_step_ = c.step;
+      resumed_from = dir;
     });
+    if (root_ && !opt_.quiet) {
+      std::printf("resuming %s from step %lld (checkpoint %s)\n", spec_.id().c_str(),
+                  static_cast<long long>(start_step_), resumed_from.string().c_str());
+      std::fflush(stdout);
+    }
   } else if (!cfg_.eval.checkpoint.empty()) {  // evaluate another run's checkpoint (train.steps 0)
     dist::FsdpCheckpoint c = fsdp_->load(eval_checkpoint_dir(cfg_.eval.checkpoint).string());
     model_->restore_checkpoint_state(c.extra, /*required=*/false);
   }
-  if (root_)
+  if (root_) {
     h5_.emplace(open_run_record(opt_.run_dir / "run.h5", spec_, comm_.size(), *model_, data_.recall_task,
-                                harness_.specs, start_step_));
+                                harness_.specs, start_step_, opt_.threads));
+    // A resumed run computes bitwise as before only with the BLAS threads it started with.
+    const int64_t had = h5_->threads();
+    if (start_step_ > 0 && had > 0 && opt_.threads > 0 && had != opt_.threads)
+      std::fprintf(stderr,
+                   "amor-run: warning: run %s started with %lld BLAS threads per rank and resumes with %d: its "
+                   "losses may differ bitwise from an uninterrupted run (CPU sums depend on the thread count); "
+                   "pass --threads %lld to resume as it started\n",
+                   spec_.id().c_str(), static_cast<long long>(had), opt_.threads, static_cast<long long>(had));
+  }
   progress_ = std::make_unique<Progress>(spec_.id(), cfg_.train.steps, cfg_.train.log_every, stdout, opt_.live);
   t_last_ = std::chrono::steady_clock::now();
   // AMOR_PROFILE=1: the step's time by section (kernels/core/profile.h), over the steps after the

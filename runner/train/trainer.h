@@ -48,6 +48,7 @@ struct TrainerOptions {
   std::filesystem::path run_dir;
   bool quiet = false;  // no progress lines (tests)
   bool live = false;   // a live progress bar (one group on a terminal); else plain lines
+  int threads = 0;     // BLAS threads per rank (runner/app/threads.h), recorded in run.h5; 0 unknown
   // Builds the run's model and its evaluation replicas; empty: model::build_model (by
   // model.kind). A kind the runner has never seen runs through the same steps (the trainer only
   // uses the run contract): trainer_contract_mpi_test runs one.

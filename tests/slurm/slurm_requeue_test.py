@@ -8,16 +8,22 @@ each template at once (1-minute time limit, 2 ranks), and checks for each that
    checkpoint and exit 75 and the template requeue the job (Restarts=1);
 2. `scancel --signal=USR1 JOBID` (--batch for mpirun) on the restarted job does the same
    (Restarts=2);
-3. (before Slurm starts) a job with more GPUs than tasks per node is refused with exit 2;
-4. each restart resumed from the step it stopped at (its log's first progress line), the job ends
-   COMPLETED with the run DONE, run.h5 holds every step once, and the losses are bitwise equal to
-   an uninterrupted run under mpirun with the same ranks and threads.
+3. (before Slurm starts) a job with more GPUs than tasks per node is refused with exit 2, and so
+   is a job array's task without --shard;
+4. each restart resumed from the step it stopped at (its log's first progress line, and the line
+   "resuming RUN from step N"), the logs hold plain progress lines (no live bar: SLURM_JOB_ID is
+   set), the job ends COMPLETED with the run DONE, run.h5 holds every step once, and the losses
+   are bitwise equal to an uninterrupted run under mpirun with the same ranks and threads;
+5. meanwhile a job array of 2 tasks (amor-run.sbatch ... --shard slurm, one rank each) splits a
+   sweep of 4 short runs: both tasks COMPLETED, every run DONE and trained once, and index.csv
+   holds all 4 runs as done.
 
 Then it stops the daemons it started (AMOR_SLURM_TEST_KEEP=1 keeps the temporary folder). Exits 77 (skipped) when slurm-wlm or munge is not installed
 (scripts/setup.sh installs them) or when not root.
 
     /usr/bin/python3 tests/slurm/slurm_requeue_test.py BUILD/bin [REPO_ROOT]
 """
+import csv
 import glob
 import os
 import re
@@ -35,6 +41,16 @@ ROOT = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.pat
 AMOR = os.path.join(BIN, "amor-run")
 TEMPLATE = os.path.join(ROOT, "scripts/slurm/amor-run.sbatch")
 STEPS = 3000
+
+ARRAY_SWEEP = """name: array
+base:
+  model: {kind: transformer, vocab: 260, d_model: 32, n_layers: 1, d_ff: 64, head_dim: 16}
+  data: {source: corpus, seq_len: 32}
+  train: {steps: 20, micro_batch: 4, lr: 3.0e-3, warmup_steps: 2, log_every: 10, seed: 3}
+sweep:
+  grid:
+    train.seed: [1, 2, 3, 4]
+"""
 
 SWEEP = f"""name: slurm
 base:
@@ -150,7 +166,14 @@ def gpu_check():
         text = open(os.path.join(logs, "amor-run-7-r0.log")).read()
         if r.returncode != 2 or "8 GPUs per node but 4 tasks per node" not in text or "--ntasks-per-node=8" not in text:
             fail(f"{name}: 8 GPUs and 4 tasks per node not refused: exit {r.returncode}, log {text!r}")
-    print("both templates refuse 8 GPUs per node with 4 tasks per node (exit 2)")
+        env = dict(os.environ, SLURM_JOB_ID="8", SLURM_ARRAY_TASK_ID="0", SLURM_ARRAY_JOB_ID="8",
+                   AMOR_LOG_DIR=logs, AMOR_RUN="/nonexistent/amor-run")
+        r = subprocess.run(["bash", os.path.join(ROOT, script), "sweep.yaml"], env=env, capture_output=True,
+                           text=True, timeout=60, cwd=TMP)
+        text = open(os.path.join(logs, "amor-run-8-r0.log")).read()
+        if r.returncode != 2 or "without --shard" not in text:
+            fail(f"{name}: an array task without --shard not refused: exit {r.returncode}, log {text!r}")
+    print("both templates refuse 8 GPUs per node with 4 tasks per node, and array tasks without --shard (exit 2)")
 
 
 def main():
@@ -168,7 +191,7 @@ def main():
     wait_for(lambda: os.path.exists(sock), 20, "munged's socket")
 
     host = socket.gethostname().split(".")[0]
-    cpus = max(4, os.cpu_count())   # room for both jobs' 2 ranks at once (config_overrides below)
+    cpus = max(6, os.cpu_count())   # room for both jobs' 2 ranks and the array's 2 at once (config_overrides)
     conf = os.path.join(TMP, "slurm.conf")
     os.makedirs(os.path.join(TMP, "state"))
     os.makedirs(os.path.join(TMP, "spool"))
@@ -231,6 +254,8 @@ PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
                            stdout=open(os.path.join(TMP, "ref.log"), "w"), stderr=subprocess.STDOUT)
     daemons.append(("reference", ref))
 
+    array = submit_array()
+
     # Both templates at once (their own results and logs), each as the README submits it; a
     # 1-minute limit with the signal 50 s before it, so Slurm signals 10-40 s in (its timer runs
     # every 30 s); the run needs over a minute on 2 busy cores.
@@ -259,7 +284,55 @@ PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
         if not np.array_equal(la, lb):
             fail(f"{name}: losses differ from the uninterrupted run at {int(np.argmax(la != lb))} steps of {len(la)}")
         print(f"{name}: run DONE, {STEPS} steps once each, losses bitwise equal to the uninterrupted run")
+    try:
+        check_array(*array)
+    except Failed as e:
+        fail(f"job array: {e}")
     print(f"ok in {time.time() - t_start:.0f} s")
+
+
+def submit_array():
+    """A job array of 2 tasks, one rank each, splitting ARRAY_SWEEP with --shard slurm."""
+    d = os.path.join(TMP, "array")
+    os.makedirs(os.path.join(d, "logs"))
+    sweep = os.path.join(d, "sweep.yaml")
+    with open(sweep, "w") as f:
+        f.write(ARRAY_SWEEP)
+    env = dict(ENV, AMOR_RUN=AMOR, AMOR_LOG_DIR=os.path.join(d, "logs"))
+    for k in ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "AMOR_PROGRESS", "AMOR_MAX_RESTARTS"]:
+        env.pop(k, None)
+    r = subprocess.run(["sbatch", "--parsable", "--array=0-1", "--nodes=1", "--ntasks-per-node=1", "--time=10",
+                        f"--chdir={d}", TEMPLATE, sweep, "--output", os.path.join(d, "results"), "--shard", "slurm"],
+                       capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        fail(f"sbatch --array: {r.stderr}")
+    jobid = r.stdout.strip().split(";")[0]
+    print(f"array (job {jobid}): submitted 2 tasks with --shard slurm", flush=True)
+    return jobid, d
+
+
+def check_array(jobid, d):
+    ended = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+    tasks = [f"{jobid}_{i}" for i in (0, 1)]
+    poll(lambda: all(job(t).get("JobState") in ended for t in tasks), 300, "the array's tasks to end")
+    for t in tasks:
+        info = job(t)
+        check(info.get("JobState") == "COMPLETED", f"task {t}: {info}")
+    logs = sorted(glob.glob(os.path.join(d, "logs", "*.log")))
+    text = "".join(open(f, errors="replace").read() for f in logs)
+    check(len(logs) == 2 and "shard 0/2: 2 of the 4 runs" in text and "shard 1/2: 2 of the 4 runs" in text,
+          f"logs {logs}: {text[-1500:]}")
+    runs = sorted(glob.glob(os.path.join(d, "results", "array", "*", "run.h5")))
+    check(len(runs) == 4, f"run folders: {runs}")
+    for h in runs:
+        check(os.path.exists(os.path.join(os.path.dirname(h), "DONE")), f"{h}: not DONE")
+        with h5py.File(h, "r") as f:
+            check(list(f["train/step"][:]) == list(range(1, 21)), f"{h}: steps {list(f['train/step'][:])}")
+    with open(os.path.join(d, "results", "array", "index.csv")) as f:
+        rows = list(csv.DictReader(f))
+    check([r["train.seed"] for r in rows] == ["1", "2", "3", "4"] and all(r["status"] == "done" for r in rows),
+          f"index.csv: {rows}")
+    print(f"array (job {jobid}): both tasks COMPLETED, 4 runs DONE once each, index.csv holds all 4")
 
 
 class Failed(Exception):
@@ -339,12 +412,16 @@ def run_template(name, t_start):
         check(sig == "SIGUSR1" and "amor-run exited 75" in text and "requeueing job" in text,
               f"start {i} did not stop by SIGUSR1, exit 75 and requeue")
         first = progress_steps(r[i + 1])[0]
+        check(f"resuming " in open(r[i + 1]).read() and f"from step {step} (checkpoint " in open(r[i + 1]).read(),
+              f"start {i + 1} has no 'resuming ... from step {step}' line")
         expect = (step // 50 + 1) * 50
         check(step >= 50 and first == expect,
               f"start {i} stopped at step {step}; start {i + 1}'s first progress line is step {first}, "
               f"expected {expect} (resume from the checkpoint)")
         say(f"start {i}: stopped by {sig} at step {step}, exit 75, requeued; start {i + 1} resumed (first line step {first})")
     check("amor-run exited 0" in open(r[2]).read(), "the last start did not exit 0")
+    for f in r:
+        check("\r" not in open(f, errors="replace", newline="").read(), f"{f}: a live progress bar in the log")
     return sorted(glob.glob(os.path.join(out, "slurm", "*", "run.h5")))
 
 
