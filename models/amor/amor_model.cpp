@@ -4,6 +4,7 @@
 #include "kernels/core/error.h"
 #include "kernels/core/profile.h"
 #include "kernels/elementwise/elementwise.h"
+#include "models/core/norm_eps.h"
 
 namespace amor::model {
 
@@ -40,17 +41,18 @@ AmorModel::AmorModel(const ModelConfig& cfg, DType dtype) : LanguageModel(cfg, d
                                               make_mixer(letter, params_, prefix + ".mixer", cfg)));
   }
   norm_f_unit_ = params_.begin_unit("norm_f");
-  norm_f_ = std::make_unique<RMSNorm>(params_, "norm_f", cfg.d_model, cfg.norm_eps);
+  const NormEps eps = norm_eps_of(cfg);
+  norm_f_ = std::make_unique<RMSNorm>(params_, "norm_f", cfg.d_model, eps.norm_f);
   for (int64_t i = 0; i < cfg.amor.blocks; ++i) {
     std::string prefix = "amor." + std::to_string(i);
     block_units_.push_back(params_.begin_unit(prefix));
     block_norms_.push_back(i == 0 ? nullptr
                                   : std::make_unique<RMSNorm>(params_, prefix + ".norm",
-                                                              cfg.d_model, cfg.norm_eps));
+                                                              cfg.d_model, eps.amor));
     blocks_.push_back(std::make_unique<AmorBlock>(params_, prefix, cfg));
   }
   final_norm_unit_ = params_.begin_unit("final_norm");
-  final_norm_ = std::make_unique<RMSNorm>(params_, "final_norm", cfg.d_model, cfg.norm_eps);
+  final_norm_ = std::make_unique<RMSNorm>(params_, "final_norm", cfg.d_model, eps.amor);
 }
 
 std::vector<AmorGateState> AmorModel::gate_state() const {

@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "models/amor/amor_test_support.h"
+#include "models/core/norm_eps.h"
 #include "tests/common/gradcheck.h"
 
 namespace amor::model {
@@ -92,8 +93,8 @@ class BackboneOnly final : public LanguageModel {
                                                 make_mixer(amor_backbone_letter(cfg), params_, prefix + ".mixer", cfg)));
     }
     if (cfg.amor.residual_mode == "classic")
-      norm_f_ = std::make_unique<RMSNorm>(params_, "norm_f", cfg.d_model, cfg.norm_eps);
-    final_norm_ = std::make_unique<RMSNorm>(params_, "final_norm", cfg.d_model, cfg.norm_eps);
+      norm_f_ = std::make_unique<RMSNorm>(params_, "norm_f", cfg.d_model, norm_eps_of(cfg).norm_f);
+    final_norm_ = std::make_unique<RMSNorm>(params_, "final_norm", cfg.d_model, norm_eps_of(cfg).amor);
   }
 
  protected:

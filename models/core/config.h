@@ -5,7 +5,9 @@
 // member with its key, the values it may take and its doc. That listing is the only place that
 // names a key, bounds it or documents it; the member initialiser is the only place that sets its
 // default. Model constructors may assert too, but a value they refuse must be refused by the
-// listing (runner/app/declared_values_build_test.cpp tries every edge of every range).
+// listing (runner/app/declared_values_build_test.cpp tries every edge of every range). Keys added
+// after the run identities were pinned are declared omitted_at_default (config_keys.h), so that
+// a run that leaves them at their default keeps its hash.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -24,6 +26,8 @@ struct Mamba2Config {
   int64_t chunk = 64;
   double dt_min = 1e-3, dt_max = 0.1, dt_floor = 1e-4;
   double a_min = 1.0, a_max = 16.0;
+  double norm_eps = 0;              // 0: model.norm_eps (models/core/norm_eps.h)
+  std::string init = "mamba_ssm";
 };
 
 template <class V>
@@ -41,6 +45,10 @@ void declare_keys(std::type_identity<Mamba2Config>, V& v) {
   v.key("dt_floor", &C::dt_floor, positive(), "dt init clamped below at this");
   v.key("a_min", &C::a_min, positive(), "A_log = log(U[a_min, a_max])");
   v.key("a_max", &C::a_max, positive(), "");
+  v.key("norm_eps", &C::norm_eps, omitted_at_default(at_least(0)),
+        "gated RMSNorm epsilon; 0 = model.norm_eps");
+  v.key("init", &C::init, omitted_at_default(one_of("mamba_ssm|hf")),
+        "mamba_ssm: A_log = log U[a_min, a_max]; hf: A_log = log(1..H) (models/README.md)");
 }
 
 struct GdnConfig {
@@ -52,6 +60,7 @@ struct GdnConfig {
   double norm_eps = 1e-5;
   double dt_min = 1e-3, dt_max = 0.1, dt_floor = 1e-4;
   double a_min = 0.0, a_max = 16.0;
+  std::string init = "fla_layer";
 };
 
 template <class V>
@@ -69,6 +78,8 @@ void declare_keys(std::type_identity<GdnConfig>, V& v) {
   v.key("dt_floor", &C::dt_floor, positive(), "dt init clamped below at this");
   v.key("a_min", &C::a_min, at_least(0), "A_log = log(U[a_min, a_max]) as fla");
   v.key("a_max", &C::a_max, positive(), "");
+  v.key("init", &C::init, omitted_at_default(one_of("fla_layer|fla_model")),
+        "short convs: fla_layer U(±1/sqrt(kernel)), fla_model N(0, init_std) (models/README.md)");
 }
 
 struct AmorConfig {
@@ -80,6 +91,7 @@ struct AmorConfig {
   double momentum = 0.99;
   double m_init = 0.3, s_init = 0.1;
   double fixed_offset = 0.03;
+  double norm_eps = 0;  // 0: model.norm_eps
 };
 
 template <class V>
@@ -96,6 +108,8 @@ void declare_keys(std::type_identity<AmorConfig>, V& v) {
   v.key("m_init", &C::m_init, anything(), "initial EMA mean of the entropy");
   v.key("s_init", &C::s_init, at_least(0), "initial EMA standard deviation");
   v.key("fixed_offset", &C::fixed_offset, anything(), "fixed mode: τ = m + offset");
+  v.key("norm_eps", &C::norm_eps, omitted_at_default(at_least(0)),
+        "epsilon of the blocks' pre-norms (k ≥ 1) and final_norm; 0 = model.norm_eps");
 }
 
 // "" when `schedule` is one of the keywords or a segment list the model can run, else what is
@@ -134,6 +148,7 @@ struct ModelConfig {
   int64_t n_kv_heads = 0;
   double rope_base = 10000.0;
   double norm_eps = 1e-5;
+  double mixer_norm_eps = 0, mlp_norm_eps = 0, norm_f_eps = 0;  // 0: norm_eps
   double init_std = 0.02;
   std::string pattern;
   std::string fused_linear = "mamba2";
@@ -160,7 +175,14 @@ void declare_keys(std::type_identity<ModelConfig>, V& v) {
   v.key("head_dim", &C::head_dim, size_from(1), "attention head dim");
   v.key("n_kv_heads", &C::n_kv_heads, size_from(0), "0 = MHA");
   v.key("rope_base", &C::rope_base, positive(), "");
-  v.key("norm_eps", &C::norm_eps, positive(), "RMSNorm epsilon");
+  v.key("norm_eps", &C::norm_eps, positive(),
+        "RMSNorm epsilon; the per-location epsilon keys at 0 take it");
+  v.key("mixer_norm_eps", &C::mixer_norm_eps, omitted_at_default(at_least(0)),
+        "layers' pre-mixer norms (norm1); 0 = norm_eps");
+  v.key("mlp_norm_eps", &C::mlp_norm_eps, omitted_at_default(at_least(0)),
+        "layers' pre-MLP norms (norm2); 0 = norm_eps");
+  v.key("norm_f_eps", &C::norm_f_eps, omitted_at_default(at_least(0)),
+        "norm_f, after the layers; 0 = norm_eps");
   v.key("init_std", &C::init_std, at_least(0), "weights ~ N(0, init_std²)");
   v.key("pattern", &C::pattern, letters("AMG"),
         "serial layer pattern, e.g. `MMMA` (A attention, M Mamba2, G GDN), repeated");

@@ -2,6 +2,7 @@
 
 #include "kernels/core/profile.h"
 #include "kernels/elementwise/elementwise.h"
+#include "models/core/norm_eps.h"
 #include "models/mixers/attention_mixer.h"
 #include "models/mixers/fused_mixer.h"
 #include "models/mixers/gdn_mixer.h"
@@ -27,12 +28,12 @@ std::string mixer_name(const Mixer& m) {
 Layer::Layer(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg,
              std::unique_ptr<Mixer> mixer)
     : recompute_(cfg.recompute),
-      norm1_(ps, prefix + ".norm1", cfg.d_model, cfg.norm_eps),
+      norm1_(ps, prefix + ".norm1", cfg.d_model, norm_eps_of(cfg).mixer),
       mixer_(std::move(mixer)),
       prof_mixer_fwd_(mixer_name(*mixer_) + " mixer forward (with its norm)"),
       prof_mixer_bwd_(mixer_name(*mixer_) + " mixer backward (with its norm)") {
   if (cfg.d_ff > 0) {
-    norm2_ = std::make_unique<RMSNorm>(ps, prefix + ".norm2", cfg.d_model, cfg.norm_eps);
+    norm2_ = std::make_unique<RMSNorm>(ps, prefix + ".norm2", cfg.d_model, norm_eps_of(cfg).mlp);
     mlp_ = std::make_unique<SwiGLUMLP>(ps, prefix + ".mlp", cfg.d_model, cfg.d_ff, cfg.init_std);
   }
 }

@@ -8,6 +8,7 @@
 #include "kernels/lm_head_loss/lm_head_argmax.h"
 #include "kernels/lm_head_loss/lm_head_loss.h"
 #include "models/amor/amor_model.h"
+#include "models/core/norm_eps.h"
 #include "models/oryx/oryx_modes.h"
 #include "models/lm/stack_inference_state.h"
 
@@ -204,7 +205,7 @@ StackModel::StackModel(const ModelConfig& cfg, DType dtype) : LanguageModel(cfg,
                                               make_mixer(pattern[i], params_, prefix + ".mixer", cfg)));
   }
   norm_f_unit_ = params_.begin_unit("norm_f");
-  norm_f_ = std::make_unique<RMSNorm>(params_, "norm_f", cfg.d_model, cfg.norm_eps);
+  norm_f_ = std::make_unique<RMSNorm>(params_, "norm_f", cfg.d_model, norm_eps_of(cfg).norm_f);
 }
 
 Tensor StackModel::body_forward(const Tensor& h0, const Batch& batch, bool training, StepOutput& out) {

@@ -118,6 +118,27 @@ int main(int argc, char** argv) {
       a.amor.backbone = backbone;
       dump(root, std::string("amor_") + backbone, a, 900, /*perturb_zero_init=*/true);
     }
+    // Every norm location with an epsilon of its own (models/core/norm_eps.h), each large and
+    // distinct, so that a norm given another location's epsilon fails the 1e-10 comparison.
+    for (const char* backbone : {"gdn", "mamba2"}) {
+      ModelConfig a = tiny("amor");
+      a.amor.backbone = backbone;
+      a.amor.blocks = 3;
+      a.mixer_norm_eps = 0.05;
+      a.mlp_norm_eps = 0.2;
+      a.norm_f_eps = 0.01;
+      a.amor.norm_eps = 0.3;
+      a.mamba2.norm_eps = 0.07;
+      a.gdn.norm_eps = 0.15;
+      dump(root, std::string("amor_") + backbone + "_eps", a, 950, /*perturb_zero_init=*/true);
+    }
+    ModelConfig fe = tiny("fused");  // fused's own norms keep model.norm_eps
+    fe.norm_eps = 0.02;
+    fe.mixer_norm_eps = 0.05;
+    fe.mlp_norm_eps = 0.2;
+    fe.norm_f_eps = 0.01;
+    fe.mamba2.norm_eps = 0.07;
+    dump(root, "fused_mamba2_eps", fe, 975);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "model_oracle_dump: %s\n", e.what());
     return 1;

@@ -2,6 +2,7 @@
 
 #include "kernels/elementwise/elementwise.h"
 #include "models/core/layer.h"
+#include "models/core/norm_eps.h"
 
 namespace amor::model {
 
@@ -14,8 +15,8 @@ char fused_linear_letter(const ModelConfig& cfg) {
 FusedMixer::FusedMixer(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg)
     : attn_(ps, prefix + ".attn", cfg),
       linear_(make_mixer(fused_linear_letter(cfg), ps, prefix + ".linear", cfg)),
-      attn_norm_(ps, prefix + ".attn_norm", cfg.d_model, cfg.norm_eps),
-      linear_norm_(ps, prefix + ".linear_norm", cfg.d_model, cfg.norm_eps) {}
+      attn_norm_(ps, prefix + ".attn_norm", cfg.d_model, norm_eps_of(cfg).other),
+      linear_norm_(ps, prefix + ".linear_norm", cfg.d_model, norm_eps_of(cfg).other) {}
 
 Tensor FusedMixer::forward(const Tensor& x, const MixerContext& ctx) {
   Tensor y = scale(attn_norm_.forward(attn_.forward(x, ctx)), 0.5);

@@ -7,6 +7,7 @@
 #include "kernels/gated_delta/gated_delta.h"
 #include "models/core/scan_dtype.h"
 #include "kernels/l2norm/l2norm.h"
+#include "models/core/norm_eps.h"
 #include "kernels/rmsnorm/rmsnorm_gated.h"
 #include "models/infer/recurrent_state.h"
 
@@ -80,17 +81,24 @@ GdnDims gdn_dims(const ModelConfig& cfg) {
   AMOR_CHECK(g.a_min >= 0 && g.a_min <= g.a_max && g.a_max > 0,
              "model.gdn.a_min {} and model.gdn.a_max {}: expected 0 <= a_min <= a_max, a_max > 0",
              g.a_min, g.a_max);
+  AMOR_CHECK(g.init == "fla_layer" || g.init == "fla_model",
+             "model.gdn.init is '{}', expected one of fla_layer, fla_model", g.init);
   return {H, g.head_dim, V};
 }
 
 GdnMixer::ConvBranch::ConvBranch(ParamStore& ps, const std::string& prefix, const std::string& name,
-                                 int64_t d, int64_t channels, int64_t kernel, double init_std)
-    : proj(ps, prefix + "." + name + "_proj", d, channels, init_normal(init_std)) {
-  // PyTorch's Conv1d default (kaiming_uniform, a = sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
-  // fan_in = kernel for a depthwise conv.
+                                 int64_t d, int64_t channels, const ModelConfig& cfg)
+    : proj(ps, prefix + "." + name + "_proj", d, channels, init_normal(cfg.init_std)) {
+  // fla_layer: fla's ShortConvolution is an nn.Conv1d and keeps PyTorch's default (kaiming_uniform,
+  // a = sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = kernel for a depthwise conv; so the
+  // layer built alone, as the AMOR authors do. fla_model: fla's GatedDeltaNetPreTrainedModel
+  // _init_weights re-draws every Conv1d as N(0, initializer_range).
+  const int64_t kernel = cfg.gdn.conv_kernel;
   const double bound = 1.0 / std::sqrt(static_cast<double>(kernel));
   conv_w = ps.add(prefix + "." + name + "_conv1d.weight", {channels, kernel},
-                  init_uniform(-bound, bound), /*weight_decay=*/true);
+                  cfg.gdn.init == "fla_model" ? init_normal(cfg.init_std)
+                                              : init_uniform(-bound, bound),
+                  /*weight_decay=*/true);
 }
 
 Tensor GdnMixer::ConvBranch::forward(const Tensor& x) {
@@ -119,10 +127,10 @@ GdnMixer::GdnMixer(ParamStore& ps, const std::string& prefix, const ModelConfig&
       head_k_(dims.head_k),
       head_v_(dims.head_v),
       chunk_(cfg.gdn.chunk),
-      norm_eps_(cfg.gdn.norm_eps),
-      q_(ps, prefix, "q", cfg.d_model, heads_ * head_k_, cfg.gdn.conv_kernel, cfg.init_std),
-      k_(ps, prefix, "k", cfg.d_model, heads_ * head_k_, cfg.gdn.conv_kernel, cfg.init_std),
-      v_(ps, prefix, "v", cfg.d_model, heads_ * head_v_, cfg.gdn.conv_kernel, cfg.init_std),
+      norm_eps_(norm_eps_of(cfg).gdn),
+      q_(ps, prefix, "q", cfg.d_model, heads_ * head_k_, cfg),
+      k_(ps, prefix, "k", cfg.d_model, heads_ * head_k_, cfg),
+      v_(ps, prefix, "v", cfg.d_model, heads_ * head_v_, cfg),
       a_(ps, prefix + ".a_proj", cfg.d_model, heads_, init_normal(cfg.init_std)),
       b_(ps, prefix + ".b_proj", cfg.d_model, heads_, init_normal(cfg.init_std)),
       gate_(ps, prefix + ".g_proj", cfg.d_model, heads_ * head_v_, init_normal(cfg.init_std)),

@@ -12,6 +12,9 @@
 // Parameters (prefix + "."): q_proj/k_proj.weight [H K, d], v_proj/g_proj.weight [H V, d],
 // a_proj/b_proj.weight [H, d], o_proj.weight [d, H V], q_conv1d/k_conv1d.weight [H K, Kc],
 // v_conv1d.weight [H V, Kc], A_log [H], dt_bias [H], o_norm.weight [V].
+// Init as fla's layer: projections N(0, init_std), A_log = log U[a_min, a_max], dt_bias as
+// Mamba2's, o_norm 1; the short convs by model.gdn.init (fla_layer: PyTorch's default,
+// fla_model: N(0, init_std); gdn_mixer.cpp, models/README.md).
 // cfg.gdn.chunk = 0 runs the scan as the step-by-step recurrence (a reference; same function).
 #pragma once
 #include <string>
@@ -49,7 +52,7 @@ class GdnMixer final : public Mixer {
   // One of the q/k/v branches: projection, then causal depthwise conv with SiLU.
   struct ConvBranch {
     ConvBranch(ParamStore& ps, const std::string& prefix, const std::string& name, int64_t d,
-               int64_t channels, int64_t kernel, double init_std);
+               int64_t channels, const ModelConfig& cfg);
     Tensor forward(const Tensor& x);    // [B,T,channels]
     Tensor backward(const Tensor& dy);  // -> dx [B,T,d]
     void drop_saved();

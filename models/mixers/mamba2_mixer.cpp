@@ -8,6 +8,7 @@
 #include "kernels/linear/linear.h"
 #include "kernels/rmsnorm/rmsnorm_gated.h"
 #include "kernels/ssd/ssd.h"
+#include "models/core/norm_eps.h"
 #include "models/core/scan_dtype.h"
 #include "models/infer/recurrent_state.h"
 
@@ -15,9 +16,15 @@ namespace amor::model {
 
 namespace {
 
-// A_log = log(U[lo, hi]): decay rates spread over [lo, hi] so heads keep memory at many scales.
-InitFn init_a_log(double lo, double hi) {
-  return [lo, hi](Tensor& t, std::mt19937_64& rng) {
+// mamba_ssm: A_log = log(U[lo, hi]): decay rates spread over [lo, hi] so heads keep memory at
+// many scales. hf (transformers' Mamba2Mixer, which the AMOR authors build on): A_log = log(h + 1)
+// for head h, the same spread without randomness; it draws nothing from the RNG.
+InitFn init_a_log(const Mamba2Config& m) {
+  if (m.init == "hf")
+    return [](Tensor& t, std::mt19937_64&) {
+      for (int64_t i = 0; i < t.numel(); ++i) t.set_item(i, std::log(static_cast<double>(i + 1)));
+    };
+  return [lo = m.a_min, hi = m.a_max](Tensor& t, std::mt19937_64& rng) {
     std::uniform_real_distribution<double> u(lo, hi);
     for (int64_t i = 0; i < t.numel(); ++i) t.set_item(i, std::log(u(rng)));
   };
@@ -54,6 +61,8 @@ void check_config(const ModelConfig& cfg) {
   AMOR_CHECK(m.dt_floor > 0, "model.mamba2.dt_floor is {}, expected > 0", m.dt_floor);
   AMOR_CHECK(m.a_min > 0 && m.a_min <= m.a_max,
              "model.mamba2.a_min {} / a_max {}: expected 0 < a_min <= a_max", m.a_min, m.a_max);
+  AMOR_CHECK(m.init == "mamba_ssm" || m.init == "hf",
+             "model.mamba2.init is '{}', expected one of mamba_ssm, hf", m.init);
 }
 
 int64_t checked_d_inner(const ModelConfig& cfg) {
@@ -72,7 +81,7 @@ Mamba2Mixer::Mamba2Mixer(ParamStore& ps, const std::string& prefix, const ModelC
       d_state_(cfg.mamba2.d_state),
       conv_kernel_(cfg.mamba2.conv_kernel),
       chunk_(cfg.mamba2.chunk),
-      eps_(cfg.norm_eps),
+      eps_(norm_eps_of(cfg).mamba2),
       in_proj_(ps.add(prefix + ".in_proj.weight",
                       {2 * d_inner_ + 2 * groups_ * d_state_ + heads_, d_model_},
                       init_normal(cfg.init_std), /*weight_decay=*/true)),
@@ -87,7 +96,7 @@ Mamba2Mixer::Mamba2Mixer(ParamStore& ps, const std::string& prefix, const ModelC
       dt_bias_(ps.add(prefix + ".dt_bias", {heads_},
                       init_dt_bias(cfg.mamba2.dt_min, cfg.mamba2.dt_max, cfg.mamba2.dt_floor),
                       /*weight_decay=*/false)),
-      a_log_(ps.add(prefix + ".A_log", {heads_}, init_a_log(cfg.mamba2.a_min, cfg.mamba2.a_max),
+      a_log_(ps.add(prefix + ".A_log", {heads_}, init_a_log(cfg.mamba2),
                     /*weight_decay=*/false)),
       d_skip_(ps.add(prefix + ".D", {heads_}, init_constant(1.0), /*weight_decay=*/false)),
       norm_w_(ps.add(prefix + ".norm.weight", {d_inner_}, init_constant(1.0),

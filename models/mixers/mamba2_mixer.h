@@ -20,9 +20,11 @@
 // Parameters (prefix + "."):
 //   in_proj.weight [2 d_inner + 2GN + H, d], conv1d.weight [conv_dim, K], conv1d.bias [conv_dim],
 //   dt_bias [H], A_log [H], D [H], norm.weight [d_inner], out_proj.weight [d, d_inner].
-// Init as mamba_ssm: projections N(0, init_std); conv as PyTorch's Conv1d default,
-// U(-1/sqrt(K), 1/sqrt(K)) for weight and bias; A_log = log(U[a_min, a_max]);
+// Init (model.mamba2.init), mamba_ssm: projections N(0, init_std); conv as PyTorch's Conv1d
+// default, U(-1/sqrt(K), 1/sqrt(K)) for weight and bias; A_log = log(U[a_min, a_max]);
 // dt_bias = softplus^-1(dt), dt = max(exp(U[log dt_min, log dt_max]), dt_floor); D = 1; norm = 1.
+// hf (transformers' Mamba2 as the AMOR authors use it, models/README.md): the same except
+// A_log = log(1, 2, ..., H).
 // Weight decay only on in_proj, conv1d.weight and out_proj.
 #pragma once
 #include <string>

@@ -9,6 +9,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/rmsnorm/rmsnorm_gated.h"
+#include "models/core/norm_eps.h"
 #include "kernels/rope/rope.h"
 #include "models/infer/kv_cache.h"
 #include "models/infer/recurrent_state.h"
@@ -68,7 +69,7 @@ OryxMixer::OryxMixer(ParamStore& ps, const std::string& prefix, const ModelConfi
       head_dim_(cfg.head_dim),
       kernel_(kernel_of(cfg)),
       rope_base_(cfg.rope_base),
-      eps_(cfg.norm_eps),
+      eps_(norm_eps_of(cfg).other),
       conv_silu_(cfg.oryx.linear == "gdn"),
       q_attn_(ps, prefix + ".q_attn_proj", cfg.d_model, cfg.d_model, init_normal(cfg.init_std)),
       q_lin_(ps, prefix + ".q_lin_proj", cfg.d_model, cfg.d_model, init_normal(cfg.init_std)),

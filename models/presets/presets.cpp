@@ -51,6 +51,7 @@ std::vector<Preset> make_presets() {
       p.d_model = s.d_model;
       p.n_layers = s.n_layers;
       if (k == "amor") p.d_ff = amor_d_ff(s.name);
+      p.authors_numerics = s.amor_paper && (k == "amor" || k == "mamba2" || k == "gdn");
       if (k == "mamba2" && !s.amor_paper) {
         p.mixer_only = true;
         p.n_layers = 2 * s.n_layers;  // the starting depth; apply_preset fits it
@@ -59,6 +60,27 @@ std::vector<Preset> make_presets() {
     }
   }
   return out;
+}
+
+// The AMOR authors' epsilons and init (models/README.md), by backbone. amor.py's own RMSNorm
+// (eps 1e-6) is every MLP pre-norm, AMOR block pre-norm and final_norm, and over GDN also the
+// mixer pre-norms and norm_f; over Mamba2 those two are transformers' Mamba2Block norm and
+// Mamba2Model.norm_f (Mamba2Config.layer_norm_epsilon, 1e-5). The mixers' own gated norms are
+// 1e-5 (transformers' layer_norm_epsilon, fla GatedDeltaNet's norm_eps default).
+void set_authors_numerics(ModelConfig& c) {
+  const std::string backbone = c.kind == "amor" ? c.amor.backbone : c.kind;
+  constexpr double kAmorPy = 1e-6, kMixer = 1e-5;
+  c.mlp_norm_eps = kAmorPy;
+  if (c.kind == "amor") c.amor.norm_eps = kAmorPy;
+  if (backbone == "gdn") {
+    c.mixer_norm_eps = c.norm_f_eps = kAmorPy;
+    c.gdn.norm_eps = kMixer;
+    c.gdn.init = "fla_layer";  // amor.py builds fla's GatedDeltaNet layer alone
+  } else {
+    c.mixer_norm_eps = c.norm_f_eps = kMixer;
+    c.mamba2.norm_eps = kMixer;
+    c.mamba2.init = "hf";
+  }
 }
 
 std::string names_list() {
@@ -101,6 +123,15 @@ int64_t fit_d_ff(ModelConfig c, const Preset& p) {
 
 }  // namespace
 
+const std::vector<std::string>& preset_keys() {
+  static const std::vector<std::string> keys = {
+      "model.kind",          "model.vocab",          "model.d_model",         "model.n_layers",
+      "model.d_ff",          "model.mixer_norm_eps", "model.mlp_norm_eps",    "model.norm_f_eps",
+      "model.amor.norm_eps", "model.mamba2.norm_eps", "model.gdn.norm_eps",   "model.mamba2.init",
+      "model.gdn.init"};
+  return keys;
+}
+
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> all = make_presets();
   return all;
@@ -130,6 +161,7 @@ ModelConfig apply_preset(ModelConfig c, const std::string& name) {
   } else {
     c.d_ff = fit_d_ff(c, *p);
   }
+  if (p->authors_numerics) set_authors_numerics(c);
   return c;
 }
 

@@ -27,6 +27,12 @@
 // With the default settings every fitted preset is within 1% of its nominal size and AMOR's within
 // 2.5% (presets_test checks all kinds and variants against 3% and prints the table);
 // count_parameters (param_count.h) gives the exact count of any config.
+//
+// Numerics. The amor presets, and the mamba2 and gdn presets at AMOR's sizes (the baselines built
+// to match them), also set the AMOR authors' norm epsilons and init (models/README.md, "Norm
+// epsilons" and "Init"): model.mixer_norm_eps, mlp_norm_eps, norm_f_eps, amor.norm_eps,
+// mamba2.norm_eps, gdn.norm_eps, mamba2.init, gdn.init, by the backbone (model.amor.backbone for
+// amor). Every other preset leaves them as the base config has them.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -44,13 +50,19 @@ struct Preset {
   int64_t vocab = 0, d_model = 0, n_layers = 0;
   int64_t d_ff = -1;       // fixed d_ff (amor); -1 = fitted to the target
   bool mixer_only = false; // no MLPs; n_layers fitted to the target (mamba2 at Mamba2 sizes)
+  bool authors_numerics = false;  // sets the AMOR authors' norm epsilons and init (above)
 };
 
 // Every preset, in a stable order (kind, then size).
 const std::vector<Preset>& presets();
 std::vector<std::string> preset_names();
 
-// base with the preset's kind and dimensions applied (model.kind, vocab, d_model, n_layers, d_ff).
+// Every model.* key apply_preset may set, dotted as in run configs: a run config takes each from
+// the preset unless it set the key itself (runner/app/preset_resolve.cpp).
+const std::vector<std::string>& preset_keys();
+
+// base with the preset's kind and dimensions applied (model.kind, vocab, d_model, n_layers, d_ff)
+// and, for the presets with authors_numerics, the AMOR authors' epsilons and init.
 // Throws amor::Error naming model.preset and listing the allowed names for an unknown name, and
 // naming model.preset when the base's other settings leave no room to reach the size.
 ModelConfig apply_preset(ModelConfig base, const std::string& name);

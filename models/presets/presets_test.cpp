@@ -9,6 +9,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "kernels/core/error.h"
 
@@ -140,6 +141,41 @@ TEST(Presets, KeepTheBasesOtherSettings) {
   EXPECT_TRUE(c.recompute);
   // The fit accounts for the wider GDN (qk_ratio 1): still within 3%.
   EXPECT_LE(std::abs(count_parameters(c) / 370e6 - 1.0), 0.03);
+}
+
+// The AMOR presets and the mamba2 / gdn presets at AMOR's sizes take the authors' epsilons and
+// init (presets.h, models/README.md "Norm epsilons"); every other preset leaves them as the base's.
+TEST(Presets, AuthorsNumericsAtAmorSizes) {
+  for (const char* size : {"180m", "440m", "1.5b"}) {
+    for (const char* backbone : {"gdn", "mamba2"}) {
+      ModelConfig base;
+      base.amor.backbone = backbone;
+      for (const std::string kind : {std::string("amor"), std::string(backbone)}) {
+        const std::string name = kind + "-" + size;
+        const ModelConfig c = apply_preset(base, name);
+        const bool gdn = std::string(backbone) == "gdn";
+        EXPECT_EQ(c.mlp_norm_eps, 1e-6) << name;
+        EXPECT_EQ(c.mixer_norm_eps, gdn ? 1e-6 : 1e-5) << name;
+        EXPECT_EQ(c.norm_f_eps, gdn ? 1e-6 : 1e-5) << name;
+        EXPECT_EQ(c.amor.norm_eps, kind == "amor" ? 1e-6 : 0.0) << name;
+        EXPECT_EQ(c.gdn.norm_eps, 1e-5) << name;
+        EXPECT_EQ(c.mamba2.norm_eps, gdn ? 0.0 : 1e-5) << name;
+        EXPECT_EQ(c.mamba2.init, gdn ? "mamba_ssm" : "hf") << name;
+        EXPECT_EQ(c.gdn.init, "fla_layer") << name;
+      }
+    }
+  }
+  ModelConfig base;
+  base.pattern = "GGGA";
+  for (const char* name : {"mamba2-130m", "gdn-370m", "transformer-180m", "serial-180m",
+                           "fused-440m", "oryx-1.5b"}) {
+    const ModelConfig c = apply_preset(base, name);
+    EXPECT_EQ(c.mixer_norm_eps, 0.0) << name;
+    EXPECT_EQ(c.mlp_norm_eps, 0.0) << name;
+    EXPECT_EQ(c.norm_f_eps, 0.0) << name;
+    EXPECT_EQ(c.mamba2.norm_eps, 0.0) << name;
+    EXPECT_EQ(c.mamba2.init, "mamba_ssm") << name;
+  }
 }
 
 TEST(Presets, UnknownNameListsTheAllowedNames) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/core/error.h"
+#include "models/core/norm_eps.h"
 #include "models/lm/language_model.h"
 #include "models/mixers/fused_mixer.h"
 #include "tests/common/tiny_models.h"
@@ -25,7 +26,7 @@ class FusedStack final : public LanguageModel {
           params_, prefix, cfg, std::make_unique<FusedMixer>(params_, prefix + ".mixer", cfg)));
     }
     params_.begin_unit("norm_f");
-    norm_f_ = std::make_unique<RMSNorm>(params_, "norm_f", cfg.d_model, cfg.norm_eps);
+    norm_f_ = std::make_unique<RMSNorm>(params_, "norm_f", cfg.d_model, norm_eps_of(cfg).norm_f);
   }
 
  protected:

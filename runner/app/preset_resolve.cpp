@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cctype>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "models/presets/param_count.h"
 #include "models/presets/presets.h"
 #include "runner/config/config_error.h"
+#include "runner/config/schema.h"
 
 namespace amor {
 
@@ -21,14 +23,15 @@ void apply_model_preset(config::RunConfig& cfg, const config::KeyLocations& set_
     auto it = set_at.find("model.preset");
     throw config::ConfigError(it != set_at.end() ? it->second.str() + ": " + e.what() : e.what());
   }
-  auto keep = [&](const char* key, auto& dst, const auto& preset_value) {
-    if (!set_at.count(key)) dst = preset_value;
-  };
-  keep("model.kind", cfg.model.kind, p.kind);
-  keep("model.vocab", cfg.model.vocab, p.vocab);
-  keep("model.d_model", cfg.model.d_model, p.d_model);
-  keep("model.n_layers", cfg.model.n_layers, p.n_layers);
-  keep("model.d_ff", cfg.model.d_ff, p.d_ff);
+  // Each key the presets set (models/presets/presets.h), unless the run set it itself.
+  config::RunConfig from = cfg;
+  static_cast<model::ModelConfig&>(from.model) = p;
+  for (const std::string& key : model::preset_keys()) {
+    if (set_at.count(key)) continue;
+    const config::Field* f = config::find_field(key);
+    if (!f) throw std::logic_error("preset key not in the schema: " + key);
+    f->set(cfg, f->get(from));
+  }
 }
 
 namespace {

@@ -1,5 +1,6 @@
-// model.preset in a run config: the preset fills model.kind, vocab, d_model, n_layers and d_ff,
-// except those the sweep (base, grid, zip or an override) set explicitly, which win.
+// model.preset in a run config: the preset fills model.kind, vocab, d_model, n_layers and d_ff
+// (and, for some, the AMOR authors' norm epsilons and init: models/presets/presets.h), except
+// those the sweep (base, grid, zip or an override) set explicitly, which win.
 #pragma once
 #include "runner/config/assignments.h"
 #include "runner/config/run_config.h"

@@ -5,6 +5,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "data/json/json.h"
 #include "runner/config/assignments.h"
@@ -87,6 +89,13 @@ std::string python_quote(std::string_view s, bool raw_unicode = false) {
   return out + "\"";
 }
 
+// A key declared omitted_at_default (models/core/config_keys.h) that holds its default: left out
+// of the canonical text, so that adding such a key keeps the hash of every run that does not set it.
+bool omitted(const Tree& t, const RunConfig& c) {
+  static const RunConfig defaults;
+  return t.field && t.field->allowed.omit_at_default && t.field->get(c) == t.field->get(defaults);
+}
+
 // Exactly Python's json.dumps(config, sort_keys=True, indent=2): lists one item per line.
 std::string json_leaf(const FieldValue& v, int depth) {
   if (const auto* str = std::get_if<std::string>(&v)) return python_quote(*str);
@@ -112,15 +121,20 @@ std::string json_leaf(const FieldValue& v, int depth) {
 void write_json(const Tree& t, const RunConfig& c, int depth, std::string& out) {
   std::string pad(2 * (depth + 1), ' ');
   out += "{\n";
+  std::vector<std::pair<const std::string*, const Tree*>> shown;
+  for (const auto& [name, child] : t.children)
+    if (!omitted(child, c)) shown.emplace_back(&name, &child);
   size_t i = 0;
-  for (const auto& [name, child] : t.children) {
+  for (const auto& [name_p, child_p] : shown) {
+    const std::string& name = *name_p;
+    const Tree& child = *child_p;
     out += pad + python_quote(name) + ": ";
     if (child.field) {
       out += json_leaf(child.field->get(c), depth);
     } else {
       write_json(child, c, depth + 1, out);
     }
-    out += ++i < t.children.size() ? ",\n" : "\n";
+    out += ++i < shown.size() ? ",\n" : "\n";
   }
   out += std::string(2 * depth, ' ') + "}";
 }
@@ -178,6 +192,7 @@ std::string join_surrogates(std::string_view text) {
 void write_yaml(const Tree& t, const RunConfig& c, int depth, std::string& out) {
   std::string pad(2 * depth, ' ');
   for (const auto& [name, child] : t.children) {
+    if (omitted(child, c)) continue;  // the same content as the JSON
     if (!child.field) {
       out += pad + name + ":\n";
       write_yaml(child, c, depth + 1, out);

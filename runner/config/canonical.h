@@ -1,12 +1,14 @@
 // The canonical text of a resolved RunConfig, its hash, and reading a written config back.
 //
-// The canonical form is JSON of the FULL config (defaults included), byte for byte what Python
-// writes with `json.dumps(config, sort_keys=True, indent=2) + "\n"`: keys sorted at every level,
-// two-space indent, one key or list item per line, floats as repr (shortest round-trip text),
-// non-ASCII as \u escapes. The run's identity (hash8, the run directory's suffix) is the
-// FNV-1a 64 hash of this text, so it is the same on every platform and across invocations, can
-// be recomputed from a run's config.json in Python, and changes when any key's value changes.
-// Note: adding a key to the schema changes every hash (the text gains a line).
+// The canonical form is JSON of the FULL config (defaults included, but see below), byte for byte
+// what Python writes with `json.dumps(config, sort_keys=True, indent=2) + "\n"`: keys sorted at
+// every level, two-space indent, one key or list item per line, floats as repr (shortest
+// round-trip text), non-ASCII as \u escapes. The run's identity (hash8, the run directory's
+// suffix) is the FNV-1a 64 hash of this text, so it is the same on every platform and across
+// invocations, can be recomputed from a run's config.json in Python, and changes when any key's
+// value changes.
+// A key declared omitted_at_default (models/core/config_keys.h) is left out while it holds its
+// default, so adding such a key keeps every existing hash; adding any other key changes them all.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -69,7 +69,9 @@ TEST(ConfigKeyTable, DescribesValuesAsDeclared) {
             "| `model.amor.momentum` | float in [0, 1] | `0.99` | EMA momentum; 1 freezes τ at its "
             "initial value (an ablation) |");
   EXPECT_EQ(row("train.beta1"), "| `train.beta1` | float in [0, 1) | `0.9` | |");
-  EXPECT_EQ(row("model.norm_eps"), "| `model.norm_eps` | float > 0 | `1e-05` | RMSNorm epsilon |");
+  EXPECT_EQ(row("model.norm_eps"),
+            "| `model.norm_eps` | float > 0 | `1e-05` | RMSNorm epsilon; the per-location epsilon "
+            "keys at 0 take it |");
   EXPECT_PREFIX(row("checkpoint.signal"), "| `checkpoint.signal` | SIGUSR1 \\| SIGUSR2 \\| \"\" | `SIGUSR1` |");
   EXPECT_PREFIX(row("eval.niah.lengths"), "| `eval.niah.lengths` | list of int ≥ 1 | `[256, 512]`");
   EXPECT_PREFIX(row("eval.niah.depths"), "| `eval.niah.depths` | list of floats in [0, 100] | `[0.0, 50.0, 100.0]`");

@@ -53,9 +53,11 @@ TEST(ConfigSchema, EveryModelConfigFieldIsAKey) {
         "model.amor.residual_mode", "model.amor.offset_mode", "model.amor.kappa",
         "model.amor.momentum", "model.amor.m_init", "model.amor.s_init",
         "model.amor.fixed_offset", "model.oryx.linear", "model.oryx.chunk",
-        "model.oryx.p_attention", "model.oryx.schedule"})
+        "model.oryx.p_attention", "model.oryx.schedule", "model.mixer_norm_eps",
+        "model.mlp_norm_eps", "model.norm_f_eps", "model.mamba2.norm_eps", "model.mamba2.init",
+        "model.gdn.init", "model.amor.norm_eps"})
     EXPECT_NE(find_field(k), nullptr) << k;
-  EXPECT_EQ(fields().size(), 119u);  // model 50, data 8, train 15, eval 41, checkpoint 3, 1, device
+  EXPECT_EQ(fields().size(), 126u);  // model 57, data 8, train 15, eval 41, checkpoint 3, 1, device
 }
 
 TEST(ConfigSchema, KeysReachTheirMembers) {

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from .layers import attention_mixer, lm_head, rmsnorm
+from .layers import attention_mixer, lm_head, norm_eps, rmsnorm
 
 _LETTER = {"gdn": "G", "mamba2": "M", "transformer": "A"}
 
@@ -58,7 +58,7 @@ def run_with_state(w, tokens, targets, cfg, ema_state=None, training=True):
     K = acfg["blocks"]
     if ema_state is None:
         ema_state = [(acfg["m_init"], acfg["s_init"])] * K
-    eps = cfg["norm_eps"]
+    eps_f, eps_amor = norm_eps(cfg, "norm_f"), norm_eps(cfg, "amor")
     emb = w["embed_tokens.weight"]
     h = emb[tokens]
     letter = _LETTER[acfg["backbone"]]
@@ -66,15 +66,15 @@ def run_with_state(w, tokens, targets, cfg, ema_state=None, training=True):
         h = models.layer(letter, h, w, f"layers.{i}", cfg)
     classic = acfg["residual_mode"] == "classic"
     if classic:
-        h = rmsnorm(h, w["norm_f.weight"], eps)
+        h = rmsnorm(h, w["norm_f.weight"], eps_f)
     out, taus, new_state = {}, [], []
     for i in range(K):
         if i > 0:
-            hn = rmsnorm(h, w[f"amor.{i}.norm.weight"], eps)
+            hn = rmsnorm(h, w[f"amor.{i}.norm.weight"], eps_amor)
         elif classic:
             hn = h
         else:
-            hn = rmsnorm(h, w["norm_f.weight"], eps)
+            hn = rmsnorm(h, w["norm_f.weight"], eps_f)
         h_out, H, gate, tau, st = amor_block(hn, emb, w, f"amor.{i}", cfg, ema_state[i], training)
         if classic and i == 0:
             h = h_out
@@ -84,7 +84,7 @@ def run_with_state(w, tokens, targets, cfg, ema_state=None, training=True):
         out[f"gate_entropy.{i}"] = H
         taus.append(tau)
         new_state.append(st)
-    h = rmsnorm(h, w["final_norm.weight"], eps)
+    h = rmsnorm(h, w["final_norm.weight"], eps_amor)
     loss, ent = lm_head(h, emb, targets)
     out["token_loss"] = loss
     out["entropy"] = ent

@@ -9,6 +9,19 @@ def rmsnorm(x, w, eps):
     return w * x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
 
 
+_EPS_KEYS = {"mixer": ("mixer_norm_eps",), "mlp": ("mlp_norm_eps",), "norm_f": ("norm_f_eps",),
+             "amor": ("amor", "norm_eps"), "mamba2": ("mamba2", "norm_eps")}
+
+
+def norm_eps(cfg, location):
+    """The epsilon of a norm location (models/core/norm_eps.h): its own key where > 0, else
+    norm_eps (configs written before the per-location keys have none)."""
+    v = cfg
+    for k in _EPS_KEYS[location]:
+        v = v.get(k, {}) if isinstance(v, dict) else 0
+    return v if isinstance(v, (int, float)) and v > 0 else cfg["norm_eps"]
+
+
 def rope(x, base=10000.0, offset=0):
     """Half-split rotation x*cos + rotate_half(x)*sin over [B,T,H,D]."""
     B, T, H, D = x.shape

@@ -15,6 +15,8 @@ w maps full parameter names to tensors; cfg is the dict written by models/core/c
 import torch
 import torch.nn.functional as F
 
+from .layers import norm_eps
+
 
 def gated_group_rmsnorm(y, z, weight, groups, eps):
     """Mamba2's RMSNormGated with norm_before_gate=False: rmsnorm(y * silu(z)) per group."""
@@ -63,5 +65,5 @@ def mixer(x, w, prefix, cfg):
     y = ssd_scan(xs.reshape(b, T, H, P), dt, A, Bm.reshape(b, T, G, N), Cm.reshape(b, T, G, N),
                  w[prefix + ".D"])
     y = gated_group_rmsnorm(y.reshape(b, T, d_inner), z, w[prefix + ".norm.weight"], G,
-                            cfg["norm_eps"])
+                            norm_eps(cfg, "mamba2"))
     return y @ w[prefix + ".out_proj.weight"].T

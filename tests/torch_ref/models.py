@@ -2,7 +2,7 @@
 import torch
 
 from . import amor, fused, gdn, mamba2, oryx
-from .layers import attention_mixer, lm_head, rmsnorm, swiglu_mlp
+from .layers import attention_mixer, lm_head, norm_eps, rmsnorm, swiglu_mlp
 
 
 def layer_pattern(cfg):
@@ -39,10 +39,11 @@ def mixer(letter, x, w, prefix, cfg, modes=None):
 
 
 def layer(letter, x, w, prefix, cfg, modes=None):
-    eps = cfg["norm_eps"]
-    h = x + mixer(letter, rmsnorm(x, w[prefix + ".norm1.weight"], eps), w, prefix + ".mixer", cfg, modes)
+    h = x + mixer(letter, rmsnorm(x, w[prefix + ".norm1.weight"], norm_eps(cfg, "mixer")), w,
+                  prefix + ".mixer", cfg, modes)
     if cfg["d_ff"] > 0:
-        h = h + swiglu_mlp(rmsnorm(h, w[prefix + ".norm2.weight"], eps), w, prefix + ".mlp")
+        h = h + swiglu_mlp(rmsnorm(h, w[prefix + ".norm2.weight"], norm_eps(cfg, "mlp")), w,
+                           prefix + ".mlp")
     return h
 
 
@@ -52,7 +53,7 @@ def stack_model(w, tokens, targets, cfg, modes=None):
     h = emb[tokens]
     for i, letter in enumerate(layer_pattern(cfg)):
         h = layer(letter, h, w, f"layers.{i}", cfg, modes)
-    h = rmsnorm(h, w["norm_f.weight"], cfg["norm_eps"])
+    h = rmsnorm(h, w["norm_f.weight"], norm_eps(cfg, "norm_f"))
     loss, ent = lm_head(h, emb, targets)
     return {"token_loss": loss, "entropy": ent}
 
