@@ -25,6 +25,9 @@
 //     give b[0], b[1] (plain);
 //   - a B fragment where B[k][n] = X[k][n] (X = V for O = P V): matrices (k0, n0), (k0+8, n0)
 //     give b[0], b[1] (.trans).
+// stmatrix.x4 is the inverse: lanes 8m .. 8m+7 give the row addresses of matrix m and lane l's
+// r[m] is stored as M_m[g][2t, 2t+1] (plain) or M_m[2t][g], M_m[2t+1][g] (.trans); so a C
+// fragment pair packed as an A fragment (below) lands transposed in a row-major tile with .trans.
 // A C fragment pair of two neighbouring n-tiles (16 x 16 f32) converts to an A fragment of the
 // next MMA without shuffles: a[0] = pack(c_j[0], c_j[1]), a[1] = pack(c_j[2], c_j[3]),
 // a[2] = pack(c_{j+1}[0], c_{j+1}[1]), a[3] = pack(c_{j+1}[2], c_{j+1}[3]) (flash-attention's
@@ -73,6 +76,9 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem_r
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem_row) {
   ::emu::ldmatrix_x4(r, smem_row, true);
 }
+__device__ __forceinline__ void stmatrix_x4_trans(void* smem_row, const uint32_t (&r)[4]) {
+  ::emu::stmatrix_x4_trans(smem_row, r);
+}
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
   if (valid) {
     memcpy(smem, gmem, 16);
@@ -119,6 +125,13 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(smem_row)));
+}
+// Four 8x8 matrices stored transposed (sm_90); this lane's row address is smem_row (see above).
+__device__ __forceinline__ void stmatrix_x4_trans(void* smem_row, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n"
+               :
+               : "r"(smem_addr(smem_row)), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
 }
 
 // 16 bytes global -> shared without passing through registers; zeros when !valid (gmem must

@@ -184,6 +184,7 @@ __global__ void __launch_bounds__(128)
   const int wb = int(V - cb < warps * kRegCols ? V - cb : warps * kRegCols);  // block's columns
   const bool active = c0 < V;  // warp-uniform: a warp past V only helps with the shared work
   const int64_t ld = s.ld, ldo = s.ldo, ldp = s.ldp;
+  const WarpStage stage(s.stage, d);
   auto rows_of = [&](int64_t ch) { return int(d.T - ch * d.L < d.L ? d.T - ch * d.L : d.L); };
   auto load_chunk = [&](int64_t ch, int buf) {
     const int64_t t0 = ch * d.L, x0 = (b * d.T + t0) * d.H + h;
@@ -239,20 +240,18 @@ __global__ void __launch_bounds__(128)
     }
     __syncthreads();
     if (!active) continue;
-    // dS^T as A fragments; dS' of this chunk (the same bf16 values) to the scratch.
+    // dS^T as A fragments; dS' of this chunk (the same bf16 values) to the scratch through the
+    // warp's staging tile.
     uint32_t sa[KS][4];
-    bf16_t* const dS_c = dS_out + (bh * d.NC + ch) * KV;
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
       sa[kk][0] = mma::pack_bf16x2(ds[2 * kk][0], ds[2 * kk][1]);
       sa[kk][1] = mma::pack_bf16x2(ds[2 * kk][2], ds[2 * kk][3]);
       sa[kk][2] = mma::pack_bf16x2(ds[2 * kk + 1][0], ds[2 * kk + 1][1]);
       sa[kk][3] = mma::pack_bf16x2(ds[2 * kk + 1][2], ds[2 * kk + 1][3]);
-      store_row_pairs(dS_c, V, 16 * kk + 2 * t, c0 + g, sa[kk][0], K);
-      store_row_pairs(dS_c, V, 16 * kk + 2 * t, c0 + g + 8, sa[kk][1], K);
-      store_row_pairs(dS_c, V, 16 * kk + 8 + 2 * t, c0 + g, sa[kk][2], K);
-      store_row_pairs(dS_c, V, 16 * kk + 8 + 2 * t, c0 + g + 8, sa[kk][3], K);
+      stage.put(kk, sa[kk]);
     }
+    stage.flush(dS_out + (bh * d.NC + ch) * KV, V, c0, K);
     // dO^T as A fragments (rows of the chunk along k).
     uint32_t oa[LT / 2][4];
 #pragma unroll
@@ -288,25 +287,21 @@ __global__ void __launch_bounds__(128)
         mma::mma_bf16_16816(dv[2 * jp + 1], oa[kr], b1);
       }
     }
-    // dVn to the scratch (rows < n); -dVn^T as A fragments (the same bf16 values, sign flipped).
-    bf16_t* const dVn_c = dVn_out + row0 * V;
+    // dVn to the scratch (rows < n, through the staging tile); -dVn^T as A fragments (the same
+    // bf16 values, sign flipped).
     uint32_t va[LT / 2][4];
 #pragma unroll
     for (int kr = 0; kr < LT / 2; ++kr) {
       if (16 * kr >= n) break;
-      const uint32_t p0 = mma::pack_bf16x2(dv[2 * kr][0], dv[2 * kr][1]);
-      const uint32_t p1 = mma::pack_bf16x2(dv[2 * kr][2], dv[2 * kr][3]);
-      const uint32_t p2 = mma::pack_bf16x2(dv[2 * kr + 1][0], dv[2 * kr + 1][1]);
-      const uint32_t p3 = mma::pack_bf16x2(dv[2 * kr + 1][2], dv[2 * kr + 1][3]);
-      store_row_pairs(dVn_c, V, 16 * kr + 2 * t, c0 + g, p0, n);
-      store_row_pairs(dVn_c, V, 16 * kr + 2 * t, c0 + g + 8, p1, n);
-      store_row_pairs(dVn_c, V, 16 * kr + 8 + 2 * t, c0 + g, p2, n);
-      store_row_pairs(dVn_c, V, 16 * kr + 8 + 2 * t, c0 + g + 8, p3, n);
-      va[kr][0] = p0 ^ 0x80008000u;
-      va[kr][1] = p1 ^ 0x80008000u;
-      va[kr][2] = p2 ^ 0x80008000u;
-      va[kr][3] = p3 ^ 0x80008000u;
+      const uint32_t p[4] = {mma::pack_bf16x2(dv[2 * kr][0], dv[2 * kr][1]),
+                             mma::pack_bf16x2(dv[2 * kr][2], dv[2 * kr][3]),
+                             mma::pack_bf16x2(dv[2 * kr + 1][0], dv[2 * kr + 1][1]),
+                             mma::pack_bf16x2(dv[2 * kr + 1][2], dv[2 * kr + 1][3])};
+      stage.put(kr, p);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) va[kr][e] = p[e] ^ 0x80008000u;
     }
+    stage.flush(dVn_out + row0 * V, V, c0, n);
     // dS^T <- e_{n-1} dS^T + dO^T Q~ - dVn^T W
 #pragma unroll
     for (int j = 0; j < KT; ++j)

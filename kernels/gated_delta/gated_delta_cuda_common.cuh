@@ -626,16 +626,51 @@ struct BwdQkRegSmem {
 
 // The forward's pass: k and W of a chunk (T, [R, K]) and its gam, double-buffered; with the
 // output fused, also q (double-buffered) and P [R, R] (computed per chunk).
+// A warp's staging tile [max(K, R), 16] bf16 (kStageLd: 48-byte rows, conflict-free for
+// stmatrix) through which the register passes store their per-chunk results (S, Vn; dS', dVn)
+// whose fragments are transposed against the [rows, V] arrays: the packed bf16 pairs of a 16 x 16
+// block of a C-fragment pair (X^T) are an A fragment, which stmatrix.trans writes as the block of
+// X (lane 8 m + rr: row 16 blk + 8 (m / 2) + rr, column 8 (m % 2)); flush then stores the rows as
+// 16-byte pieces. ncu (2026-12-01 session 3): the shuffled 4-byte pair stores (store_row_pairs)
+// this replaces were a quarter of the forward pass's instructions.
+constexpr int kStageLd = kRegCols + 8;
+__host__ __device__ inline int64_t stage_rows(const Dims& d) {
+  return d.K > reg_rows(d) ? d.K : reg_rows(d);
+}
+struct WarpStage {
+  bf16_t* tile;
+  int lane, row, col;
+  __device__ __forceinline__ WarpStage(bf16_t* base, const Dims& d)
+      : tile(base + (threadIdx.x / 32) * stage_rows(d) * kStageLd),
+        lane(int(threadIdx.x) % 32),
+        row(8 * (lane / 16) + lane % 8),
+        col(8 * ((lane / 8) % 2)) {}
+  // Block blk (rows 16 blk ..) of X from the A-fragment packing p of X^T's C fragments.
+  __device__ __forceinline__ void put(int blk, const uint32_t (&p)[4]) const {
+    mma::stmatrix_x4_trans(tile + (16 * blk + row) * kStageLd + col, p);
+  }
+  // Rows < rows of the tile to x[r * stride + c0 ..  c0 + 15]; the tile is free again on return.
+  __device__ __forceinline__ void flush(bf16_t* x, int64_t stride, int64_t c0, int rows) const {
+    mma::sync_warp();
+    for (int i = lane; i < 2 * rows; i += 32) {
+      const int r = i / 2, h8 = 8 * (i % 2);
+      *reinterpret_cast<uint4*>(x + r * stride + c0 + h8) =
+          *reinterpret_cast<const uint4*>(tile + r * kStageLd + h8);
+    }
+    mma::sync_warp();
+  }
+};
 template <class T>
 struct StateFwdRegSmem {
   int64_t ld, ldp;  // tile_ld<T>(K), tile_ld<T>(R)
-  T* P;
+  T *P, *stage;
   T *k[2], *W[2], *q[2];
   float* gam[2];
-  __host__ __device__ StateFwdRegSmem(Carve& c, const Dims& d, bool fused)
+  __host__ __device__ StateFwdRegSmem(Carve& c, const Dims& d, bool fused, int warps)
       : ld(tile_ld<T>(d.K)), ldp(tile_ld<T>(reg_rows(d))) {
     const int64_t R = reg_rows(d);
     P = fused ? c.take_as<T>(R * ldp) : nullptr;
+    stage = fused ? nullptr : c.take_as<T>(warps * stage_rows(d) * kStageLd);
     for (int i = 0; i < 2; ++i) {
       k[i] = c.take_as<T>(R * ld);
       W[i] = c.take_as<T>(R * ld);
@@ -650,7 +685,7 @@ struct StateFwdRegSmem {
 template <class T>
 struct StateBwdRegSmem {
   int64_t ld, ldo, ldp;  // q, k, W, Q~: ld; dO: ldo; P: ldp
-  T *P, *qs;
+  T *P, *qs, *stage;
   T *q[2], *k[2], *W[2], *dO[2];
   float* gam[2];
   __host__ __device__ StateBwdRegSmem(Carve& c, const Dims& d, int warps)
@@ -665,6 +700,7 @@ struct StateBwdRegSmem {
       dO[i] = c.take_as<T>(R * ldo);
       gam[i] = c.take_as<float>(R);
     }
+    stage = c.take_as<T>(warps * stage_rows(d) * kStageLd);  // dS' and dVn leave through it
   }
 };
 

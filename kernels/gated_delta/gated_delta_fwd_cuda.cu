@@ -155,8 +155,19 @@ __global__ void __launch_bounds__(kThreads, 3)
     s.be[r] = load_any(g, i, gate_f32);  // the raw g until the cumulative sum below
     s.beta[r] = load_any(beta, i, gate_f32);
   }
-  for (int idx = threadIdx.x; idx < L * L; idx += blockDim.x)
-    s.Tm[(idx / L) * ldl + idx % L] = (idx / L == idx % L) ? 1.0f : 0.0f;
+  if (L % 4 == 0 && ldl % 4 == 0) {
+    // The identity by 16-byte stores (ncu: the element loop was 7% of the kernel's instructions).
+    const int q4 = L / 4;
+    for (int idx = int(threadIdx.x); idx < L * q4; idx += int(blockDim.x)) {
+      const int r = idx / q4, c = (idx - r * q4) * 4;
+      *reinterpret_cast<float4*>(s.Tm + r * ldl + c) = make_float4(
+          r == c ? 1.0f : 0.0f, r == c + 1 ? 1.0f : 0.0f, r == c + 2 ? 1.0f : 0.0f,
+          r == c + 3 ? 1.0f : 0.0f);
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < L * L; idx += blockDim.x)
+      s.Tm[(idx / L) * ldl + idx % L] = (idx / L == idx % L) ? 1.0f : 0.0f;
+  }
   tile_wait();
   __syncthreads();
   // The chunk's cumulative log decay: row r sums g_0 .. g_r in order (the sequential sum's
@@ -203,14 +214,45 @@ __global__ void __launch_bounds__(kThreads, 3)
   ut_inverse(s.A, s.Tm, s.X, n, int(ldl));
   __syncthreads();
   // W = Tm K~ and U = Tm V~ (Tm is zero above the diagonal).
-  block_mm_t<T, Tri::kLower>(
-      n, int(K), n, RowA<float>{s.Tm, ldl}, RowB<T>{s.k, ldk},
-      Epi{[&](int r, int i, float w) { W_out[(row0 + r) * K + i] = from_f32<T>(w); },
-          [&](int r, int i, float w0, float w1) { store2(W_out, (row0 + r) * K + i, w0, w1); }});
-  block_mm_t<T, Tri::kLower>(
-      n, int(V), n, RowA<float>{s.Tm, ldl}, RowB<T>{s.v, ldv},
-      Epi{[&](int r, int c, float u) { U_out[(row0 + r) * V + c] = u; },
-          [&](int r, int c, float u0, float u1) { store2(U_out, (row0 + r) * V + c, u0, u1); }});
+  auto products = [&](auto tm) {
+    block_mm_t<T, Tri::kLower>(
+        n, int(K), n, tm, RowB<T>{s.k, ldk},
+        Epi{[&](int r, int i, float w) { W_out[(row0 + r) * K + i] = from_f32<T>(w); },
+            [&](int r, int i, float w0, float w1) { store2(W_out, (row0 + r) * K + i, w0, w1); }});
+    block_mm_t<T, Tri::kLower>(
+        n, int(V), n, tm, RowB<T>{s.v, ldv},
+        Epi{[&](int r, int c, float u) { U_out[(row0 + r) * V + c] = u; },
+            [&](int r, int c, float u0, float u1) { store2(U_out, (row0 + r) * V + c, u0, u1); }});
+  };
+  if constexpr (sizeof(T) == 2) {
+    if (L % 8 == 0 && ldl % 2 == 0) {
+      // bf16: Tm rounded to a bf16 tile once (in A's place: A is no longer read; L rows of L + 8
+      // bf16 fit in its L rows of L + 4 floats), so the products take whole A fragments by
+      // ldmatrix instead of rounding f32 pairs per fragment (ncu: those conversions were 15% of
+      // the kernel's instructions and 29% of its stalls). The same bf16 values, so the same
+      // products.
+      bf16_t* const tmb = reinterpret_cast<bf16_t*>(s.A);
+      const int64_t ldb = tile_ld<bf16_t>(L);
+      const int q2 = L / 2;
+      for (int idx = int(threadIdx.x); idx < n * q2; idx += int(blockDim.x)) {
+        const int r = idx / q2, c = (idx - r * q2) * 2;
+        const float2 x = *reinterpret_cast<const float2*>(s.Tm + r * ldl + c);
+        *reinterpret_cast<uint32_t*>(tmb + r * ldb + c) = mma::pack_bf16x2(x.x, x.y);
+      }
+      __syncthreads();
+      products(RowA<bf16_t>{tmb, ldb});
+      if (Tm_out) {
+        const int q8 = L / 8;
+        for (int idx = int(threadIdx.x); idx < n * q8; idx += int(blockDim.x)) {
+          const int r = idx / q8, c = (idx - r * q8) * 8;
+          *reinterpret_cast<uint4*>(Tm_out + (row0 + r) * L + c) =
+              *reinterpret_cast<const uint4*>(tmb + r * ldb + c);
+        }
+      }
+      return;
+    }
+  }
+  products(RowA<float>{s.Tm, ldl});
   if (Tm_out) {
     for (int idx = threadIdx.x; idx < n * L; idx += blockDim.x)
       Tm_out[row0 * L + idx] = from_f32<T>(s.Tm[(idx / L) * ldl + idx % L]);
@@ -353,7 +395,7 @@ __global__ void __launch_bounds__(128)
   extern __shared__ float smem[];
   Sh::fix(d);
   Carve carve{smem};
-  StateFwdRegSmem<bf16_t> s(carve, d, kOut);
+  StateFwdRegSmem<bf16_t> s(carve, d, kOut, int(blockDim.x) / 32);
   const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
   const int64_t b = blockIdx.z, h = blockIdx.y, bh = b * d.H + h, V = d.V, KV = int64_t(K) * V;
   const int64_t c0 = (int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * kRegCols;
@@ -394,6 +436,7 @@ __global__ void __launch_bounds__(128)
                                          state_f32)
                               : 0.0f;
   if (active) load_u(0);
+  const WarpStage stage(s.stage, d);  // without kOut: S and Vn leave through it
   for (int64_t ch = 0; ch < d.NC; ++ch) {
     const int n = rows_of(ch), np = (n + 15) / 16 * 16, buf = int(ch & 1);
     const int64_t row0 = bh * d.T + ch * d.L;
@@ -416,26 +459,19 @@ __global__ void __launch_bounds__(128)
     }
     if (!active) continue;
     // -S^T as A fragments; without kOut the chunk's start state S (the same bf16 values) to the
-    // scratch.
+    // scratch, through the warp's staging tile.
     uint32_t sa[KS][4];
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
-      const uint32_t p0 = mma::pack_bf16x2(st[2 * kk][0], st[2 * kk][1]);
-      const uint32_t p1 = mma::pack_bf16x2(st[2 * kk][2], st[2 * kk][3]);
-      const uint32_t p2 = mma::pack_bf16x2(st[2 * kk + 1][0], st[2 * kk + 1][1]);
-      const uint32_t p3 = mma::pack_bf16x2(st[2 * kk + 1][2], st[2 * kk + 1][3]);
-      if constexpr (!kOut) {
-        bf16_t* const S_c = S_out + (bh * d.NC + ch) * KV;
-        store_row_pairs(S_c, V, 16 * kk + 2 * t, c0 + g, p0, K);
-        store_row_pairs(S_c, V, 16 * kk + 2 * t, c0 + g + 8, p1, K);
-        store_row_pairs(S_c, V, 16 * kk + 8 + 2 * t, c0 + g, p2, K);
-        store_row_pairs(S_c, V, 16 * kk + 8 + 2 * t, c0 + g + 8, p3, K);
-      }
-      sa[kk][0] = p0 ^ 0x80008000u;  // the sign bits: -S exactly
-      sa[kk][1] = p1 ^ 0x80008000u;
-      sa[kk][2] = p2 ^ 0x80008000u;
-      sa[kk][3] = p3 ^ 0x80008000u;
+      const uint32_t p[4] = {mma::pack_bf16x2(st[2 * kk][0], st[2 * kk][1]),
+                             mma::pack_bf16x2(st[2 * kk][2], st[2 * kk][3]),
+                             mma::pack_bf16x2(st[2 * kk + 1][0], st[2 * kk + 1][1]),
+                             mma::pack_bf16x2(st[2 * kk + 1][2], st[2 * kk + 1][3])};
+      if constexpr (!kOut) stage.put(kk, p);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sa[kk][e] = p[e] ^ 0x80008000u;  // the sign bits: -S exactly
     }
+    if constexpr (!kOut) stage.flush(S_out + (bh * d.NC + ch) * KV, V, c0, K);
     float vn[LT][4];
 #pragma unroll
     for (int j = 0; j < LT; ++j)
@@ -489,11 +525,8 @@ __global__ void __launch_bounds__(128)
         vb[kr][2] = p2;
         vb[kr][3] = p3;
       } else {
-        bf16_t* const Vn_c = Vn_out + row0 * V;
-        store_row_pairs(Vn_c, V, 16 * kr + 2 * t, c0 + g, p0, n);
-        store_row_pairs(Vn_c, V, 16 * kr + 2 * t, c0 + g + 8, p1, n);
-        store_row_pairs(Vn_c, V, 16 * kr + 8 + 2 * t, c0 + g, p2, n);
-        store_row_pairs(Vn_c, V, 16 * kr + 8 + 2 * t, c0 + g + 8, p3, n);
+        const uint32_t pv[4] = {p0, p1, p2, p3};  // Vn^T's block: as S^T's above
+        stage.put(kr, pv);
       }
       float dec[4];
 #pragma unroll
@@ -506,6 +539,7 @@ __global__ void __launch_bounds__(128)
       va[kr][2] = mma::pack_bf16x2(vn[2 * kr + 1][0] * dec[2], vn[2 * kr + 1][1] * dec[3]);
       va[kr][3] = mma::pack_bf16x2(vn[2 * kr + 1][2] * dec[2], vn[2 * kr + 1][3] * dec[3]);
     }
+    if constexpr (!kOut) stage.flush(Vn_out + row0 * V, V, c0, n);
     if constexpr (kOut) {
       // O^T += Vn^T P^T (P lower: the k steps kr <= jp), then O (rows < n) to the output.
       bf16_t* const o_c = o + ((b * d.T + ch * d.L) * d.H + h) * V;
@@ -627,7 +661,7 @@ void launch_state_fwd_reg(const bf16_t* q, const bf16_t* k, const void* s0, bool
                           bf16_t* o, cudaStream_t stream) {
   const int warps = reg_state_warps(), cols = warps * kRegCols;
   const dim3 grid(unsigned((d.V + cols - 1) / cols), unsigned(d.H), unsigned(d.B));
-  const int64_t smem = smem_bytes<StateFwdRegSmem<bf16_t>>(d, kOut);
+  const int64_t smem = smem_bytes<StateFwdRegSmem<bf16_t>>(d, kOut, warps);
   with_shape<bf16_t, K>(d, [&](auto sh) {
     auto* kernel = gdn_state_fwd_reg_kernel<K, kOut, decltype(sh)>;
     allow_smem(kernel);
@@ -752,7 +786,8 @@ int64_t max_smem_bytes(const Dims& d) {
     m = b > m ? b : m;
   // The register-state passes (bf16, K <= 128 only).
   if (sizeof(T) == 2 && d.K <= 128) {
-    for (int64_t b : {smem_bytes<StateFwdRegSmem<T>>(d, true), smem_bytes<StateBwdRegSmem<T>>(d, 4)})
+    for (int64_t b : {smem_bytes<StateFwdRegSmem<T>>(d, true, 4),
+                      smem_bytes<StateFwdRegSmem<T>>(d, false, 4), smem_bytes<StateBwdRegSmem<T>>(d, 4)})
       m = b > m ? b : m;
     if (d.L == 64 && (d.K == 64 || d.K == 128)) m = std::max(m, output_tc_smem_bytes(d));
   }

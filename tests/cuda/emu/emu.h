@@ -187,6 +187,25 @@ inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, bool trans) {
   for (int m = 0; m < 4; ++m) r[m] = out[m];
 }
 
+// stmatrix.sync.aligned.m8n8.x4.trans.shared.b16: lanes 8m .. 8m+7 address the rows of matrix m;
+// lane (g, t)'s r[m] holds M_m[2t][g] (low half) and M_m[2t+1][g].
+inline void stmatrix_x4_trans(void* row, const uint32_t (&r)[4]) {
+  uint64_t* w = ctx.words + ctx.lane * kWarpWords;
+  w[0] = reinterpret_cast<uint64_t>(row);
+  for (int m = 0; m < 4; ++m) w[1 + m] = r[m];
+  ctx.warp->arrive_and_wait();
+  // This lane writes row rr = lane % 8 of matrix m = lane / 8: M_m[rr][cc] comes from lane
+  // (g = cc, t = rr / 2), half rr % 2 of its r[m].
+  const int m = ctx.lane / 8, rr = ctx.lane % 8;
+  uint16_t out[8];
+  for (int cc = 0; cc < 8; ++cc) {
+    const uint64_t v = ctx.words[(4 * cc + rr / 2) * kWarpWords + 1 + m];
+    out[cc] = uint16_t(uint32_t(v) >> (16 * (rr % 2)));
+  }
+  ctx.warp->arrive_and_wait();  // every lane has read the words before any reuses them
+  std::memcpy(row, out, 16);  // this lane's own row address
+}
+
 // The runtime API on host memory.
 cudaError_t malloc_(void** p, size_t bytes);
 inline cudaError_t free_(void* p) {
