@@ -251,7 +251,6 @@ __global__ void __launch_bounds__(128)
       sa[kk][3] = mma::pack_bf16x2(ds[2 * kk + 1][2], ds[2 * kk + 1][3]);
       stage.put(kk, sa[kk]);
     }
-    stage.flush(dS_out + (bh * d.NC + ch) * KV, V, c0, K);
     // dO^T as A fragments (rows of the chunk along k).
     uint32_t oa[LT / 2][4];
 #pragma unroll
@@ -287,8 +286,11 @@ __global__ void __launch_bounds__(128)
         mma::mma_bf16_16816(dv[2 * jp + 1], oa[kr], b1);
       }
     }
-    // dVn to the scratch (rows < n, through the staging tile); -dVn^T as A fragments (the same
-    // bf16 values, sign flipped).
+    // dS' leaves the staging tile only now, with the products above in flight (as the forward
+    // pass's S).
+    stage.flush(dS_out + (bh * d.NC + ch) * KV, V, c0, K);
+    // dVn to the scratch (rows < n, through the staging tile, stored once the dS update's
+    // products are issued); -dVn^T as A fragments (the same bf16 values, sign flipped).
     uint32_t va[LT / 2][4];
 #pragma unroll
     for (int kr = 0; kr < LT / 2; ++kr) {
@@ -301,7 +303,6 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int e = 0; e < 4; ++e) va[kr][e] = p[e] ^ 0x80008000u;
     }
-    stage.flush(dVn_out + row0 * V, V, c0, n);
     // dS^T <- e_{n-1} dS^T + dO^T Q~ - dVn^T W
 #pragma unroll
     for (int j = 0; j < KT; ++j)
@@ -321,6 +322,7 @@ __global__ void __launch_bounds__(128)
         mma::mma_bf16_16816(ds[2 * kk + 1], va[kr], w1);
       }
     }
+    stage.flush(dVn_out + row0 * V, V, c0, n);
   }
   if (ds0 && active) {
 #pragma unroll

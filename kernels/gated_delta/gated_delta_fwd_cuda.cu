@@ -471,7 +471,6 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int e = 0; e < 4; ++e) sa[kk][e] = p[e] ^ 0x80008000u;  // the sign bits: -S exactly
     }
-    if constexpr (!kOut) stage.flush(S_out + (bh * d.NC + ch) * KV, V, c0, K);
     float vn[LT][4];
 #pragma unroll
     for (int j = 0; j < LT; ++j)
@@ -508,8 +507,12 @@ __global__ void __launch_bounds__(128)
         }
       }
     }
+    // S leaves the staging tile only now, with the products above in flight (flushed right after
+    // stmatrix, the 16-byte loads waited for it on the chain: ncu, 2026-12-01 session 3).
+    if constexpr (!kOut) stage.flush(S_out + (bh * d.NC + ch) * KV, V, c0, K);
     // Vn in bf16: A fragments of Vn^T (for the output) and, without kOut, to the scratch (rows
-    // < n); then A = Vn^T diag(D_{n-1,.}) for the state update.
+    // < n; stored after the state update's products are issued); then A = Vn^T diag(D_{n-1,.})
+    // for the state update.
     const float glast = gm[n - 1], elast = exp_t<bf16_t>(glast);
     uint32_t va[LT / 2][4], vb[kOut ? LT / 2 : 1][4];
 #pragma unroll
@@ -539,7 +542,6 @@ __global__ void __launch_bounds__(128)
       va[kr][2] = mma::pack_bf16x2(vn[2 * kr + 1][0] * dec[2], vn[2 * kr + 1][1] * dec[3]);
       va[kr][3] = mma::pack_bf16x2(vn[2 * kr + 1][2] * dec[2], vn[2 * kr + 1][3] * dec[3]);
     }
-    if constexpr (!kOut) stage.flush(Vn_out + row0 * V, V, c0, n);
     if constexpr (kOut) {
       // O^T += Vn^T P^T (P lower: the k steps kr <= jp), then O (rows < n) to the output.
       bf16_t* const o_c = o + ((b * d.T + ch * d.L) * d.H + h) * V;
@@ -580,6 +582,7 @@ __global__ void __launch_bounds__(128)
         mma::mma_bf16_16816(st[2 * kk + 1], va[kr], b1);
       }
     }
+    if constexpr (!kOut) stage.flush(Vn_out + row0 * V, V, c0, n);
   }
   if (s_final && active) {
 #pragma unroll
