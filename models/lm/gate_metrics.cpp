@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "models/lm/language_model.h"
+#include "models/lm/model_kinds.h"
 
 namespace amor::model {
 namespace {
@@ -62,6 +63,6 @@ std::vector<MetricColumn> LanguageModel::metric_columns() const {
 
 std::unique_ptr<StepMetrics> LanguageModel::new_step_metrics() const { return std::make_unique<GateMetrics>(); }
 
-std::vector<SummaryMetric> LanguageModel::summary_metrics() const { return {{"fire_rate", "fire"}}; }
+std::vector<SummaryMetric> LanguageModel::summary_metrics() const { return kind_traits(cfg_.kind).summary_metrics; }
 
 }  // namespace amor::model

@@ -87,7 +87,8 @@ class LanguageModel {
   virtual std::vector<MetricColumn> metric_columns() const;
   virtual std::unique_ptr<StepMetrics> new_step_metrics() const;
   // Scalars of the metric row shown in the progress line and reported as evaluation and final
-  // metrics (default: fire_rate, labelled "fire"; skipped while NaN).
+  // metrics (default: the kind's, model_kinds.h: fire_rate, labelled "fire"; skipped while NaN).
+  // The sweep summary and index.csv show the kind's list only (they build no model).
   virtual std::vector<SummaryMetric> summary_metrics() const;
   // State beyond the parameters that a checkpoint keeps, as named strings in its metadata, and
   // its restore: `required` (a resume) makes a missing name an error; otherwise (weights from
@@ -151,7 +152,7 @@ class StackModel final : public LanguageModel {
   void set_mode_seed(uint64_t seed) { mode_seed_ = seed; }
   // The run's seed, mixed with "oryx" so the modes' stream differs from the weights' init.
   void set_run_seed(uint64_t seed) override { set_mode_seed(seed ^ 0x6f727978ull); }
-  bool takes_modes() const override { return cfg_.kind == "oryx"; }
+  bool takes_modes() const override;
 
  protected:
   Tensor body_forward(const Tensor& h, const Batch& batch, bool training, StepOutput& out) override;

@@ -8,6 +8,7 @@
 #include "data/synthetic/token_task.h"
 #include "kernels/core/error.h"
 #include "models/infer/greedy_generate.h"
+#include "models/lm/model_kinds.h"
 
 namespace amor::eval {
 namespace {
@@ -161,8 +162,8 @@ std::vector<TeacherForcedResult> ModelEval::teacher_forced(const std::vector<Tea
 
 std::vector<TeacherForcedResult> ModelEval::teacher_forced_modes(
     const std::vector<TeacherForcedRequest>& requests, const std::vector<std::vector<uint8_t>>& modes) {
-  AMOR_CHECK(modes_, "oryx_switch: model.kind {} has no mixer modes (only oryx models switch mixer)",
-             model_.config().kind);
+  AMOR_CHECK(modes_, "oryx_switch: model.kind {} has no mixer modes (only {} models switch mixer)",
+             model_.config().kind, model::kinds_with(&model::KindTraits::takes_modes));
   AMOR_CHECK(modes.size() == requests.size(), "model_eval: {} mode rows for {} requests", modes.size(),
              requests.size());
   return score(requests, &modes);
