@@ -175,6 +175,15 @@ StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, Inf
   return out;
 }
 
+void StepOutput::to_host() {
+  auto host = [](Tensor& t) {
+    if (t.defined() && !t.is_cpu()) t = t.to(Device::CPU);
+  };
+  for (Tensor* t : {&token_loss, &entropy, &modes, &predictions}) host(*t);
+  for (auto& g : gates) host(g);
+  for (auto& g : gate_entropy) host(g);
+}
+
 bool StackModel::takes_modes() const { return kind_traits(cfg_.kind).takes_modes; }
 
 std::string layer_pattern(const ModelConfig& cfg) {

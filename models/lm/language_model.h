@@ -53,6 +53,8 @@ struct StepOutput {
   Tensor modes;                       // u8 [B,T], the mixer each token used (Oryx: 1 = attention)
   Tensor predictions;                 // outside training: i32 [B,T], the greedy next token
   double mean_loss() const { return n_valid ? loss_sum / static_cast<double>(n_valid) : 0.0; }
+  // Every tensor above on the host (what the runner reads), whichever of them this kind fills.
+  void to_host();
 };
 
 class LanguageModel {

@@ -41,7 +41,7 @@ ValidResult evaluate_valid(dist::Fsdp& fsdp, const model::LanguageModel& model, 
     model::Batch batch = valid.next();
     const int64_t B = batch.tokens.size(0), T = batch.tokens.size(1);
     model::StepOutput out = fsdp.forward(on_device(batch, dev), /*training=*/false);
-    to_host(out);
+    out.to_host();
     loss_sum += out.loss_sum;
     valid_tokens += static_cast<double>(out.n_valid);
     metrics->add(out);
