@@ -79,8 +79,14 @@ class LanguageModel {
   void set_unit_hooks(UnitHooks* hooks) { hooks_ = hooks; }
 
   // ---- What the runner needs (run_contract.h); the runner calls only these, never a kind.
-  // Rows of StepOutput::gates (and of run.h5's /tokens/<set>/gate); 0: no gates.
+  // Rows of StepOutput::gates; 0: no gates.
   virtual int64_t token_gate_rows() const { return 0; }
+  // The per-token columns of run.h5's /tokens/<set> this model adds, and a forward's values of
+  // them: every column's rows in order (token_row_count), each u8 [B,T] on any device, undefined
+  // for zeros. Default: mode [total] from StepOutput::modes and gate [K, total] (root attribute
+  // amor_blocks = K) from ::gates, which every run.h5 carries (zeros and K = 0 without them).
+  virtual std::vector<TokenColumn> token_columns() const;
+  virtual std::vector<Tensor> token_rows(const StepOutput& out) const;
   // Whether Batch::modes steers the model and StepOutput::modes reports its mixers.
   virtual bool takes_modes() const { return false; }
   // The /train columns this model adds, in order, and the accumulator that fills them. Default:

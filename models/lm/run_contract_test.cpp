@@ -68,6 +68,15 @@ TEST(RunContract, EveryKindDeclaresTheGateColumnsWithItsGateRows) {
     ASSERT_EQ(m->summary_metrics().size(), 1u);
     EXPECT_EQ(m->summary_metrics()[0].name, "fire_rate");
     EXPECT_EQ(m->summary_metrics()[0].label, "fire");
+    // The per-token columns of /tokens/<set>: mode [total] and gate [K, total] (amor_blocks = K).
+    const std::vector<TokenColumn> tc = m->token_columns();
+    ASSERT_EQ(tc.size(), 2u) << cfg.kind;
+    EXPECT_EQ(tc[0].name, "mode");
+    EXPECT_TRUE(tc[0].rows_attr.empty());
+    EXPECT_EQ(tc[1].name, "gate");
+    EXPECT_EQ(tc[1].rows_attr, "amor_blocks");
+    EXPECT_EQ(tc[1].rows, K);
+    EXPECT_EQ(token_row_count(tc), 1 + K);
     if (cfg.kind != "amor") EXPECT_TRUE(m->checkpoint_state().empty()) << cfg.kind;
   }
 }
