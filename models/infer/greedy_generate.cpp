@@ -11,7 +11,8 @@ namespace amor::model {
 namespace {
 
 // Appends positions [t0, t0 + n) of sequence b of a step's output (tensors [B,T] on any device).
-void append_records(TokenRecords& r, const StepOutput& out, int64_t b, int64_t t0, int64_t n) {
+void append_records(const LanguageModel& model, TokenRecords& r, const StepOutput& out, int64_t b,
+                    int64_t t0, int64_t n) {
   const int64_t T = out.entropy.size(1);
   Tensor entropy = out.entropy.to(Device::CPU), loss = out.token_loss.to(Device::CPU);
   Tensor pred = out.predictions.to(Device::CPU);
@@ -25,6 +26,10 @@ void append_records(TokenRecords& r, const StepOutput& out, int64_t b, int64_t t
     gate_h.push_back(out.gate_entropy[k].to(Device::CPU));
   }
   Tensor modes = out.modes.defined() ? out.modes.to(Device::CPU) : Tensor();
+  std::vector<Tensor> rows = model.token_rows(out);
+  for (Tensor& row : rows)
+    if (row.defined()) row = row.to(Device::CPU);
+  r.rows.resize(rows.size());
   for (int64_t t = t0; t < t0 + n; ++t) {
     const int64_t i = b * T + t;
     r.entropy.push_back(entropy.item(i));
@@ -35,6 +40,7 @@ void append_records(TokenRecords& r, const StepOutput& out, int64_t b, int64_t t
       r.gate_entropy[k].push_back(gate_h[k].item(i));
     }
     if (modes.defined()) r.modes.push_back(modes.data<uint8_t>()[i]);
+    for (size_t k = 0; k < rows.size(); ++k) r.rows[k].push_back(rows[k].defined() ? rows[k].data<uint8_t>()[i] : 0);
   }
 }
 
@@ -58,7 +64,7 @@ void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>
   std::vector<bool> live(static_cast<size_t>(B), opt.max_new_tokens > 0);
   for (int64_t b = 0; b < B; ++b) {
     Generation& g = results[group[static_cast<size_t>(b)]];
-    append_records(g.records, out, b, 0, P);
+    append_records(model, g.records, out, b, 0, P);
     next[static_cast<size_t>(b)] = out.predictions.to(Device::CPU).data<int32_t>()[b * P + P - 1];
     if (opt.max_new_tokens == 0) g.stop_reason = "max_new_tokens";
   }
@@ -83,7 +89,7 @@ void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>
     Tensor pred = out.predictions.to(Device::CPU);
     for (int64_t b = 0; b < B; ++b) {
       if (!live[static_cast<size_t>(b)]) continue;
-      append_records(results[group[static_cast<size_t>(b)]].records, out, b, 0, 1);
+      append_records(model, results[group[static_cast<size_t>(b)]].records, out, b, 0, 1);
       next[static_cast<size_t>(b)] = pred.data<int32_t>()[b];
     }
   }

@@ -26,6 +26,8 @@ struct TokenRecords {
   std::vector<std::vector<uint8_t>> gates;    // AMOR: [block][t], 1 = attention fired
   std::vector<std::vector<double>> gate_entropy;  // AMOR: [block][t]
   std::vector<uint8_t> modes;                 // Oryx: 1 = attention
+  // The model's per-token rows (LanguageModel::token_rows, in order): [row][t], 0 where undefined.
+  std::vector<std::vector<uint8_t>> rows;
 };
 
 struct GenerateOptions {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "models/lm/language_model.h"
+#include "models/lm/model_kinds.h"
 
 namespace amor::model {
 namespace {
@@ -60,8 +61,18 @@ std::vector<MetricColumn> LanguageModel::metric_columns() const {
   return {{"fire_rate", {}}, {"tau", {}}, {"block_fire_rate", {K}}, {"block_tau", {K}}};
 }
 
+std::vector<TokenColumn> LanguageModel::token_columns() const {
+  return {{"mode", "", 1}, {"gate", "amor_blocks", token_gate_rows()}};
+}
+
+std::vector<Tensor> LanguageModel::token_rows(const StepOutput& out) const {
+  std::vector<Tensor> rows = {out.modes};
+  rows.insert(rows.end(), out.gates.begin(), out.gates.end());
+  return rows;
+}
+
 std::unique_ptr<StepMetrics> LanguageModel::new_step_metrics() const { return std::make_unique<GateMetrics>(); }
 
-std::vector<SummaryMetric> LanguageModel::summary_metrics() const { return {{"fire_rate", "fire"}}; }
+std::vector<SummaryMetric> LanguageModel::summary_metrics() const { return kind_traits(cfg_.kind).summary_metrics; }
 
 }  // namespace amor::model

@@ -9,6 +9,7 @@
 #include "kernels/lm_head_loss/lm_head_loss.h"
 #include "models/amor/amor_model.h"
 #include "models/core/norm_eps.h"
+#include "models/lm/model_kinds.h"
 #include "models/oryx/oryx_modes.h"
 #include "models/lm/stack_inference_state.h"
 
@@ -173,6 +174,17 @@ StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, Inf
   state.length += T;
   return out;
 }
+
+void StepOutput::to_host() {
+  auto host = [](Tensor& t) {
+    if (t.defined() && !t.is_cpu()) t = t.to(Device::CPU);
+  };
+  for (Tensor* t : {&token_loss, &entropy, &modes, &predictions}) host(*t);
+  for (auto& g : gates) host(g);
+  for (auto& g : gate_entropy) host(g);
+}
+
+bool StackModel::takes_modes() const { return kind_traits(cfg_.kind).takes_modes; }
 
 std::string layer_pattern(const ModelConfig& cfg) {
   auto repeat = [&](const std::string& p) {

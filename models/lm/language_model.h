@@ -53,6 +53,8 @@ struct StepOutput {
   Tensor modes;                       // u8 [B,T], the mixer each token used (Oryx: 1 = attention)
   Tensor predictions;                 // outside training: i32 [B,T], the greedy next token
   double mean_loss() const { return n_valid ? loss_sum / static_cast<double>(n_valid) : 0.0; }
+  // Every tensor above on the host (what the runner reads), whichever of them this kind fills.
+  void to_host();
 };
 
 class LanguageModel {
@@ -77,8 +79,14 @@ class LanguageModel {
   void set_unit_hooks(UnitHooks* hooks) { hooks_ = hooks; }
 
   // ---- What the runner needs (run_contract.h); the runner calls only these, never a kind.
-  // Rows of StepOutput::gates (and of run.h5's /tokens/<set>/gate); 0: no gates.
+  // Rows of StepOutput::gates; 0: no gates.
   virtual int64_t token_gate_rows() const { return 0; }
+  // The per-token columns of run.h5's /tokens/<set> this model adds, and a forward's values of
+  // them: every column's rows in order (token_row_count), each u8 [B,T] on any device, undefined
+  // for zeros. Default: mode [total] from StepOutput::modes and gate [K, total] (root attribute
+  // amor_blocks = K) from ::gates, which every run.h5 carries (zeros and K = 0 without them).
+  virtual std::vector<TokenColumn> token_columns() const;
+  virtual std::vector<Tensor> token_rows(const StepOutput& out) const;
   // Whether Batch::modes steers the model and StepOutput::modes reports its mixers.
   virtual bool takes_modes() const { return false; }
   // The /train columns this model adds, in order, and the accumulator that fills them. Default:
@@ -87,7 +95,8 @@ class LanguageModel {
   virtual std::vector<MetricColumn> metric_columns() const;
   virtual std::unique_ptr<StepMetrics> new_step_metrics() const;
   // Scalars of the metric row shown in the progress line and reported as evaluation and final
-  // metrics (default: fire_rate, labelled "fire"; skipped while NaN).
+  // metrics (default: the kind's, model_kinds.h: fire_rate, labelled "fire"; skipped while NaN).
+  // The sweep summary and index.csv show the kind's list only (they build no model).
   virtual std::vector<SummaryMetric> summary_metrics() const;
   // State beyond the parameters that a checkpoint keeps, as named strings in its metadata, and
   // its restore: `required` (a resume) makes a missing name an error; otherwise (weights from
@@ -151,7 +160,7 @@ class StackModel final : public LanguageModel {
   void set_mode_seed(uint64_t seed) { mode_seed_ = seed; }
   // The run's seed, mixed with "oryx" so the modes' stream differs from the weights' init.
   void set_run_seed(uint64_t seed) override { set_mode_seed(seed ^ 0x6f727978ull); }
-  bool takes_modes() const override { return cfg_.kind == "oryx"; }
+  bool takes_modes() const override;
 
  protected:
   Tensor body_forward(const Tensor& h, const Batch& batch, bool training, StepOutput& out) override;

@@ -7,7 +7,7 @@
 //     named strings stored in the checkpoint's metadata;
 //   - the collectives it needs from the ranks that run it together (a RunGroup, which the
 //     runner's sharding plugs in), and the run's seed for whatever it draws (Oryx's modes);
-//   - what its per-token records hold (gate rows, mixer modes) for run.h5's /tokens.
+//   - its per-token records for run.h5's /tokens (names, rows) and a forward's values of them.
 // A new model kind overrides these; nothing in runner/ changes. The defaults in LanguageModel
 // describe the entropy-gate columns that every run.h5 carries (layout version 1: NaN and [n, 0]
 // for a model without gates), filled from StepOutput::gates and ::tau.
@@ -66,5 +66,22 @@ struct SummaryMetric {
   std::string name;    // the key in MetricRow (a scalar column) and the metric's name
   std::string label;   // in the progress line
 };
+
+// A per-token uint8 record that a model adds to every /tokens/<set> of run.h5 besides the
+// runner's token_ids, entropy and loss. rows_attr "": one value per token, dataset [total];
+// otherwise `rows` values per token (0 allowed), dataset [rows, total], and the root attribute
+// rows_attr (int64) holds rows.
+struct TokenColumn {
+  std::string name;
+  std::string rows_attr;
+  int64_t rows = 1;
+};
+
+// The rows of these columns together: what LanguageModel::token_rows gives, in order.
+inline int64_t token_row_count(const std::vector<TokenColumn>& columns) {
+  int64_t n = 0;
+  for (const auto& c : columns) n += c.rows_attr.empty() ? 1 : c.rows;
+  return n;
+}
 
 }  // namespace amor::model

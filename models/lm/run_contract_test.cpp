@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "kernels/core/error.h"
+#include "models/core/config_keys.h"
 #include "models/amor/amor_test_support.h"
 #include "models/lm/language_model.h"
+#include "models/lm/model_kinds.h"
 #include "models/oryx/oryx_test_support.h"
 
 namespace amor::model {
@@ -66,6 +68,15 @@ TEST(RunContract, EveryKindDeclaresTheGateColumnsWithItsGateRows) {
     ASSERT_EQ(m->summary_metrics().size(), 1u);
     EXPECT_EQ(m->summary_metrics()[0].name, "fire_rate");
     EXPECT_EQ(m->summary_metrics()[0].label, "fire");
+    // The per-token columns of /tokens/<set>: mode [total] and gate [K, total] (amor_blocks = K).
+    const std::vector<TokenColumn> tc = m->token_columns();
+    ASSERT_EQ(tc.size(), 2u) << cfg.kind;
+    EXPECT_EQ(tc[0].name, "mode");
+    EXPECT_TRUE(tc[0].rows_attr.empty());
+    EXPECT_EQ(tc[1].name, "gate");
+    EXPECT_EQ(tc[1].rows_attr, "amor_blocks");
+    EXPECT_EQ(tc[1].rows, K);
+    EXPECT_EQ(token_row_count(tc), 1 + K);
     if (cfg.kind != "amor") EXPECT_TRUE(m->checkpoint_state().empty()) << cfg.kind;
   }
 }
@@ -200,6 +211,35 @@ TEST(RunContract, OryxRunSeedDrawsTheModesOfItsModeSeed) {
     differs = other->forward(b, true).modes.to_vector<uint8_t>() != m1.to_vector<uint8_t>();
   }
   EXPECT_TRUE(differs) << "the modes do not depend on the seed, so this test would prove nothing";
+}
+
+// The kind traits that runner/ asks instead of naming kinds (model_kinds.h): every kind the
+// schema accepts, in its order; what each needs; and the built model agrees with its kind's.
+struct KindKeyProbe {
+  std::vector<std::string> kinds;
+  template <class B, class T>
+  void key(std::string_view name, T B::*, const keys::Allowed& allowed, std::string_view) {
+    if (name == "kind") kinds = keys::choice_list(allowed.one_of);
+  }
+  template <class B, class Sub>
+  void section(std::string_view, Sub B::*) {}
+};
+
+TEST(RunContract, KindTraitsCoverTheSchemasKindsAndAgreeWithTheModels) {
+  KindKeyProbe probe;
+  declare_keys(std::type_identity<ModelConfig>{}, probe);
+  EXPECT_EQ(model_kinds(), probe.kinds);
+  EXPECT_EQ(kinds_with(&KindTraits::takes_modes), "oryx");
+  EXPECT_EQ(kinds_with(&KindTraits::needs_pattern), "serial");
+  ModelConfig stack = tiny_amor("classic", 1);
+  stack.kind = "transformer";
+  for (const ModelConfig& cfg : {stack, tiny_amor("classic", 3), testing_oryx::tiny_oryx("gdn")}) {
+    auto m = built(cfg);
+    EXPECT_EQ(m->takes_modes(), kind_traits(cfg.kind).takes_modes) << cfg.kind;
+    const auto sm = m->summary_metrics();
+    ASSERT_EQ(sm.size(), kind_traits(cfg.kind).summary_metrics.size()) << cfg.kind;
+    for (size_t i = 0; i < sm.size(); ++i) EXPECT_EQ(sm[i].name, kind_traits(cfg.kind).summary_metrics[i].name);
+  }
 }
 
 }  // namespace

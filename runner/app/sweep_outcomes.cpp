@@ -34,12 +34,16 @@ std::vector<std::string> eval_columns(const config::RunConfig& cfg) {
   return cols;
 }
 
+const std::vector<model::SummaryMetric>& model_summary(const config::RunConfig& cfg) {
+  return model::kind_traits(cfg.model.kind).summary_metrics;
+}
+
 Outcome outcome_of(const config::RunSpec& spec, const RunResult& res) {
   Outcome out;
   out.final_loss = metric(res.metrics, "final_loss");
   out.valid_loss = metric(res.metrics, "valid_loss");
   out.mqar_acc = metric(res.metrics, "mqar_acc");
-  out.fire_rate = metric(res.metrics, "fire_rate");
+  for (const auto& sm : model_summary(spec.config)) out.model.push_back(metric(res.metrics, sm.name));
   for (const auto& c : eval_columns(spec.config)) out.evals.push_back(metric(res.metrics, c));
   out.message = res.message;
   out.status = res.status == TrainStatus::Done ? 1 : res.status == TrainStatus::Stopped ? 3 : 4;
@@ -51,17 +55,21 @@ void collect_outcomes(const std::vector<config::RunSpec>& runs, std::vector<Outc
   for (size_t i = 0; i < runs.size(); ++i) {
     const int owner = static_cast<int>(i % static_cast<size_t>(groups)) * ranks_per_run;
     const size_t ncol = eval_columns(runs[i].config).size();
+    const size_t nmodel = model_summary(runs[i].config).size();
     outcomes[i].evals.resize(ncol, NAN);
+    outcomes[i].model.resize(nmodel, NAN);
     std::vector<double> vals = {static_cast<double>(outcomes[i].status), outcomes[i].final_loss,
-                                outcomes[i].valid_loss, outcomes[i].mqar_acc, outcomes[i].fire_rate};
+                                outcomes[i].valid_loss, outcomes[i].mqar_acc};
+    vals.insert(vals.end(), outcomes[i].model.begin(), outcomes[i].model.end());
     vals.insert(vals.end(), outcomes[i].evals.begin(), outcomes[i].evals.end());
     const int n = static_cast<int>(vals.size());
     if (owner == 0) continue;
     if (world_rank == owner) MPI_Send(vals.data(), n, MPI_DOUBLE, 0, 1000 + static_cast<int>(i), MPI_COMM_WORLD);
     if (world_rank == 0) {
       MPI_Recv(vals.data(), n, MPI_DOUBLE, owner, 1000 + static_cast<int>(i), MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      outcomes[i] = {static_cast<int>(vals[0]), vals[1], vals[2], vals[3], vals[4], "",
-                     std::vector<double>(vals.begin() + 5, vals.end())};
+      const auto evals_at = vals.begin() + 4 + static_cast<std::ptrdiff_t>(nmodel);
+      outcomes[i] = {static_cast<int>(vals[0]), vals[1], vals[2], vals[3], "",
+                     std::vector<double>(evals_at, vals.end()), std::vector<double>(vals.begin() + 4, evals_at)};
     }
   }
 }
@@ -81,8 +89,11 @@ int report_outcomes(const std::vector<config::RunSpec>& runs, const std::vector<
   std::map<std::string, std::vector<SweepIndexRow>> index;
   std::map<std::string, SweepIndexMerge> merge;
   for (const auto& r : all_runs) merge[r.sweep].order.push_back(r.id());
-  // index.csv's metric columns: the fixed ones and every task's headline metric.
-  std::set<std::string> metric_names = {"final_loss", "valid_loss", "mqar_acc", "fire_rate"};
+  // index.csv's metric columns: the runner's, every model kind's summary metrics and every task's
+  // headline metric.
+  std::set<std::string> metric_names = {"final_loss", "valid_loss", "mqar_acc"};
+  for (const auto& kind : model::model_kinds())
+    for (const auto& sm : model::kind_traits(kind).summary_metrics) metric_names.insert(sm.name);
   for (const auto& t : eval::known_task_names()) {
     try {
       metric_names.insert(t + "_" + eval::headline_metric(t));
@@ -95,23 +106,35 @@ int report_outcomes(const std::vector<config::RunSpec>& runs, const std::vector<
   for (const auto& r : runs)
     for (const auto& c : eval_columns(r.config))
       if (std::find(cols.begin(), cols.end(), c) == cols.end()) cols.push_back(c);
+  // The models' summary columns: every metric any run's kind reports (first-seen order).
+  std::vector<model::SummaryMetric> mcols;
+  for (const auto& r : runs)
+    for (const auto& sm : model_summary(r.config))
+      if (std::none_of(mcols.begin(), mcols.end(), [&](const auto& m) { return m.name == sm.name; }))
+        mcols.push_back(sm);
   auto task_of = [&](const std::string& col) {
     for (const auto& r : runs)
       for (const auto& t : eval::harness_tasks(r.config))
         if (col == t + "_" + eval::headline_metric(t)) return t;
     return col;
   };
-  std::string head = fmt::format("\n{:<44} {:<8} {:>10} {:>10} {:>8} {:>8}", "run", "status", "loss",
-                                 "valid", "recall", "fire");
+  std::string head = fmt::format("\n{:<44} {:<8} {:>10} {:>10} {:>8}", "run", "status", "loss", "valid", "recall");
+  for (const auto& m : mcols) head += fmt::format(" {:>{}}", m.label, std::max<size_t>(8, m.label.size()));
   for (const auto& c : cols) head += fmt::format(" {:>{}}", task_of(c), std::max<size_t>(8, task_of(c).size()));
   std::printf("%s\n", head.c_str());
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
     const Outcome& oc = outcomes[i];
     static const char* names[] = {"pending", "done", "done", "stopped", "failed"};
-    std::string line = fmt::format("{:<44} {:<8} {:>10} {:>10} {:>8} {:>8}", r.id(), names[oc.status],
-                                   fmt_num(oc.final_loss), fmt_num(oc.valid_loss),
-                                   fmt_num(oc.mqar_acc, "{:.3f}"), fmt_num(oc.fire_rate, "{:.3f}"));
+    std::string line = fmt::format("{:<44} {:<8} {:>10} {:>10} {:>8}", r.id(), names[oc.status],
+                                   fmt_num(oc.final_loss), fmt_num(oc.valid_loss), fmt_num(oc.mqar_acc, "{:.3f}"));
+    const auto& own_model = model_summary(r.config);
+    for (const auto& m : mcols) {
+      double v = NAN;
+      for (size_t j = 0; j < own_model.size() && j < oc.model.size(); ++j)
+        if (own_model[j].name == m.name) v = oc.model[j];
+      line += fmt::format(" {:>{}}", fmt_num(v, "{:.3f}"), std::max<size_t>(8, m.label.size()));
+    }
     const auto own = eval_columns(r.config);
     for (const auto& c : cols) {
       auto it = std::find(own.begin(), own.end(), c);
@@ -128,9 +151,10 @@ int report_outcomes(const std::vector<config::RunSpec>& runs, const std::vector<
                                                   : RunStatus::Pending;
     row.keys = r.overrides;
     for (auto [k, v] : {std::pair<const char*, double>{"final_loss", oc.final_loss},
-                        {"valid_loss", oc.valid_loss}, {"mqar_acc", oc.mqar_acc},
-                        {"fire_rate", oc.fire_rate}})
+                        {"valid_loss", oc.valid_loss}, {"mqar_acc", oc.mqar_acc}})
       if (!std::isnan(v)) row.metrics.emplace_back(k, v);
+    for (size_t j = 0; j < own_model.size() && j < oc.model.size(); ++j)
+      if (!std::isnan(oc.model[j])) row.metrics.emplace_back(own_model[j].name, oc.model[j]);
     for (size_t c = 0; c < own.size(); ++c)
       if (!std::isnan(oc.evals.at(c))) row.metrics.emplace_back(own[c], oc.evals[c]);
     row.error = oc.message;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "models/lm/model_kinds.h"
 #include "runner/app/shard.h"
 #include "runner/config/sweep.h"
 #include "runner/train/trainer.h"
@@ -16,10 +17,15 @@ namespace amor {
 // Per run, what its group reports back to world rank 0.
 struct Outcome {
   int status = 0;  // 0 pending, 1 done, 2 skipped (already DONE), 3 stopped, 4 failed
-  double final_loss = NAN, valid_loss = NAN, mqar_acc = NAN, fire_rate = NAN;
+  double final_loss = NAN, valid_loss = NAN, mqar_acc = NAN;
   std::string message;
   std::vector<double> evals;  // the run's eval_columns, in order
+  std::vector<double> model;  // the run's model_summary, in order
 };
+
+// The scalars the run's model reports in the summary and index.csv besides the loss (its kind's,
+// models/lm/model_kinds.h; e.g. the gates' fire_rate): the runner names none itself.
+const std::vector<model::SummaryMetric>& model_summary(const config::RunConfig& cfg);
 
 // The evaluation scores a run reports in the summary and index.csv: "<task>_<headline metric>"
 // per harness task (mqar's accuracy has its own column, mqar_acc).

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "models/lm/model_kinds.h"
+
 namespace amor::config {
 
 Location value_location(const YAML::Node& value, const Location& key_at) {
@@ -77,9 +79,9 @@ void finalize(RunConfig& c, const KeyLocations& set_at, const Location& fallback
     fail(at("train.dtype"), "key 'train.dtype': f64 is not available with device cuda (cuda runs "
                             "bf16, or f32 to compare with the cpu)");
 
-  if (c.model.kind == "serial" && c.model.pattern.empty()) {
+  if (model::kind_traits(c.model.kind).needs_pattern && c.model.pattern.empty()) {
     std::string k = blame("model.pattern", "model.kind");
-    fail(at(k), "key '" + k + "': model.kind serial needs model.pattern (e.g. MMMA)");
+    fail(at(k), "key '" + k + "': model.kind " + c.model.kind + " needs model.pattern (e.g. MMMA)");
   }
   if (c.data.source == "shards" && c.data.path.empty()) {
     std::string k = blame("data.path", "data.source");

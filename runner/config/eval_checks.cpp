@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "models/lm/model_kinds.h"
 #include "runner/eval/eval_tasks.h"
 
 namespace amor::config {
@@ -23,10 +24,11 @@ void check_eval_config(const RunConfig& c, const KeyLocations& set_at, const Loc
       for (const std::string& n : eval::known_task_names()) known += (known.empty() ? "" : ", ") + n;
       fail(at("eval.tasks"), fmt::format("key 'eval.tasks': unknown task '{}' (known: {})", task, known));
     }
-    if (task == "oryx_switch" && c.model.kind != "oryx") {
+    // The task switches the model's per-token mixer modes: the kinds that take modes (Oryx).
+    if (task == "oryx_switch" && !model::kind_traits(c.model.kind).takes_modes) {
       std::string k = blame("model.kind", "eval.tasks");
-      fail(at(k), fmt::format("key '{}': the task oryx_switch needs model.kind oryx (this run's is {})",
-                              k, c.model.kind));
+      fail(at(k), fmt::format("key '{}': the task {} needs model.kind {} (this run's is {})", k, task,
+                              model::kinds_with(&model::KindTraits::takes_modes), c.model.kind));
     }
     const std::pair<const char*, const EvalFileTask*> files[] = {
         {"lambada", &c.eval.lambada},     {"hellaswag", &c.eval.hellaswag},

@@ -23,6 +23,7 @@
 
 #include "data/tokenizer/tokenizer.h"
 #include "kernels/core/error.h"
+#include "models/lm/model_kinds.h"
 
 namespace amor::eval {
 
@@ -60,7 +61,8 @@ class EvalModel {
   virtual std::vector<TeacherForcedResult> teacher_forced_modes(
       const std::vector<TeacherForcedRequest>& /*requests*/,
       const std::vector<std::vector<uint8_t>>& /*modes*/) {
-    throw Error("oryx_switch: this model has no mixer modes (only model.kind oryx switches mixer)");
+    throw Error("oryx_switch: this model has no mixer modes (only model.kind " +
+                model::kinds_with(&model::KindTraits::takes_modes) + " switches mixer)");
   }
   // The context window in tokens: loglikelihood pairs are cut to max_length() + 1 tokens and
   // LongBench prompts to max_length() - max_new_tokens. NIAH, passkey and ppl_by_position are never

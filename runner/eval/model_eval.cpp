@@ -8,6 +8,7 @@
 #include "data/synthetic/token_task.h"
 #include "kernels/core/error.h"
 #include "models/infer/greedy_generate.h"
+#include "models/lm/model_kinds.h"
 
 namespace amor::eval {
 namespace {
@@ -31,7 +32,8 @@ ModelEval::ModelEval(model::LanguageModel& model, const Tokenizer& tokenizer,
   AMOR_CHECK(tok_.vocab_size() <= model.config().vocab,
              "model_eval: tokenizer '{}' has {} ids but the model's vocabulary (model.vocab) is {}",
              tok_.name(), tok_.vocab_size(), model.config().vocab);
-  blocks_ = static_cast<int>(model.token_gate_rows());
+  columns_ = model.token_columns();
+  rows_ = model::token_row_count(columns_);
   modes_ = model.takes_modes();
 }
 
@@ -39,7 +41,7 @@ void ModelEval::begin_task(const std::string& name) {
   task_ = name;
   Recorded& r = records_[name];
   r = Recorded{};
-  r.gates.assign(static_cast<size_t>(blocks_), {});
+  r.rows.assign(static_cast<size_t>(rows_), {});
 }
 
 int64_t ModelEval::to_record(int64_t n) const {
@@ -62,17 +64,18 @@ TokenSequences ModelEval::records(const std::string& task) const {
   auto it = records_.find(task);
   if (it == records_.end()) return {};
   TokenSequences s = it->second.seqs;
-  for (const auto& g : it->second.gates) s.gate.insert(s.gate.end(), g.begin(), g.end());
+  set_token_rows(s, columns_, it->second.rows);
   return s;
 }
 
 // Every request's nll and argmax, plus the records of the first ones. Values travel as doubles,
-// per request: nll[T], argmax[T], and for a recorded request also entropy[T], modes[T], gates[K][T].
+// per request: nll[T], argmax[T], and for a recorded request also entropy[T] and the model's
+// token rows[R][T].
 std::vector<TeacherForcedResult> ModelEval::score(const std::vector<TeacherForcedRequest>& requests,
                                                   const std::vector<std::vector<uint8_t>>* modes) {
   const auto n = static_cast<int64_t>(requests.size());
   const int64_t recorded = to_record(n);
-  const int64_t K = blocks_;
+  const int64_t R = rows_;
   auto len = [&](int64_t i) { return static_cast<int64_t>(requests[static_cast<size_t>(i)].tokens.size()); };
   std::vector<int64_t> offset(static_cast<size_t>(n) + 1, 0);
   for (int64_t i = 0; i < n; ++i) {
@@ -84,7 +87,7 @@ std::vector<TeacherForcedResult> ModelEval::score(const std::vector<TeacherForce
       AMOR_CHECK((*modes)[static_cast<size_t>(i)].size() == q.tokens.size(),
                  "model_eval: request {} has {} tokens but {} modes", i, q.tokens.size(),
                  (*modes)[static_cast<size_t>(i)].size());
-    offset[static_cast<size_t>(i) + 1] = offset[static_cast<size_t>(i)] + len(i) * (i < recorded ? 4 + K : 2);
+    offset[static_cast<size_t>(i) + 1] = offset[static_cast<size_t>(i)] + len(i) * (i < recorded ? 3 + R : 2);
   }
   std::vector<double> buf(static_cast<size_t>(offset.back()), 0.0);
   const Device dev = model_device(model_);
@@ -113,9 +116,10 @@ std::vector<TeacherForcedResult> ModelEval::score(const std::vector<TeacherForce
     if (modes) batch.modes = Tensor::from_vector<uint8_t>({B, T}, mode_rows).to(dev);
     const model::StepOutput out = model_.forward(batch, /*training=*/false);
     const Tensor loss = host(out.token_loss), pred = host(out.predictions), ent = host(out.entropy);
-    const Tensor md = host(out.modes);
-    std::vector<Tensor> gates;
-    for (const Tensor& g : out.gates) gates.push_back(host(g));
+    std::vector<Tensor> rows = model_.token_rows(out);
+    AMOR_CHECK(static_cast<int64_t>(rows.size()) == R, "model.token_rows: {} rows, its columns have {}",
+               rows.size(), R);
+    for (Tensor& row : rows) row = host(row);
     for (int64_t r = 0; r < B; ++r) {
       const int64_t i = b0 + r, Ti = len(i);
       const auto& q = requests[static_cast<size_t>(i)];
@@ -126,8 +130,10 @@ std::vector<TeacherForcedResult> ModelEval::score(const std::vector<TeacherForce
         o[Ti + t] = static_cast<double>(pred.data<int32_t>()[k]);
         if (i >= recorded) continue;
         o[2 * Ti + t] = ent.item(k);
-        o[3 * Ti + t] = md.defined() ? md.data<uint8_t>()[k] : 0;
-        for (int64_t g = 0; g < K; ++g) o[(4 + g) * Ti + t] = gates[static_cast<size_t>(g)].data<uint8_t>()[k];
+        for (int64_t g = 0; g < R; ++g) {
+          const Tensor& row = rows[static_cast<size_t>(g)];
+          o[(3 + g) * Ti + t] = row.defined() ? row.data<uint8_t>()[k] : 0;
+        }
       }
     }
   }
@@ -148,8 +154,7 @@ std::vector<TeacherForcedResult> ModelEval::score(const std::vector<TeacherForce
     for (int64_t t = 0; t < Ti; ++t) {
       rec->seqs.loss.push_back(static_cast<float>(o[t]));
       rec->seqs.entropy.push_back(static_cast<float>(o[2 * Ti + t]));
-      rec->seqs.mode.push_back(static_cast<uint8_t>(o[3 * Ti + t]));
-      for (int64_t g = 0; g < K; ++g) rec->gates[static_cast<size_t>(g)].push_back(static_cast<uint8_t>(o[(4 + g) * Ti + t]));
+      for (int64_t g = 0; g < R; ++g) rec->rows[static_cast<size_t>(g)].push_back(static_cast<uint8_t>(o[(3 + g) * Ti + t]));
     }
   }
   return results;
@@ -161,8 +166,8 @@ std::vector<TeacherForcedResult> ModelEval::teacher_forced(const std::vector<Tea
 
 std::vector<TeacherForcedResult> ModelEval::teacher_forced_modes(
     const std::vector<TeacherForcedRequest>& requests, const std::vector<std::vector<uint8_t>>& modes) {
-  AMOR_CHECK(modes_, "oryx_switch: model.kind {} has no mixer modes (only oryx models switch mixer)",
-             model_.config().kind);
+  AMOR_CHECK(modes_, "oryx_switch: model.kind {} has no mixer modes (only {} models switch mixer)",
+             model_.config().kind, model::kinds_with(&model::KindTraits::takes_modes));
   AMOR_CHECK(modes.size() == requests.size(), "model_eval: {} mode rows for {} requests", modes.size(),
              requests.size());
   return score(requests, &modes);
@@ -197,11 +202,11 @@ std::vector<LoglikResult> ModelEval::loglikelihood(const std::vector<LoglikReque
 }
 
 // Generated ids travel as id + 1 in max_new_tokens slots per request (0 = none); then the records
-// of the first requests: per token read, entropy, loss, mode, gates[K].
+// of the first requests: per token read, entropy, loss and the model's token rows[R].
 std::vector<std::string> ModelEval::generate(const std::vector<GenRequest>& requests) {
   const auto n = static_cast<int64_t>(requests.size());
   const int64_t recorded = to_record(n);
-  const int64_t K = blocks_;
+  const int64_t R = rows_;
   std::vector<int64_t> slots(static_cast<size_t>(n) + 1, 0);
   for (int64_t i = 0; i < n; ++i) {
     const auto& r = requests[static_cast<size_t>(i)];
@@ -266,7 +271,7 @@ std::vector<std::string> ModelEval::generate(const std::vector<GenRequest>& requ
                                   std::max<size_t>(generated[static_cast<size_t>(i)].size(), 1) - 1);
     };
     std::vector<int64_t> off(static_cast<size_t>(recorded) + 1, 0);
-    for (int64_t i = 0; i < recorded; ++i) off[static_cast<size_t>(i) + 1] = off[static_cast<size_t>(i)] + read_len(i) * (3 + K);
+    for (int64_t i = 0; i < recorded; ++i) off[static_cast<size_t>(i) + 1] = off[static_cast<size_t>(i)] + read_len(i) * (2 + R);
     std::vector<double> buf(static_cast<size_t>(off.back()), 0.0);
     for (const auto& [i, r] : mine_records) {
       const int64_t L = read_len(i), P = static_cast<int64_t>(requests[static_cast<size_t>(i)].context.size());
@@ -274,8 +279,8 @@ std::vector<std::string> ModelEval::generate(const std::vector<GenRequest>& requ
       for (int64_t t = 0; t < L && t < static_cast<int64_t>(r.entropy.size()); ++t) {
         o[t] = r.entropy[static_cast<size_t>(t)];
         o[L + t] = t < P - 1 ? r.loss[static_cast<size_t>(t)] : kNaN;
-        o[2 * L + t] = r.modes.empty() ? 0 : r.modes[static_cast<size_t>(t)];
-        for (int64_t g = 0; g < K; ++g) o[(3 + g) * L + t] = r.gates[static_cast<size_t>(g)][static_cast<size_t>(t)];
+        for (int64_t g = 0; g < R && g < static_cast<int64_t>(r.rows.size()); ++g)
+          o[(2 + g) * L + t] = r.rows[static_cast<size_t>(g)][static_cast<size_t>(t)];
       }
     }
     exchange(buf);
@@ -291,8 +296,7 @@ std::vector<std::string> ModelEval::generate(const std::vector<GenRequest>& requ
       for (int64_t t = 0; t < L; ++t) {
         rec.seqs.entropy.push_back(static_cast<float>(o[t]));
         rec.seqs.loss.push_back(static_cast<float>(o[L + t]));
-        rec.seqs.mode.push_back(static_cast<uint8_t>(o[2 * L + t]));
-        for (int64_t g = 0; g < K; ++g) rec.gates[static_cast<size_t>(g)].push_back(static_cast<uint8_t>(o[(3 + g) * L + t]));
+        for (int64_t g = 0; g < R; ++g) rec.rows[static_cast<size_t>(g)].push_back(static_cast<uint8_t>(o[(2 + g) * L + t]));
       }
     }
   }

@@ -36,8 +36,8 @@ struct ModelEvalOptions {
 
 class ModelEval final : public EvalModel {
  public:
-  // comm: the run's ranks (host collectives), or nullptr for this process alone. The recorded
-  // gates have the model's token_gate_rows() rows (AMOR's blocks K; 0 for models without gates).
+  // comm: the run's ranks (host collectives), or nullptr for this process alone. The records
+  // hold the model's token columns (LanguageModel::token_columns).
   ModelEval(model::LanguageModel& model, const Tokenizer& tokenizer, dist::Communicator* comm,
             ModelEvalOptions options);
 
@@ -51,14 +51,14 @@ class ModelEval final : public EvalModel {
   const Tokenizer& tokenizer() const override { return tok_; }
   void begin_task(const std::string& name) override;
 
-  // The recorded sequences of a task (empty if it recorded none), gate laid out [K, total].
+  // The recorded sequences of a task (empty if it recorded none).
   TokenSequences records(const std::string& task) const;
-  int gate_rows() const { return blocks_; }
+  const std::vector<model::TokenColumn>& token_columns() const { return columns_; }
 
  private:
   struct Recorded {
-    TokenSequences seqs;                     // gate left empty; gates below
-    std::vector<std::vector<uint8_t>> gates;  // [K][total]
+    TokenSequences seqs;                     // columns left empty; rows below
+    std::vector<std::vector<uint8_t>> rows;  // the model's token rows, [row][total]
   };
   std::vector<TeacherForcedResult> score(const std::vector<TeacherForcedRequest>& requests,
                                          const std::vector<std::vector<uint8_t>>* modes);
@@ -71,7 +71,8 @@ class ModelEval final : public EvalModel {
   const Tokenizer& tok_;
   dist::Communicator* comm_;
   ModelEvalOptions opt_;
-  int blocks_ = 0;
+  std::vector<model::TokenColumn> columns_;
+  int64_t rows_ = 0;  // token_row_count(columns_)
   bool modes_ = false;  // the model takes per-token mixer modes (LanguageModel::takes_modes)
   std::string task_;
   std::map<std::string, Recorded> records_;

@@ -60,7 +60,8 @@ TEST(ModelEval, LoglikelihoodIsTheSumOfTheForwardsLosses) {
     EXPECT_EQ(r.lengths[0], static_cast<int64_t>(reqs[0].context.size() + reqs[0].continuation.size() - 1));
     EXPECT_TRUE(std::isnan(r.loss[0]));
     EXPECT_FALSE(std::isnan(r.loss[static_cast<size_t>(r.lengths[0]) - 1]));
-    EXPECT_EQ(r.gate.size(), r.token_ids.size() * static_cast<size_t>(em.gate_rows()));
+    for (const auto& c : em.token_columns())
+      EXPECT_EQ(r.columns.at(c.name).size(), r.token_ids.size() * static_cast<size_t>(c.rows)) << c.name;
     for (float e : r.entropy) EXPECT_TRUE(e >= 0 && e <= 1);
   }
 }

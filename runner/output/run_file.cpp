@@ -25,6 +25,11 @@ using h5::Handle;
 
 constexpr const char* kTrainInt[] = {"step", "tokens"};
 constexpr const char* kTrainFloat[] = {"loss", "lr", "grad_norm", "tokens_per_s"};
+// The runner's datasets of a token set; the rest are the model's token columns.
+constexpr const char* kTokenOwn[] = {"token_ids", "entropy", "loss", "offsets"};
+bool token_own(const std::string& name) {
+  return std::find(std::begin(kTokenOwn), std::end(kTokenOwn), name) != std::end(kTokenOwn);
+}
 constexpr const char* kRootStrings[] = {"config",     "config_hash", "sweep",   "run_name",
                                         "amor_run_version", "git_commit", "created", "finished"};
 // Chunk sizes: training rows are tiny (a chunk is 8 KiB); token chunks are 64 Ki values (256 KiB
@@ -50,8 +55,20 @@ void check_unique(const std::string& path, const std::string& what, const std::v
 }
 
 void validate(const std::string& path, const RunLayout& layout) {
-  AMOR_CHECK(layout.amor_blocks >= 0 && layout.amor_blocks <= 4096,
-             "{}: amor_blocks must be in [0, 4096], got {}", path, layout.amor_blocks);
+  std::vector<std::string> token_columns, rows_attrs;
+  for (const auto& c : layout.token_columns) {
+    AMOR_CHECK(!token_own(c.name), "{}: token column '{}' is one of the runner's own", path, c.name);
+    token_columns.push_back(c.name);
+    if (c.rows_attr.empty()) continue;
+    AMOR_CHECK(c.rows >= 0 && c.rows <= 4096, "{}: {} must be in [0, 4096], got {}", path, c.rows_attr, c.rows);
+    rows_attrs.push_back(c.rows_attr);
+  }
+  check_unique(path, "token column", token_columns);
+  for (const auto& a : rows_attrs)
+    AMOR_CHECK(a != "world_size" && a != "threads" && a != "layout_version" &&
+                   std::find(std::begin(kRootStrings), std::end(kRootStrings), a) == std::end(kRootStrings),
+               "{}: token column attribute '{}' is one of the runner's own", path, a);
+  check_unique(path, "token column attribute", rows_attrs);
   std::vector<std::string> columns;
   for (const auto& c : layout.train_columns) {
     AMOR_CHECK(c.shape.size() <= 1 && (c.shape.empty() || (c.shape[0] >= 0 && c.shape[0] <= 4096)),
@@ -127,11 +144,9 @@ void build_layout(hid_t file, const RunAttrs& a, const RunLayout& layout) {
     h5::create_string_attr(file, kRootStrings[i], strings[i] ? *strings[i] : std::string());
   h5::create_int_attr(file, "world_size", a.world_size);
   h5::create_int_attr(file, "threads", a.threads);
-  h5::create_int_attr(file, "amor_blocks", layout.amor_blocks);
+  for (const auto& c : layout.token_columns)
+    if (!c.rows_attr.empty()) h5::create_int_attr(file, c.rows_attr, c.rows);
   h5::create_int_attr(file, "layout_version", RunFile::kLayoutVersion);
-
-  const hsize_t K = static_cast<hsize_t>(layout.amor_blocks);
-  const hsize_t k_chunk = std::max<hsize_t>(K, 1);  // chunks cannot be 0 wide, even for K = 0
   Handle train = h5::create_group(file, "train");
   for (const char* n : kTrainInt) create_1d(train.get(), n, H5T_STD_I64LE, kTrainChunk);
   for (const char* n : kTrainFloat) create_1d(train.get(), n, H5T_IEEE_F64LE, kTrainChunk);
@@ -163,8 +178,15 @@ void build_layout(hid_t file, const RunAttrs& a, const RunLayout& layout) {
     create_1d(g.get(), "token_ids", H5T_STD_I32LE, kTokenChunk, true);
     create_1d(g.get(), "entropy", H5T_IEEE_F32LE, kTokenChunk, true);
     create_1d(g.get(), "loss", H5T_IEEE_F32LE, kTokenChunk, true);
-    create_1d(g.get(), "mode", H5T_STD_U8LE, kTokenChunk, true);
-    h5::create_dataset(g.get(), "gate", H5T_STD_U8LE, {{K, 0}, {k_chunk, kTokenChunk / k_chunk}, true});
+    for (const auto& c : layout.token_columns) {
+      if (c.rows_attr.empty()) {
+        create_1d(g.get(), c.name, H5T_STD_U8LE, kTokenChunk, true);
+        continue;
+      }
+      const hsize_t K = static_cast<hsize_t>(c.rows);
+      const hsize_t k_chunk = std::max<hsize_t>(K, 1);  // chunks cannot be 0 wide, even for K = 0
+      h5::create_dataset(g.get(), c.name, H5T_STD_U8LE, {{K, 0}, {k_chunk, kTokenChunk / k_chunk}, true});
+    }
     Handle offsets = create_1d(g.get(), "offsets", H5T_STD_I64LE, kSmallChunk, true);
     int64_t zero = 0;
     h5::append(offsets.get(), H5T_NATIVE_INT64, &zero, 0, 1);
@@ -192,15 +214,24 @@ struct EvalTask {
   int64_t step = -1;
 };
 
+// A model's token column in a token set: [total] (flat) or [rows, total].
+struct TokenCol {
+  std::string name;
+  Handle ds;
+  bool flat = true;
+  int64_t rows = 1;
+  int64_t extent() const { return static_cast<int64_t>(h5::extent(ds.get())[flat ? 0 : 1]); }
+};
+
 struct TokenSet {
-  Handle group, token_ids, entropy, loss, mode, gate, offsets;
+  Handle group, token_ids, entropy, loss, offsets;
+  std::vector<TokenCol> cols;
   int64_t step = -1, total = 0;
 };
 
 struct RunFile::Impl {
   std::string path;
   Handle file;
-  int K = 0;
   std::vector<std::pair<std::string, Handle>> train;
   std::map<std::string, EvalTask> eval;
   std::map<std::string, TokenSet> tokens;
@@ -220,7 +251,6 @@ struct RunFile::Impl {
 void RunFile::Impl::bind() {
   unbind();
   hid_t f = file.get();
-  K = static_cast<int>(h5::read_int_attr(f, "amor_blocks"));
   Handle tg = h5::open_group(f, "train");
   // The runner's columns first, in their order (step first: truncate reads it), then the model's
   // columns, whatever the file holds.
@@ -262,8 +292,14 @@ void RunFile::Impl::bind() {
     s.token_ids = h5::open_dataset(s.group.get(), "token_ids");
     s.entropy = h5::open_dataset(s.group.get(), "entropy");
     s.loss = h5::open_dataset(s.group.get(), "loss");
-    s.mode = h5::open_dataset(s.group.get(), "mode");
-    s.gate = h5::open_dataset(s.group.get(), "gate");
+    for (const auto& n : link_names(s.group.get())) {
+      if (token_own(n)) continue;
+      TokenCol c{n, h5::open_dataset(s.group.get(), n)};
+      const std::vector<hsize_t> dims = h5::extent(c.ds.get());
+      c.flat = dims.size() == 1;
+      c.rows = c.flat ? 1 : static_cast<int64_t>(dims[0]);
+      s.cols.push_back(std::move(c));
+    }
     s.offsets = h5::open_dataset(s.group.get(), "offsets");
     s.total = static_cast<int64_t>(h5::extent(s.token_ids.get())[0]);
     tokens.emplace(name, std::move(s));
@@ -271,8 +307,13 @@ void RunFile::Impl::bind() {
 }
 
 void RunFile::Impl::clear_tokens(TokenSet& s) {
-  for (hid_t ds : {s.token_ids.get(), s.entropy.get(), s.loss.get(), s.mode.get()}) h5::set_extent(ds, {0});
-  h5::set_extent(s.gate.get(), {static_cast<hsize_t>(K), 0});
+  for (hid_t ds : {s.token_ids.get(), s.entropy.get(), s.loss.get()}) h5::set_extent(ds, {0});
+  for (auto& c : s.cols) {
+    if (c.flat)
+      h5::set_extent(c.ds.get(), {0});
+    else
+      h5::set_extent(c.ds.get(), {static_cast<hsize_t>(c.rows), 0});
+  }
   int64_t zero = 0;
   h5::overwrite_1d(s.offsets.get(), H5T_NATIVE_INT64, &zero, 1);
   h5::write_int_attr(s.group.get(), "step", -1);
@@ -314,9 +355,9 @@ void RunFile::Impl::truncate(int64_t resume_step) {
   for (auto& [name, s] : tokens) {
     std::vector<int64_t> offsets = h5::read_1d<int64_t>(s.offsets.get());
     bool consistent = !offsets.empty() && offsets.back() == s.total;
-    for (hid_t ds : {s.entropy.get(), s.loss.get(), s.mode.get()})
+    for (hid_t ds : {s.entropy.get(), s.loss.get()})
       consistent = consistent && static_cast<int64_t>(h5::extent(ds)[0]) == s.total;
-    consistent = consistent && static_cast<int64_t>(h5::extent(s.gate.get())[1]) == s.total;
+    for (const auto& c : s.cols) consistent = consistent && c.extent() == s.total;
     if (s.step > resume_step || !consistent) clear_tokens(s);
   }
   h5::write_string_attr(file.get(), "finished", "");
@@ -510,16 +551,29 @@ void RunFile::write_tokens(const std::string& set, int64_t step, const TokenSequ
     AMOR_CHECK(len >= 0, "{}: token set '{}': negative sequence length {}", m.path, set, len);
     total += len;
   }
-  auto expect = [&](const char* field, size_t got, int64_t want) {
+  std::string rows;  // the token columns' rows, for the message
+  for (const auto& c : s.cols)
+    if (!c.flat) rows += fmt::format(", {} has {} rows", c.name, c.rows);
+  auto expect = [&](const std::string& field, size_t got, int64_t want) {
     AMOR_CHECK(static_cast<int64_t>(got) == want,
-               "{}: token set '{}': {} has {} values, expected {} (sequence lengths sum to {}, K = {})", m.path,
-               set, field, got, want, total, m.K);
+               "{}: token set '{}': {} has {} values, expected {} (sequence lengths sum to {}{})", m.path,
+               set, field, got, want, total, rows);
   };
   expect("token_ids", seqs.token_ids.size(), total);
   expect("entropy", seqs.entropy.size(), total);
   expect("loss", seqs.loss.size(), total);
-  if (!seqs.mode.empty()) expect("mode", seqs.mode.size(), total);
-  expect("gate", seqs.gate.size(), total * m.K);
+  static const std::vector<uint8_t> kNone;
+  auto values = [&](const std::string& name) -> const std::vector<uint8_t>& {
+    auto it = seqs.columns.find(name);
+    return it == seqs.columns.end() ? kNone : it->second;
+  };
+  for (const auto& [name, v] : seqs.columns)
+    AMOR_CHECK(std::any_of(s.cols.begin(), s.cols.end(), [&](const TokenCol& c) { return c.name == name; }),
+               "{}: token set '{}' has no token column '{}'", m.path, set, name);
+  for (const auto& c : s.cols) {
+    const auto& v = values(c.name);
+    if (!c.flat || !v.empty()) expect(c.name, v.size(), total * c.rows);
+  }
 
   if (step != s.step) {
     m.clear_tokens(s);
@@ -530,10 +584,11 @@ void RunFile::write_tokens(const std::string& set, int64_t step, const TokenSequ
   h5::append(s.token_ids.get(), H5T_NATIVE_INT32, seqs.token_ids.data(), 0, n);
   h5::append(s.entropy.get(), H5T_NATIVE_FLOAT, seqs.entropy.data(), 0, n);
   h5::append(s.loss.get(), H5T_NATIVE_FLOAT, seqs.loss.data(), 0, n);
-  std::vector<uint8_t> zeros;
-  if (seqs.mode.empty()) zeros.assign(n, 0);
-  h5::append(s.mode.get(), H5T_NATIVE_UINT8, seqs.mode.empty() ? zeros.data() : seqs.mode.data(), 0, n);
-  h5::append(s.gate.get(), H5T_NATIVE_UINT8, seqs.gate.data(), 1, n);
+  for (const auto& c : s.cols) {
+    const auto& v = values(c.name);
+    const std::vector<uint8_t> zeros(v.empty() && c.flat ? n : 0, 0);  // a [total] column left out
+    h5::append(c.ds.get(), H5T_NATIVE_UINT8, v.empty() && c.flat ? zeros.data() : v.data(), c.flat ? 0 : 1, n);
+  }
   // Offsets last: a reader that sees a sequence's end offset finds its tokens written.
   std::vector<int64_t> ends;
   int64_t end = s.total;
@@ -566,7 +621,24 @@ void RunFile::close() {
 }
 
 const std::string& RunFile::path() const { return impl_->path; }
-int RunFile::amor_blocks() const { return impl_->K; }
+int64_t RunFile::token_column_rows(const std::string& column) const {
+  for (const auto& [name, s] : impl_->tokens)
+    for (const auto& c : s.cols)
+      if (c.name == column) return c.rows;
+  return -1;
+}
+
+void set_token_rows(TokenSequences& seqs, const std::vector<TokenColumn>& columns,
+                    const std::vector<std::vector<uint8_t>>& rows) {
+  AMOR_CHECK(static_cast<int64_t>(rows.size()) == model::token_row_count(columns),
+             "token rows: {} rows for columns of {}", rows.size(), model::token_row_count(columns));
+  size_t r = 0;
+  for (const auto& c : columns) {
+    auto& out = seqs.columns[c.name];
+    out.clear();
+    for (int64_t k = 0; k < (c.rows_attr.empty() ? 1 : c.rows); ++k, ++r) out.insert(out.end(), rows[r].begin(), rows[r].end());
+  }
+}
 int64_t RunFile::threads() const {
   impl_->require_open();
   return h5::has_attr(impl_->file.get(), "threads") ? h5::read_int_attr(impl_->file.get(), "threads") : -1;

@@ -3,7 +3,8 @@
 //
 //   /                    attrs: config, config_hash, sweep, run_name, amor_run_version, git_commit,
 //                               created, finished ("" until finish()) as UTF-8 strings;
-//                               world_size, amor_blocks (K), layout_version as int64;
+//                               world_size, layout_version as int64; the rows_attr of each
+//                               token column with rows (today amor_blocks, K) as int64;
 //                               threads (int64, BLAS threads per rank the run started with;
 //                               absent in files made before it was recorded)
 //   /train/{step,tokens}                                   int64   [n]
@@ -15,8 +16,11 @@
 //                        datasets: per-example scores, float64 [examples] (latest evaluation)
 //   /eval/<task>/history/{step, <metric>...}               every evaluation, one row each
 //   /tokens/<set>/       attrs: step (int64, -1 until written)
-//                        token_ids int32, entropy float32, mode uint8, loss float32: flat [total]
-//                        gate uint8 [K, total]; offsets int64 [sequences + 1], offsets[0] = 0
+//                        token_ids int32, entropy float32, loss float32: flat [total]; the
+//                        model's token columns (RunLayout::token_columns) uint8 [total] or
+//                        [rows, total]: every model kind today declares mode [total] and gate
+//                        [K, total] (models/lm/run_contract.h); offsets int64 [sequences + 1],
+//                        offsets[0] = 0
 //                        (chunked, shuffle + gzip)
 //
 // HDF5 1.10's SWMR cannot create objects or attributes once a writer is in SWMR mode, so every
@@ -30,7 +34,11 @@
 #include <string>
 #include <vector>
 
+#include "models/lm/run_contract.h"
+
 namespace amor {
+
+using model::TokenColumn;
 
 struct RunAttrs {
   std::string config;       // the resolved run config (YAML text)
@@ -60,8 +68,8 @@ struct TrainColumn {
 struct RunLayout {
   std::vector<EvalTaskSpec> eval_tasks;
   std::vector<std::string> token_sets;  // groups /tokens/<name>
-  // K: rows of each token set's gate (the root attribute amor_blocks); 0 for models without gates.
-  int amor_blocks = 0;
+  // The model's per-token columns of every token set, created after the runner's own.
+  std::vector<TokenColumn> token_columns;
   std::vector<TrainColumn> train_columns;  // created after the runner's own, in this order
 };
 
@@ -76,16 +84,20 @@ struct TrainRow {
 
 // One or more sequences back to back (total = sum of lengths tokens). Per token: its id, the
 // normalised entropy of the model's next-token distribution, the next-token loss (NaN where there
-// is no target), Oryx's mixer (empty: written as 0) and each AMOR block's gate (row-major [K,
-// total]: gate[k * total + t]).
+// is no target), and the model's token columns by name: a [total] column, or [rows, total]
+// row-major (column[k * total + t]); a [total] column left out or empty is written as 0.
 struct TokenSequences {
   std::vector<int64_t> lengths;
   std::vector<int32_t> token_ids;
   std::vector<float> entropy;
   std::vector<float> loss;
-  std::vector<uint8_t> mode;
-  std::vector<uint8_t> gate;
+  std::map<std::string, std::vector<uint8_t>> columns;
 };
+
+// Sets seqs.columns from per-token rows [row][t] of `columns` (their rows in order, as
+// model::LanguageModel::token_rows gives them).
+void set_token_rows(TokenSequences& seqs, const std::vector<TokenColumn>& columns,
+                    const std::vector<std::vector<uint8_t>>& rows);
 
 class RunFile {
  public:
@@ -123,7 +135,8 @@ class RunFile {
   void close();
 
   const std::string& path() const;
-  int amor_blocks() const;
+  // Rows of a token column's dataset (1 for a [total] column; -1: no such column).
+  int64_t token_column_rows(const std::string& column) const;
   // The root attribute `threads` (BLAS threads per rank at creation); -1 where the file has none.
   int64_t threads() const;
   int64_t train_rows() const;

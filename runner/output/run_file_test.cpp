@@ -12,7 +12,7 @@ TEST_F(RunFileTest, WritesTheDesignLayoutThatH5pyReads) {
   RunAttrs A = attrs_for("amor-gdn-180m");
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> u(0.0, 1.0);
-  TrainLog log{L.amor_blocks, {}};
+  TrainLog log{3, {}};
   for (int64_t s : {1, 2, 5, 10, 20}) {
     TrainRow r;
     r.step = s;
@@ -36,7 +36,9 @@ TEST_F(RunFileTest, WritesTheDesignLayoutThatH5pyReads) {
   const std::string finished = "2025-06-01T13:00:00Z";
   {
     RunFile f = RunFile::create(file, A, L);
-    EXPECT_EQ(f.amor_blocks(), 3);
+    EXPECT_EQ(f.token_column_rows("gate"), 3);
+    EXPECT_EQ(f.token_column_rows("mode"), 1);
+    EXPECT_EQ(f.token_column_rows("none"), -1);
     for (const auto& r : log.rows) f.append_train(r);
     f.write_eval("mqar", 10, {{"accuracy", 0.5}, {"loss", 2.5}}, {{"correct", correct1}});
     f.write_eval("mqar", 20, {{"accuracy", 0.75}, {"loss", 1.5}}, {{"correct", correct2}});
@@ -81,6 +83,7 @@ TEST_F(RunFileTest, ModelsWithoutGatesAndTokenSetsReplacedByALaterStep) {
   const std::string file = path("run.h5");
   RunLayout L;
   L.token_sets = {"validation"};
+  L.token_columns = gate_token_columns(0);
   L.train_columns = gate_columns(0);
   RunAttrs A = attrs_for("mamba2-130m");
   std::mt19937 rng(11);
@@ -142,6 +145,44 @@ TEST_F(RunFileTest, AModelsOwnColumnsAreWrittenByName) {
   EXPECT_TRUE(std::isnan(v[2]) && std::isnan(v[3]));  // step 2 left it out
   EXPECT_EQ(v[5], 3.0);
   EXPECT_EQ(v[7], 4.0);
+}
+
+// A model kind's own token columns ([total] or [rows, total] with a root attribute holding rows)
+// are created, written and emptied by name; a column the layout lacks is refused.
+TEST_F(RunFileTest, AModelsOwnTokenColumnsAreWrittenByName) {
+  const std::string file = path("run.h5");
+  RunLayout L;
+  L.token_sets = {"validation"};
+  L.token_columns = {{"router", "", 1}, {"experts", "moe_experts", 2}};
+  TokenSequences s;
+  s.lengths = {3};
+  s.token_ids = {1, 2, 3};
+  s.entropy = {0.5f, 0.5f, 0.5f};
+  s.loss = {1.f, 1.f, 1.f};
+  s.columns["experts"] = {1, 0, 1, 0, 1, 0};  // [2, 3]
+  {
+    RunFile f = RunFile::create(file, attrs_for("moe"), L);
+    EXPECT_EQ(f.token_column_rows("experts"), 2);
+    f.write_tokens("validation", 1, s);  // router left out: zeros
+    TokenSequences bad = s;
+    bad.columns["gate"] = {1, 1, 1};
+    EXPECT_ERROR(f.write_tokens("validation", 1, bad), "token set 'validation' has no token column 'gate'");
+    f.close();
+  }
+  h5::silence_errors();
+  h5::Handle h(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  ASSERT_TRUE(h.valid());
+  EXPECT_EQ(h5::read_int_attr(h.get(), "moe_experts"), 2);
+  EXPECT_EQ(H5Aexists(h.get(), "amor_blocks"), 0);
+  h5::Handle router = h5::open_dataset(h.get(), "tokens/validation/router");
+  EXPECT_EQ(h5::extent(router.get()), (std::vector<hsize_t>{3}));
+  h5::Handle experts = h5::open_dataset(h.get(), "tokens/validation/experts");
+  ASSERT_EQ(h5::extent(experts.get()), (std::vector<hsize_t>{2, 3}));
+  std::vector<uint8_t> v(6), r(3, 9);
+  ASSERT_GE(H5Dread(experts.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+  EXPECT_EQ(v, s.columns["experts"]);
+  ASSERT_GE(H5Dread(router.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, r.data()), 0);
+  EXPECT_EQ(r, (std::vector<uint8_t>{0, 0, 0}));
 }
 
 // A clean close, then resuming from step 3: later training rows, evaluations and token sets go;
@@ -206,7 +247,7 @@ TEST_F(RunFileTest, CreateErrorsNameThePath) {
 
   const std::string f = path("run.h5");
   RunLayout bad;
-  bad.amor_blocks = -1;
+  bad.token_columns = gate_token_columns(-1);
   EXPECT_ERROR(RunFile::create(f, A, bad), f.c_str(), "amor_blocks must be in [0, 4096], got -1");
   bad = {};
   bad.train_columns = {{"loss", {}}};
@@ -273,9 +314,9 @@ TEST_F(RunFileTest, WriteErrorsNameTheFileAndField) {
   TokenSequences bad = s;
   bad.entropy.pop_back();
   EXPECT_ERROR(f.write_tokens("validation", 1, bad), p.c_str(),
-               "token set 'validation': entropy has 4 values, expected 5 (sequence lengths sum to 5, K = 3)");
+               "token set 'validation': entropy has 4 values, expected 5 (sequence lengths sum to 5, gate has 3 rows)");
   bad = s;
-  bad.gate.resize(10);
+  bad.columns["gate"].resize(10);
   EXPECT_ERROR(f.write_tokens("validation", 1, bad), "gate has 10 values, expected 15");
   bad = s;
   bad.lengths = {6, -1};

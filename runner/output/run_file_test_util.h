@@ -150,6 +150,18 @@ inline std::vector<TrainColumn> gate_columns(int64_t K) {
   return {{"fire_rate", {}}, {"tau", {}}, {"block_fire_rate", {K}}, {"block_tau", {K}}};
 }
 
+// The token columns every model kind declares today (LanguageModel::token_columns's default):
+// what tests/h5_reader_check.py checks.
+inline std::vector<TokenColumn> gate_token_columns(int64_t K) {
+  return {{"mode", "", 1}, {"gate", "amor_blocks", K}};
+}
+
+inline const std::vector<uint8_t>& column(const TokenSequences& s, const std::string& name) {
+  static const std::vector<uint8_t> none;
+  auto it = s.columns.find(name);
+  return it == s.columns.end() ? none : it->second;
+}
+
 inline Value empty_token_set() {
   return Value(Object{{"step", -1},
                       {"lengths", Array{}},
@@ -161,14 +173,14 @@ inline Value empty_token_set() {
 }
 
 inline Value token_json(int64_t step, const TokenSequences& s, size_t total) {
-  std::vector<uint8_t> mode = s.mode.empty() ? std::vector<uint8_t>(total, 0) : s.mode;
+  std::vector<uint8_t> mode = column(s, "mode").empty() ? std::vector<uint8_t>(total, 0) : column(s, "mode");
   return Value(Object{{"step", step},
                       {"lengths", nums(s.lengths)},
                       {"token_ids", nums(s.token_ids)},
                       {"entropy", nums(s.entropy)},
                       {"loss", nums(s.loss)},
                       {"mode", nums(mode)},
-                      {"gate", nums(s.gate)}});
+                      {"gate", nums(column(s, "gate"))}});
 }
 
 // Concatenates two batches of sequences (gate rows interleave per block).
@@ -182,11 +194,13 @@ inline TokenSequences concat(const TokenSequences& a, const TokenSequences& b, i
   c.token_ids = cat(a.token_ids, b.token_ids);
   c.entropy = cat(a.entropy, b.entropy);
   c.loss = cat(a.loss, b.loss);
-  c.mode = cat(a.mode, b.mode);
+  c.columns["mode"] = cat(column(a, "mode"), column(b, "mode"));
   size_t na = a.token_ids.size(), nb = b.token_ids.size();
+  const auto &ga = column(a, "gate"), &gb = column(b, "gate");
+  auto& gate = c.columns["gate"];
   for (int k = 0; k < K; ++k) {
-    c.gate.insert(c.gate.end(), a.gate.begin() + k * na, a.gate.begin() + (k + 1) * na);
-    c.gate.insert(c.gate.end(), b.gate.begin() + k * nb, b.gate.begin() + (k + 1) * nb);
+    gate.insert(gate.end(), ga.begin() + k * na, ga.begin() + (k + 1) * na);
+    gate.insert(gate.end(), gb.begin() + k * nb, gb.begin() + (k + 1) * nb);
   }
   return c;
 }
@@ -202,15 +216,16 @@ inline TokenSequences random_sequences(std::mt19937& rng, std::vector<int64_t> l
     s.token_ids.push_back(tok(rng));
     s.entropy.push_back(unit(rng));
     s.loss.push_back(i == total - 1 ? std::numeric_limits<float>::quiet_NaN() : 5.f * unit(rng));
-    if (with_mode) s.mode.push_back(static_cast<uint8_t>(rng() % 2));
+    if (with_mode) s.columns["mode"].push_back(static_cast<uint8_t>(rng() % 2));
   }
-  for (int64_t i = 0; i < K * total; ++i) s.gate.push_back(static_cast<uint8_t>(rng() % 2));
+  auto& gate = s.columns["gate"];
+  for (int64_t i = 0; i < K * total; ++i) gate.push_back(static_cast<uint8_t>(rng() % 2));
   return s;
 }
 
 inline RunLayout amor_layout() {
   RunLayout L;
-  L.amor_blocks = 3;
+  L.token_columns = gate_token_columns(3);
   L.train_columns = gate_columns(3);
   L.eval_tasks = {{"mqar", {"accuracy", "loss"}, {"correct"}},
                   {"lambada_openai", {"acc", "perplexity"}, {"correct", "logprob"}}};

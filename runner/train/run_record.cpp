@@ -33,7 +33,7 @@ RunFile open_run_record(const std::filesystem::path& path, const config::RunSpec
     layout.eval_tasks.push_back(eval::task_layout(ts));
     layout.token_sets.push_back(ts.name);
   }
-  layout.amor_blocks = static_cast<int>(model.token_gate_rows());
+  layout.token_columns = model.token_columns();
   for (const auto& c : model.metric_columns()) layout.train_columns.push_back({c.name, c.shape});
   return RunFile::create(path.string(), attrs, layout);
 }

@@ -6,14 +6,6 @@ namespace amor {
 
 Tensor host(const Tensor& t) { return t.defined() && !t.is_cpu() ? t.to(Device::CPU) : t; }
 
-void to_host(model::StepOutput& out) {
-  out.token_loss = host(out.token_loss);
-  out.entropy = host(out.entropy);
-  out.modes = host(out.modes);
-  out.predictions = host(out.predictions);
-  for (auto& g : out.gates) g = host(g);
-  for (auto& g : out.gate_entropy) g = host(g);
-}
 
 model::Batch on_device(model::Batch b, Device dev) {
   if (dev == Device::CPU) return b;

@@ -1,5 +1,6 @@
 // Small tensor chores of a training or evaluation step: moving a batch to the device, reading a
-// forward's outputs back to the host, and the per-token loss weights of the global mean loss.
+// tensor back to the host (a forward's outputs: StepOutput::to_host), and the per-token loss
+// weights of the global mean loss.
 #pragma once
 #include <cstdint>
 
@@ -9,8 +10,6 @@ namespace amor {
 
 // A cuda tensor's host copy (what logging and scoring read); cpu tensors as they are.
 Tensor host(const Tensor& t);
-// The per-token outputs that the trainer reads, on the host.
-void to_host(model::StepOutput& out);
 // tokens and targets on the compute device; sample ids stay on the host (they seed Oryx's modes).
 model::Batch on_device(model::Batch b, Device dev);
 // Per-token loss weights for a micro-batch: 1/global_valid at every position with a target.

@@ -26,7 +26,7 @@ std::vector<std::pair<std::string, double>> summary_values(const model::Language
 ValidResult evaluate_valid(dist::Fsdp& fsdp, const model::LanguageModel& model, BatchSource& valid,
                            bool recall, int64_t micro_batch, int64_t max_examples,
                            dist::Communicator& comm, Device dev) {
-  const int gate_rows = static_cast<int>(model.token_gate_rows());
+  const std::vector<model::TokenColumn> columns = model.token_columns();
   ValidResult r;
   valid.set_position("0:0");
   const int64_t global_batch = micro_batch * comm.size();  // sequences are dealt over the ranks
@@ -36,12 +36,12 @@ ValidResult evaluate_valid(dist::Fsdp& fsdp, const model::LanguageModel& model, 
              "micro-batch of {} sequences", valid.sequences(), global_batch);
   double loss_sum = 0, valid_tokens = 0;
   std::unique_ptr<model::StepMetrics> metrics = model.new_step_metrics();
-  std::vector<std::vector<uint8_t>> gates(static_cast<size_t>(gate_rows));
+  std::vector<std::vector<uint8_t>> rows(static_cast<size_t>(model::token_row_count(columns)));  // [row][t]
   for (int64_t b = 0; b < batches; ++b) {
     model::Batch batch = valid.next();
     const int64_t B = batch.tokens.size(0), T = batch.tokens.size(1);
     model::StepOutput out = fsdp.forward(on_device(batch, dev), /*training=*/false);
-    to_host(out);
+    out.to_host();
     loss_sum += out.loss_sum;
     valid_tokens += static_cast<double>(out.n_valid);
     metrics->add(out);
@@ -52,6 +52,10 @@ ValidResult evaluate_valid(dist::Fsdp& fsdp, const model::LanguageModel& model, 
       r.per_example_acc.insert(r.per_example_acc.end(), score.per_example.begin(), score.per_example.end());
     }
     // The first sequences' per-token arrays go to run.h5 /tokens/valid (rank 0's, a sample).
+    std::vector<Tensor> out_rows = model.token_rows(out);
+    AMOR_CHECK(out_rows.size() == rows.size(), "model.token_rows: {} rows, its columns have {}", out_rows.size(),
+               rows.size());
+    for (Tensor& t : out_rows) t = host(t);
     for (int64_t i = 0; i < B && static_cast<int64_t>(r.sequences.lengths.size()) < kTokenSequencesSaved; ++i) {
       r.sequences.lengths.push_back(T);
       for (int64_t t = 0; t < T; ++t) {
@@ -61,12 +65,12 @@ ValidResult evaluate_valid(dist::Fsdp& fsdp, const model::LanguageModel& model, 
         // NaN where there is no target (design §6), not the 0 the loss tensor holds there.
         const bool scored = batch.targets.data<int32_t>()[j] != synthetic::kIgnore;
         r.sequences.loss.push_back(scored ? static_cast<float>(out.token_loss.item(j)) : NAN);
-        r.sequences.mode.push_back(out.modes.defined() ? out.modes.data<uint8_t>()[j] : 0);
-        for (int k = 0; k < gate_rows; ++k) gates[static_cast<size_t>(k)].push_back(out.gates[static_cast<size_t>(k)].data<uint8_t>()[j]);
+        for (size_t k = 0; k < rows.size(); ++k)
+          rows[k].push_back(out_rows[k].defined() ? out_rows[k].data<uint8_t>()[j] : 0);
       }
     }
   }
-  for (auto& g : gates) r.sequences.gate.insert(r.sequences.gate.end(), g.begin(), g.end());  // [K, total]
+  set_token_rows(r.sequences, columns, rows);
   double sums[4] = {loss_sum, valid_tokens, r.recall_correct, r.recall_labelled};
   comm.all_reduce(sums, 4, dist::ReduceOp::Sum);
   r.loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
