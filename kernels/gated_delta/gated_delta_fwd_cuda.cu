@@ -18,12 +18,15 @@
 //     c is computed, so a chunk step is two [n,K]x[K,32] products and three barriers, no memory
 //     latency. For bf16 (K 32, 48, 64 or 128, V a multiple of 16) gdn_state_fwd_reg_kernel
 //     replaces it by default: a warp per 16 columns of V with its state slice in registers, one
-//     barrier per chunk; for K <= 64 it also computes the output (step 3), so the forward is two
-//     kernels and S, Vn never reach memory (AMOR_GDN_VARIANT=reg: register pass, separate output
-//     kernel; =tile: the shared-memory pass, for comparison).
-//  3. gdn_output_kernel, one block per (chunk, head, batch), all chunks in parallel: P from q, k,
-//     gam, then O in 32-column tiles of V from the chunk's start state and Vn (the next tile's
-//     copies in flight while one is multiplied).
+//     barrier per chunk (AMOR_GDN_VARIANT=tile: the shared-memory pass, for comparison;
+//     =fused: for K <= 64 the register pass also computes the output, step 3, so S and Vn never
+//     reach memory, but its registers, 240 a thread, leave room for 1.45 waves of blocks where
+//     the unfused pass, 168, fits one: 798 against 587 us at B8 T2K H24, 2026-12-01 session 3).
+//  3. The output, all chunks in parallel: for bf16 at chunk 64, K 64 or 128 (the default)
+//     gdn_output_tc_kernel (gated_delta_output_tc_cuda.cu: P and O in register fragments, a warp
+//     per 16 rows); else gdn_output_kernel, one block per (chunk, head, batch): P from q, k, gam,
+//     then O in 32-column tiles of V from the chunk's start state and Vn (the next tile's copies
+//     in flight while one is multiplied; AMOR_GDN_VARIANT=reg keeps it after the register pass).
 // Memory traffic: q, k, v read twice or three times (prepare, state pass, output); the scratch
 // arrays that later kernels only multiply (W, Vn, the chunk states) are stored in the input dtype
 // (bf16: the rounding their tensor-core use applies anyway), U and gam in f32; one K x V state per
