@@ -4,7 +4,9 @@
 # Ubuntu 24.04 GPU machine, where nothing can be installed, use --no-install (README: "GPU machine").
 #
 #   scripts/setup.sh [--no-install] [--build-dir DIR] [--cuda AUTO|ON|OFF] [--jobs N] [--type Release|Debug]
-#                    [-- extra cmake arguments]
+#                    [--target NAME ...] [-- extra cmake arguments]
+# --target (repeatable): build only these targets (e.g. cuda_parity_test bench-gdn on the GPU
+# machine, where device time is short), not everything.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,6 +16,7 @@ install=1
 jobs=$(nproc)
 build_type=Release
 cmake_extra=()
+targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-install) install=0 ;;
@@ -21,8 +24,9 @@ while [ $# -gt 0 ]; do
     --cuda) cuda="$2"; shift ;;
     --jobs) jobs="$2"; shift ;;
     --type) build_type="$2"; shift ;;
+    --target) targets+=(--target "$2"); shift ;;
     --) shift; cmake_extra=("$@"); break ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -67,5 +71,5 @@ if [ "$install" = 1 ] && command -v npm >/dev/null; then
 fi
 
 cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DAMOR_CUDA="$cuda" "${cmake_extra[@]}" >/dev/null
-cmake --build "$build_dir" -j "$jobs"
+cmake --build "$build_dir" -j "$jobs" "${targets[@]}"
 echo "setup.sh: built in $build_dir"
