@@ -637,34 +637,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   bwd_qk_finish(s, p, d, scale, sd, dq, dk_part, dgam_part, dW_out);
 }
 
-// The f32 tile x [rows, cols] (row stride ldx, cols even, rows * cols <= kGdnMaxChunk^2, kThreads
-// threads) rounded to bf16 into y (stride ldy) over the same memory: every thread reads its
-// elements, the block waits, then writes (y's rows start inside x's earlier rows). Collective.
-__device__ __forceinline__ void round_tile_in_place(const float* x, int64_t ldx, bf16_t* y,
-                                                    int64_t ldy, int rows, int cols) {
-  constexpr int kMax = int(kGdnMaxChunk) * int(kGdnMaxChunk) / 2 / kThreads;  // pairs a thread
-  const int pairs = rows * (cols / 2), half = cols / 2;
-  uint32_t v[kMax];
-#pragma unroll
-  for (int u = 0; u < kMax; ++u) {
-    const int idx = int(threadIdx.x) + u * int(blockDim.x);
-    if (idx < pairs) {
-      const int r = idx / half, c = 2 * (idx - r * half);
-      v[u] = mma::pack_bf16x2(x[r * ldx + c], x[r * ldx + c + 1]);
-    }
-  }
-  __syncthreads();
-#pragma unroll
-  for (int u = 0; u < kMax; ++u) {
-    const int idx = int(threadIdx.x) + u * int(blockDim.x);
-    if (idx < pairs) {
-      const int r = idx / half, c = 2 * (idx - r * half);
-      *reinterpret_cast<uint32_t*>(y + r * ldy + c) = v[u];
-    }
-  }
-  __syncthreads();
-}
-
 // Two blocks per SM (91 KB of shared memory for bf16).
 template <class T, class Sh>
 __global__ void __launch_bounds__(kThreads, 2)
@@ -761,28 +733,11 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (j < n && lane == 0) s.dbeta[j] += sum;
   }
   __syncthreads();
-  // bf16: dTm and M, which the tensor cores take only as bf16 operands, rounded once into bf16
-  // tiles (dTm in its own place, M in M's) so the products load whole fragments by ldmatrix
-  // instead of packing f32 pairs per fragment; the same values, so the same products.
-  const bool tiles_b = sizeof(T) == 2 && L % 8 == 0;  // block-uniform
-  const int64_t ldb = tile_ld<bf16_t>(L);
-  bf16_t* const dTmb = reinterpret_cast<bf16_t*>(s.dTm);
-  bf16_t* const Mb = reinterpret_cast<bf16_t*>(s.M);
-  if (tiles_b) round_tile_in_place(s.dTm, ldl, dTmb, ldb, n, L);
   // z_j = sum_{r>=j} Tm_rj dW_r (into the V tiles' place, no longer read);  M = Tm^T dTm
   block_mm_t<T, Tri::kUpper>(n, int(K), n, ColA<T>{s.Tm, ldtm}, RowB<T>{s.dW, ldk},
                              [&](int j, int i, float z) { s.z[j * ldz + i] = z; });
-  if (tiles_b) {
-    block_mm_t<T, Tri::kUpper>(n, n, n, ColA<T>{s.Tm, ldtm}, RowB<bf16_t>{dTmb, ldb},
-                               Epi{[&](int r, int c, float m) { Mb[r * ldb + c] = from_f32<bf16_t>(m); },
-                                   [&](int r, int c, float m0, float m1) {
-                                     *reinterpret_cast<uint32_t*>(Mb + r * ldb + c) =
-                                         mma::pack_bf16x2(m0, m1);
-                                   }});
-  } else {
-    block_mm_t<T, Tri::kUpper>(n, n, n, ColA<T>{s.Tm, ldtm}, RowB<float>{s.dTm, ldl},
-                               [&](int r, int c, float m) { s.M[r * ldl + c] = m; });
-  }
+  block_mm_t<T, Tri::kUpper>(n, n, n, ColA<T>{s.Tm, ldtm}, RowB<float>{s.dTm, ldl},
+                             [&](int r, int c, float m) { s.M[r * ldl + c] = m; });
   __syncthreads();
   // w_j = e_j (k_j . z_j): dbeta_j += w_j, dgam_j += beta_j w_j (a warp per row, lanes along it)
   {
@@ -799,14 +754,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   // dA = -(Tm^T dTm) Tm^T, strictly lower, into dTm (no longer read).
-  auto dA_product = [&](auto m) {
-    block_mm_t<T>(n, n, n, m, ColB<T>{s.Tm, ldtm},
-                  [&](int r, int j, float x) { s.dTm[r * ldl + j] = j < r ? -x : 0.0f; });
-  };
-  if (tiles_b)
-    dA_product(RowA<bf16_t>{Mb, ldb});
-  else
-    dA_product(RowA<float>{s.M, ldl});
+  block_mm_t<T>(n, n, n, RowA<float>{s.M, ldl}, ColB<T>{s.Tm, ldtm},
+                [&](int r, int j, float x) { s.dTm[r * ldl + j] = j < r ? -x : 0.0f; });
   __syncthreads();
   // The Gram matrix G_rj = k_r . k_j, into M (no longer read).
   block_mm_t<T>(n, n, int(K), RowA<T>{s.k, ldk}, ColB<T>{s.k, ldk},
@@ -846,34 +795,19 @@ __global__ void __launch_bounds__(kThreads, 2)
     s.dgam[r] -= cs;
   }
   __syncthreads();
-  // dk's A operand E + E^T: for bf16 summed and rounded once into a bf16 tile in M's place (t
-  // is no longer read), the same values as summing per fragment element.
-  auto ee = [&](int r, int j) { return s.dTm[r * ldl + j] + s.dTm[j * ldl + r]; };
-  if (tiles_b) {
-    for (int idx = int(threadIdx.x); idx < n * L; idx += int(blockDim.x)) {
-      const int r = idx / L, j = idx - r * L;
-      Mb[r * ldb + j] = from_f32<bf16_t>(j < n ? ee(r, j) : 0.0f);
-    }
-    __syncthreads();
-  }
-  auto dk_product = [&](auto a) {
-    block_mm_t<T>(
-        n, int(K), n, a, RowB<T>{s.k, ldk},
-        Epi{[&](int r, int i, float x) {
-              dk[tok(r) * K + i] = from_f32<T>(
-                  dk_part[(row0 + r) * K + i] + s.beta[r] * exp_t<T>(s.gam[r]) * s.z[r * ldz + i] + x);
-            },
-            [&](int r, int i, float x0, float x1) {
-              const float be = s.beta[r] * exp_t<T>(s.gam[r]);
-              const float* part = dk_part + (row0 + r) * K + i;
-              store2(dk, tok(r) * K + i, part[0] + be * s.z[r * ldz + i] + x0,
-                     part[1] + be * s.z[r * ldz + i + 1] + x1);
-            }});
-  };
-  if (tiles_b)
-    dk_product(RowA<bf16_t>{Mb, ldb});
-  else
-    dk_product(ee);
+  block_mm_t<T>(
+      n, int(K), n, [&](int r, int j) { return s.dTm[r * ldl + j] + s.dTm[j * ldl + r]; },
+      RowB<T>{s.k, ldk},
+      Epi{[&](int r, int i, float x) {
+            dk[tok(r) * K + i] = from_f32<T>(dk_part[(row0 + r) * K + i] +
+                                             s.beta[r] * exp_t<T>(s.gam[r]) * s.z[r * ldz + i] + x);
+          },
+          [&](int r, int i, float x0, float x1) {
+            const float be = s.beta[r] * exp_t<T>(s.gam[r]);
+            const float* part = dk_part + (row0 + r) * K + i;
+            store2(dk, tok(r) * K + i, part[0] + be * s.z[r * ldz + i] + x0,
+                   part[1] + be * s.z[r * ldz + i + 1] + x1);
+          }});
   // dg = reverse cumulative sum of dgam inside the chunk: row r sums dgam_{n-1} .. dgam_r in that
   // order (the sequential sum's rounding), all rows at once; dbeta.
   for (int r = threadIdx.x; r < n; r += blockDim.x) {
