@@ -13,20 +13,42 @@ const std::vector<SummaryMetric> kGateSummary = {{"fire_rate", "fire"}};
 // In the order of model.kind's one_of in models/core/config.h.
 const std::vector<std::pair<std::string, KindTraits>>& table() {
   static const std::vector<std::pair<std::string, KindTraits>> t = {
-      {"transformer", {false, false, kGateSummary}}, {"mamba2", {false, false, kGateSummary}},
-      {"gdn", {false, false, kGateSummary}},         {"serial", {true, false, kGateSummary}},
-      {"fused", {false, false, kGateSummary}},       {"amor", {false, false, kGateSummary}},
-      {"oryx", {false, true, kGateSummary}}};
+      {"transformer", {false, false, kGateSummary, {}}},
+      {"mamba2", {false, false, kGateSummary, {"mamba2."}}},
+      {"gdn", {false, false, kGateSummary, {"gdn."}}},
+      {"serial", {true, false, kGateSummary, {"pattern", "mamba2.", "gdn."}}},
+      {"fused", {false, false, kGateSummary, {"fused_linear", "mamba2.", "gdn."}}},
+      {"amor", {false, false, kGateSummary, {"amor.", "mamba2.", "gdn."}}},
+      {"oryx", {false, true, kGateSummary, {"oryx.", "mamba2.", "gdn."}}}};
   return t;
 }
 
 }  // namespace
 
 const KindTraits& kind_traits(const std::string& kind) {
-  static const KindTraits unknown{false, false, kGateSummary};
+  static const KindTraits unknown{false, false, kGateSummary, {}};
   for (const auto& [name, traits] : table())
     if (name == kind) return traits;
   return unknown;
+}
+
+namespace {
+
+bool under(const std::string& key, const std::string& prefix) {
+  if (prefix.empty()) return false;
+  if (prefix.back() == '.') return key.compare(0, prefix.size(), prefix) == 0;
+  return key == prefix;
+}
+
+}  // namespace
+
+bool kind_uses_key(const std::string& kind, const std::string& key) {
+  for (const auto& p : kind_traits(kind).key_prefixes)
+    if (under(key, p)) return true;
+  for (const auto& [name, traits] : table())
+    for (const auto& p : traits.key_prefixes)
+      if (under(key, p)) return false;  // another kind's key
+  return true;
 }
 
 const std::vector<std::string>& model_kinds() {

@@ -18,10 +18,21 @@ struct KindTraits {
   // LanguageModel::summary_metrics's default for this kind; the sweep summary and index.csv show
   // these for the kind's runs (they read the kind's list, since they build no model).
   std::vector<SummaryMetric> summary_metrics;
+  // The kind-specific model keys this kind reads, as prefixes relative to `model.` ("pattern",
+  // "amor." for every key under model.amor). A key under a prefix that some kind lists but this
+  // one does not is ignored by this kind's models (kind_uses_key); keys no kind lists (d_model,
+  // vocab ...) are read by every kind. Listed conservatively: mamba2.* and gdn.* for every kind
+  // that may hold such a mixer (amor whatever its backbone), since run names drop only the keys a
+  // kind never reads (runner/config/run_name.h).
+  std::vector<std::string> key_prefixes;
 };
 
 // The traits of model.kind `kind` (an unknown kind: the defaults; the schema rejects it anyway).
 const KindTraits& kind_traits(const std::string& kind);
+// Whether a model of kind `kind` reads the model key `key` (relative to `model.`, e.g.
+// "amor.backbone", "pattern"): false only for a key under another kind's key_prefixes.
+bool kind_uses_key(const std::string& kind, const std::string& key);
+
 // Every kind the schema accepts, in its order.
 const std::vector<std::string>& model_kinds();
 // The kinds with a trait set, joined by " or " (for messages: "needs model.kind oryx").

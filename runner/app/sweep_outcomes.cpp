@@ -34,6 +34,17 @@ std::vector<std::string> eval_columns(const config::RunConfig& cfg) {
   return cols;
 }
 
+bool eval_column_applies(const config::RunConfig& cfg, const std::string& column) {
+  // A model trained on MQAR's synthetic tokens has seen no text: the text tasks' scores (ppl by
+  // position, NIAH, passkey, lambada ...) say nothing about it. MQAR's own score applies to all.
+  return cfg.data.source != "mqar" || column.rfind("mqar_", 0) == 0;
+}
+
+bool recall_applies(const config::RunConfig& cfg) {
+  return cfg.data.source == "mqar" ||
+         std::find(cfg.eval.tasks.begin(), cfg.eval.tasks.end(), "mqar") != cfg.eval.tasks.end();
+}
+
 const std::vector<model::SummaryMetric>& model_summary(const config::RunConfig& cfg) {
   return model::kind_traits(cfg.model.kind).summary_metrics;
 }
@@ -101,24 +112,37 @@ int report_outcomes(const std::vector<config::RunSpec>& runs, const std::vector<
     }
   }
   auto is_metric = [metric_names](const std::string& c) { return metric_names.count(c) > 0; };
-  // Evaluation columns: every task any run evaluated (first-seen order), headed by the task.
+  // Columns that mean something for some run (first-seen order): an evaluation column for the
+  // runs whose data make its task meaningful (eval_column_applies), the recall column for runs
+  // with MQAR, a model metric where the run's model gave a value (AMOR's fire rate: NaN without
+  // gates). A cell that does not apply is blank; one that applies without a value (a failed or
+  // pending run) is "-". A column no run has is left out.
   std::vector<std::string> cols;
   for (const auto& r : runs)
     for (const auto& c : eval_columns(r.config))
-      if (std::find(cols.begin(), cols.end(), c) == cols.end()) cols.push_back(c);
-  // The models' summary columns: every metric any run's kind reports (first-seen order).
+      if (eval_column_applies(r.config, c) && std::find(cols.begin(), cols.end(), c) == cols.end())
+        cols.push_back(c);
   std::vector<model::SummaryMetric> mcols;
-  for (const auto& r : runs)
-    for (const auto& sm : model_summary(r.config))
-      if (std::none_of(mcols.begin(), mcols.end(), [&](const auto& m) { return m.name == sm.name; }))
-        mcols.push_back(sm);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& own_model = model_summary(runs[i].config);
+    for (size_t j = 0; j < own_model.size() && j < outcomes[i].model.size(); ++j)
+      if (!std::isnan(outcomes[i].model[j]) &&
+          std::none_of(mcols.begin(), mcols.end(), [&](const auto& m) { return m.name == own_model[j].name; }))
+        mcols.push_back(own_model[j]);
+  }
+  const bool show_recall =
+      std::any_of(runs.begin(), runs.end(), [](const auto& r) { return recall_applies(r.config); });
+  const bool show_valid = std::any_of(outcomes.begin(), outcomes.end(),
+                                      [](const Outcome& o) { return !std::isnan(o.valid_loss); });
   auto task_of = [&](const std::string& col) {
     for (const auto& r : runs)
       for (const auto& t : eval::harness_tasks(r.config))
         if (col == t + "_" + eval::headline_metric(t)) return t;
     return col;
   };
-  std::string head = fmt::format("\n{:<44} {:<8} {:>10} {:>10} {:>8}", "run", "status", "loss", "valid", "recall");
+  std::string head = fmt::format("\n{:<44} {:<8} {:>10}", "run", "status", "loss");
+  if (show_valid) head += fmt::format(" {:>10}", "valid");
+  if (show_recall) head += fmt::format(" {:>8}", "recall");
   for (const auto& m : mcols) head += fmt::format(" {:>{}}", m.label, std::max<size_t>(8, m.label.size()));
   for (const auto& c : cols) head += fmt::format(" {:>{}}", task_of(c), std::max<size_t>(8, task_of(c).size()));
   std::printf("%s\n", head.c_str());
@@ -126,20 +150,24 @@ int report_outcomes(const std::vector<config::RunSpec>& runs, const std::vector<
     const auto& r = runs[i];
     const Outcome& oc = outcomes[i];
     static const char* names[] = {"pending", "done", "done", "stopped", "failed"};
-    std::string line = fmt::format("{:<44} {:<8} {:>10} {:>10} {:>8}", r.id(), names[oc.status],
-                                   fmt_num(oc.final_loss), fmt_num(oc.valid_loss), fmt_num(oc.mqar_acc, "{:.3f}"));
+    std::string line = fmt::format("{:<44} {:<8} {:>10}", r.id(), names[oc.status], fmt_num(oc.final_loss));
+    if (show_valid) line += fmt::format(" {:>10}", fmt_num(oc.valid_loss));
+    if (show_recall)
+      line += fmt::format(" {:>8}", recall_applies(r.config) ? fmt_num(oc.mqar_acc, "{:.3f}") : std::string(""));
     const auto& own_model = model_summary(r.config);
     for (const auto& m : mcols) {
       double v = NAN;
       for (size_t j = 0; j < own_model.size() && j < oc.model.size(); ++j)
         if (own_model[j].name == m.name) v = oc.model[j];
-      line += fmt::format(" {:>{}}", fmt_num(v, "{:.3f}"), std::max<size_t>(8, m.label.size()));
+      line += fmt::format(" {:>{}}", std::isnan(v) ? std::string("") : fmt_num(v, "{:.3f}"),
+                          std::max<size_t>(8, m.label.size()));
     }
     const auto own = eval_columns(r.config);
     for (const auto& c : cols) {
       auto it = std::find(own.begin(), own.end(), c);
-      const double v = it == own.end() ? NAN : oc.evals.at(static_cast<size_t>(it - own.begin()));
-      line += fmt::format(" {:>{}}", it == own.end() ? std::string("") : fmt_num(v, "{:.3f}"),
+      const bool applies = it != own.end() && eval_column_applies(r.config, c);
+      const double v = applies ? oc.evals.at(static_cast<size_t>(it - own.begin())) : NAN;
+      line += fmt::format(" {:>{}}", applies ? fmt_num(v, "{:.3f}") : std::string(""),
                           std::max<size_t>(8, task_of(c).size()));
     }
     std::printf("%s\n", line.c_str());
@@ -155,8 +183,10 @@ int report_outcomes(const std::vector<config::RunSpec>& runs, const std::vector<
       if (!std::isnan(v)) row.metrics.emplace_back(k, v);
     for (size_t j = 0; j < own_model.size() && j < oc.model.size(); ++j)
       if (!std::isnan(oc.model[j])) row.metrics.emplace_back(own_model[j].name, oc.model[j]);
+    // index.csv: the same cells (a score that does not apply is left empty, not written).
     for (size_t c = 0; c < own.size(); ++c)
-      if (!std::isnan(oc.evals.at(c))) row.metrics.emplace_back(own[c], oc.evals[c]);
+      if (!std::isnan(oc.evals.at(c)) && eval_column_applies(r.config, own[c]))
+        row.metrics.emplace_back(own[c], oc.evals[c]);
     row.error = oc.message;
     index[r.sweep].push_back(row);
     // A run skipped as DONE or never started: the row already in the file (if any) knows more.

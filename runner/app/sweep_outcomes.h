@@ -31,6 +31,13 @@ const std::vector<model::SummaryMetric>& model_summary(const config::RunConfig& 
 // per harness task (mqar's accuracy has its own column, mqar_acc).
 std::vector<std::string> eval_columns(const config::RunConfig& cfg);
 
+// Whether an evaluation column means something for the run: every column for runs trained on
+// text; for a run trained on MQAR (data.source mqar) only MQAR's (a text task's score of a model
+// that saw no text is left blank in the summary and empty in index.csv, though evaluated).
+bool eval_column_applies(const config::RunConfig& cfg, const std::string& column);
+// Whether the summary's recall column (mqar_acc) applies: MQAR runs, and runs evaluating mqar.
+bool recall_applies(const config::RunConfig& cfg);
+
 // A finished train_run's numbers and status (1 done, 3 stopped, 4 failed).
 Outcome outcome_of(const config::RunSpec& spec, const RunResult& res);
 

@@ -188,15 +188,15 @@ TEST_F(ConfigErrors, Base) {
 
 TEST_F(ConfigErrors, Sweep) {
   expect("name: s\nsweep:\n",
-         "F:2: key 'sweep': empty sweep (give grid, zip or seeds, or leave out `sweep` for a "
+         "F:2: key 'sweep': empty sweep (give variants, grid, zip or seeds, or leave out `sweep` for a "
          "single run)");
   expect("name: s\nsweep: {}\n",
-         "F:2: key 'sweep': empty sweep (give grid, zip or seeds, or leave out `sweep` for a "
+         "F:2: key 'sweep': empty sweep (give variants, grid, zip or seeds, or leave out `sweep` for a "
          "single run)");
-  expect("name: s\nsweep: [1]\n", "F:2: key 'sweep': expected a mapping with grid, zip, seeds; got a list");
+  expect("name: s\nsweep: [1]\n", "F:2: key 'sweep': expected a mapping with variants, grid, zip, seeds; got a list");
   expect("name: s\nsweep:\n  grd: {}\n",
          "F:3: unknown key 'sweep.grd' (did you mean 'sweep.grid'?); allowed here: sweep.grid, "
-         "sweep.zip, sweep.seeds");
+         "sweep.zip, sweep.seeds, sweep.variants");
   expect("name: s\nsweep:\n  grid: {}\n",
          "F:3: key 'sweep.grid': empty sweep (give at least one key with a list of values)");
   expect("name: s\nsweep:\n  grid:\n    model.d_model: []\n",

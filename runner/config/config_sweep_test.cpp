@@ -6,6 +6,7 @@
 #include "runner/config/config_test_util.h"
 #include "runner/config/run_name.h"
 #include "runner/config/sweep.h"
+#include "models/lm/model_kinds.h"
 
 namespace amor::config {
 namespace {
@@ -239,6 +240,7 @@ TEST(ConfigSweep, NamePartsForEachType) {
   TempDir dir;
   std::string f = dir.write("n.yaml",
                             "name: n\n"
+                            "base: {model.kind: serial}\n"  // reads pattern and mamba2.*
                             "sweep:\n"
                             "  grid:\n"
                             "    model.recompute: [true, false]\n"
@@ -253,13 +255,18 @@ TEST(ConfigSweep, NamePartsForEachType) {
   EXPECT_EQ(names(runs),
             (std::vector<std::string>{
                 "recompute-pattern_MMA-tasks_a+b-signal_none-path_x_y_z-model.head_dim32-"
-                "mamba2.head_dim16-m_init-0.5",
+                "mamba2.head_dim16",
                 "recompute-pattern_MMA-tasks_none-signal_none-path_x_y_z-model.head_dim32-"
-                "mamba2.head_dim16-m_init-0.5",
+                "mamba2.head_dim16",
                 "no_recompute-pattern_MMA-tasks_a+b-signal_none-path_x_y_z-model.head_dim32-"
-                "mamba2.head_dim16-m_init-0.5",
+                "mamba2.head_dim16",
                 "no_recompute-pattern_MMA-tasks_none-signal_none-path_x_y_z-model.head_dim32-"
-                "mamba2.head_dim16-m_init-0.5"}));
+                "mamba2.head_dim16"}));
+  // model.amor.m_init names no run of a serial model (it reads no model.amor.* key), and its
+  // short name still counts for others': an amor run's m_init part (negative number).
+  auto amor = expand({f}, {"model.kind=amor", "model.pattern="});
+  EXPECT_EQ(amor[0].name, "recompute-tasks_a+b-signal_none-path_x_y_z-model.head_dim32-"
+                          "mamba2.head_dim16-m_init-0.5");
   EXPECT_EQ(short_names({"a.b.c", "x.b.c", "d"}), (std::vector<std::string>{"a.b.c", "x.b.c", "d"}));
   EXPECT_EQ(sanitize_name(".hidden/dir"), "_hidden_dir");
   EXPECT_EQ(join_run_name({std::string(300, 'x')}).size(), 200u);
@@ -282,6 +289,135 @@ TEST(ConfigSweep, SeveralFilesAndTheResolveHook) {
   EXPECT_EQ(runs[2].config.model.d_model, 80);
   EXPECT_EQ(runs[3].config.model.d_model, 96);  // the hash covers what the hook filled in
   EXPECT_EQ(runs[3].hash8, hash8(canonical_json(runs[3].config)));
+}
+
+// Issue #16 §4: a key the run's model does not read names nothing; the hash is unchanged (it is
+// of the whole config, unused keys included).
+TEST(ConfigSweep, KeysTheModelDoesNotReadDoNotNameItsRuns) {
+  TempDir dir;
+  std::string f = dir.write("u.yaml",
+                            "name: u\n"
+                            "sweep:\n"
+                            "  grid: {data.source: [mqar, corpus]}\n"
+                            "  zip:\n"
+                            "    model.kind:          [transformer, mamba2, amor, amor]\n"
+                            "    model.amor.backbone: [gdn,         gdn,    gdn,  mamba2]\n");
+  auto runs = expand({f}, {});
+  EXPECT_EQ(names(runs), (std::vector<std::string>{"mqar-transformer", "mqar-mamba2", "mqar-amor-gdn",
+                                                   "mqar-amor-mamba2", "corpus-transformer",
+                                                   "corpus-mamba2", "corpus-amor-gdn",
+                                                   "corpus-amor-mamba2"}));
+  // Still listed among the run's overrides (index.csv's key columns, --dry-run).
+  EXPECT_EQ(runs[0].overrides, (Pairs{{"data.source", "mqar"}, {"model.kind", "transformer"},
+                                      {"model.amor.backbone", "gdn"}}));
+  EXPECT_TRUE(model::kind_uses_key("amor", "amor.kappa"));
+  EXPECT_FALSE(model::kind_uses_key("gdn", "amor.kappa"));
+  EXPECT_FALSE(model::kind_uses_key("transformer", "pattern"));
+  EXPECT_TRUE(model::kind_uses_key("serial", "pattern"));
+  EXPECT_FALSE(model::kind_uses_key("amor", "fused_linear"));
+  EXPECT_TRUE(model::kind_uses_key("fused", "fused_linear"));
+  EXPECT_FALSE(model::kind_uses_key("mamba2", "gdn.chunk"));
+  EXPECT_TRUE(model::kind_uses_key("mamba2", "d_model"));
+
+  // Two runs that differ only in a key their model does not read: the same model twice.
+  std::string g = dir.write("dup.yaml",
+                            "name: dup\n"
+                            "sweep:\n"
+                            "  grid: {model.kind: [gdn, amor], model.amor.kappa: [0.1, 0.2]}\n");
+  EXPECT_EQ(config_error([&] { expand({g}, {}); }),
+            g + ": sweep 'dup': two runs named 'gdn' differ only in model.amor.kappa, which "
+                "model.kind gdn does not use (the same model trained twice); sweep such keys only "
+                "with the kinds that use them (sweep.variants)");
+}
+
+TEST(ConfigSweep, VariantsAreOverrideSetsCrossedWithGridAndSeeds) {
+  TempDir dir;
+  std::string f = dir.write("v.yaml",
+                            "name: v\n"
+                            "base: {model.amor.kappa: 0.2}\n"
+                            "sweep:\n"
+                            "  seeds: [0, 1]\n"
+                            "  grid: {train.lr: [0.001, 0.002]}\n"
+                            "  variants:\n"
+                            "    - {model.kind: gdn}\n"
+                            "    - name: amor-k3\n"
+                            "      model: {kind: amor, amor.kappa: 0.3}\n"
+                            "    - {model.kind: amor, model.amor.backbone: mamba2}\n");
+  auto runs = expand({f}, {});
+  ASSERT_EQ(runs.size(), 12u);
+  // Variants are the slowest axis and the first part of the names.
+  EXPECT_EQ(runs[0].name, "gdn-lr0.001-seed0");
+  EXPECT_EQ(runs[3].name, "gdn-lr0.002-seed1");
+  EXPECT_EQ(runs[4].name, "amor-k3-lr0.001-seed0");
+  EXPECT_EQ(runs[8].name, "amor-mamba2-lr0.001-seed0");
+  EXPECT_EQ(runs[0].config.model.amor.kappa, 0.2);  // a key a variant does not set keeps the base
+  EXPECT_EQ(runs[4].config.model.amor.kappa, 0.3);
+  EXPECT_EQ(runs[8].config.model.amor.backbone, "mamba2");
+  EXPECT_EQ(runs[8].config.model.amor.kappa, 0.2);
+  EXPECT_EQ(runs[4].overrides, (Pairs{{"model.kind", "amor"}, {"model.amor.kappa", "0.3"},
+                                      {"train.lr", "0.001"}, {"train.seed", "0"}}));
+  // Overriding a variant's key on the command line takes it out of the names.
+  auto o = expand({f}, {"model.amor.backbone=gdn", "train.seed=3"});
+  EXPECT_EQ(names(o), (std::vector<std::string>{"gdn-lr0.001", "gdn-lr0.002", "amor-k3-lr0.001",
+                                                "amor-k3-lr0.002", "amor-lr0.001", "amor-lr0.002"}));
+}
+
+TEST(ConfigSweep, VariantsExpandToTheSameRunsAsTheZipTheyReplace) {
+  TempDir dir;
+  std::string zip = dir.write("z.yaml",
+                              "name: t\n"
+                              "base: {model.n_layers: 3}\n"
+                              "sweep:\n"
+                              "  zip:\n"
+                              "    model.kind:         [gdn, serial, fused, serial]\n"
+                              "    model.pattern:      [GGA, MMA,    GGA,   GGA]\n"
+                              "    model.fused_linear: [gdn, mamba2, gdn,   gdn]\n");
+  std::string var = dir.write("v.yaml",
+                              "name: t\n"
+                              "base: {model.n_layers: 3, model.pattern: GGA, model.fused_linear: gdn}\n"
+                              "sweep:\n"
+                              "  variants:\n"
+                              "    - {model.kind: gdn}\n"
+                              "    - {model.kind: serial, model.pattern: MMA, model.fused_linear: mamba2}\n"
+                              "    - {model.kind: fused}\n"
+                              "    - {model.kind: serial}\n");
+  auto a = expand({zip}, {}), b = expand({var}, {});
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].hash8, b[i].hash8) << i;
+  EXPECT_EQ(names(a), (std::vector<std::string>{"gdn", "serial-pattern_MMA", "fused-gdn",
+                                                "serial-pattern_GGA"}));
+  EXPECT_EQ(names(b), (std::vector<std::string>{"gdn", "serial-pattern_MMA", "fused",
+                                                "serial"}));
+}
+
+TEST(ConfigSweep, VariantErrorsNameFileLineAndKey) {
+  TempDir dir;
+  auto err = [&](const std::string& sweep) {
+    std::string f = dir.write("e.yaml", "name: e\nsweep:\n" + sweep);
+    std::string msg = config_error([&] { expand({f}, {}); });
+    return msg.substr(msg.find("e.yaml:") + 7);
+  };
+  EXPECT_EQ(err("  variants: {model.kind: gdn}\n"),
+            "3: key 'sweep.variants': expected a list of override sets ({key: value, ...}), got a mapping");
+  EXPECT_EQ(err("  variants: []\n"), "3: key 'sweep.variants': empty list (give at least one override set)");
+  EXPECT_EQ(err("  variants:\n    - {model.kind: gdn}\n    - {model.knd: amor}\n"),
+            "5: sweep.variants item 2: unknown key 'model.knd' (did you mean 'model.kind'?)");
+  EXPECT_EQ(err("  variants:\n    - {model.kind: gdn}\n    - model.kind: [amor]\n"),
+            "5: sweep.variants item 2: key 'model.kind': expected one of transformer, mamba2, gdn, "
+            "serial, fused, amor, oryx, got a list");
+  EXPECT_EQ(err("  variants:\n    - {model.kind: gdn}\n    - {model.kind: gdn}\n"),
+            "5: sweep.variants item 2: repeats item 1 (the same keys set to the same values)");
+  EXPECT_EQ(err("  variants:\n    - {name: a, model.kind: gdn}\n    - {name: a, model.kind: amor}\n"),
+            "5: sweep.variants item 2: name 'a' is already used (at " + dir.path() + "/e.yaml:4)");
+  EXPECT_EQ(err("  variants:\n    - {name: a/b, model.kind: gdn}\n"),
+            "4: sweep.variants item 1: key 'name': expected a run name part of letters, digits, "
+            "'_', '.', '+', '-' (at most 100 bytes, not starting with '.'), got 'a/b'");
+  EXPECT_EQ(err("  variants:\n    - model.kind: gdn\n      model: {kind: amor}\n"),
+            "5: sweep.variants item 1: key 'model.kind' is set twice (first at " + dir.path() +
+                "/e.yaml:4)");
+  EXPECT_EQ(err("  variants:\n    - {model.kind: gdn}\n  grid: {model.kind: [amor]}\n"),
+            "5: sweep.grid: key 'model.kind' is already swept in sweep.variants (" + dir.path() +
+                "/e.yaml:4)");
 }
 
 }  // namespace

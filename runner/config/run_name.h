@@ -12,7 +12,10 @@
 // keys of the sweep share it (model.head_dim and model.mamba2.head_dim -> model.head_dim,
 // mamba2.head_dim). Characters outside [A-Za-z0-9._+-] become '_'; names are cut at 200 bytes.
 // Every key of a sweep axis takes part, even one with a single value, so adding a value to an axis
-// later keeps the names (and directories) of the runs that already exist.
+// later keeps the names (and directories) of the runs that already exist; except a model.* key
+// the run's model kind does not read (model::kind_uses_key, models/lm/model_kinds.h), which names
+// none of that kind's runs (it stays in their config and hash). A named variant (sweep.variants)
+// gives its name instead of its keys' parts. expand_sweep (sweep.cpp) applies these rules.
 #pragma once
 #include <string>
 #include <string_view>

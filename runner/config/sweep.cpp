@@ -3,9 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
+#include "models/lm/model_kinds.h"
 #include "runner/config/canonical.h"
 #include "runner/config/run_name.h"
 #include "runner/config/sweep_file.h"
@@ -36,6 +38,24 @@ std::vector<Assignment> parse_overrides(const std::vector<std::string>& override
 
 namespace {
 
+// Whether the run's model reads `key` (keys outside model.* always count).
+bool uses_key(const RunConfig& c, const std::string& key) {
+  if (key.rfind("model.", 0) != 0) return true;
+  return model::kind_uses_key(c.model.kind, key.substr(6));
+}
+
+// The swept keys whose values differ between two runs (by their overrides).
+std::vector<std::string> differing_keys(const RunSpec& a, const RunSpec& b) {
+  std::map<std::string, std::string> va(a.overrides.begin(), a.overrides.end());
+  std::map<std::string, std::string> vb(b.overrides.begin(), b.overrides.end());
+  std::vector<std::string> out;
+  for (const auto& [k, v] : va)
+    if (!vb.count(k) || vb.at(k) != v) out.push_back(k);
+  for (const auto& [k, v] : vb)
+    if (!va.count(k)) out.push_back(k);
+  return out;
+}
+
 // Expands one sweep file, appending to `runs`.
 void expand_file(const std::string& path, const std::vector<Assignment>& cli,
                  const ExpandOptions& options, std::vector<RunSpec>& runs) {
@@ -45,9 +65,16 @@ void expand_file(const std::string& path, const std::vector<Assignment>& cli,
 
   // Swept keys that name runs: all but those the command line overrides.
   std::vector<std::string> named_keys;
-  for (const Axis& axis : def.axes)
-    for (const AxisKey& k : axis.keys)
-      if (!cli_keys.count(k.field->key)) named_keys.push_back(k.field->key);
+  auto add_named = [&](const std::string& key) {
+    if (!cli_keys.count(key) &&
+        std::find(named_keys.begin(), named_keys.end(), key) == named_keys.end())
+      named_keys.push_back(key);
+  };
+  for (const Axis& axis : def.axes) {
+    for (const AxisKey& k : axis.keys) add_named(k.field->key);
+    for (const Variant& v : axis.variants)
+      for (const Assignment& a : v.set) add_named(a.field->key);
+  }
   std::vector<std::string> shorts = short_names(named_keys);
   std::map<std::string, std::string> short_of;
   for (size_t i = 0; i < named_keys.size(); ++i) short_of[named_keys[i]] = shorts[i];
@@ -66,13 +93,27 @@ void expand_file(const std::string& path, const std::vector<Assignment>& cli,
     spec.sweep = def.name;
     spec.sweep_file = def.file;
     std::vector<Assignment> swept;
-    std::vector<std::string> parts;
+    // Name parts in sweep order: a swept key's value, or a named variant's name (nullptr field).
+    std::vector<std::pair<const Assignment*, std::string>> named;
     for (size_t a = 0; a < def.axes.size(); ++a) {
-      for (const AxisKey& k : def.axes[a].keys) {
+      const Axis& axis = def.axes[a];
+      if (!axis.variants.empty()) {
+        const Variant& v = axis.variants[index[a]];
+        bool all_overridden = true;
+        for (const Assignment& as : v.set) {
+          swept.push_back(as);
+          all_overridden = all_overridden && cli_keys.count(as.field->key);
+          if (cli_keys.count(as.field->key)) continue;
+          spec.overrides.emplace_back(as.field->key, format_value(as.value));
+          if (v.name.empty()) named.emplace_back(&as, "");
+        }
+        if (!v.name.empty() && !(all_overridden && !v.set.empty())) named.emplace_back(nullptr, v.name);
+        continue;
+      }
+      for (const AxisKey& k : axis.keys) {
         const FieldValue& v = k.values[index[a]];
         swept.push_back({k.field, v, k.value_at[index[a]]});
         if (cli_keys.count(k.field->key)) continue;
-        parts.push_back(name_part(short_of.at(k.field->key), *k.field, v));
         spec.overrides.emplace_back(k.field->key, format_value(v));
       }
     }
@@ -83,6 +124,30 @@ void expand_file(const std::string& path, const std::vector<Assignment>& cli,
     apply(spec.config, cli, spec.set_at);
     if (options.resolve) options.resolve(spec.config, spec.set_at);
     finalize(spec.config, spec.set_at, {def.file, 0});
+
+    // The name, from the values that matter for this run: a model key its kind does not read
+    // (model.amor.* beside a transformer) names nothing (run_name.h).
+    std::vector<std::string> parts;
+    size_t n = 0;  // index into `named` for variants, walked in step with the axes
+    for (size_t a = 0; a < def.axes.size(); ++a) {
+      const Axis& axis = def.axes[a];
+      if (!axis.variants.empty()) {
+        for (; n < named.size(); ++n) {
+          const auto& [as, label] = named[n];
+          if (!as) {
+            parts.push_back(label);
+            continue;
+          }
+          if (uses_key(spec.config, as->field->key))
+            parts.push_back(name_part(short_of.at(as->field->key), *as->field, as->value));
+        }
+        continue;
+      }
+      for (const AxisKey& k : axis.keys) {
+        if (cli_keys.count(k.field->key) || !uses_key(spec.config, k.field->key)) continue;
+        parts.push_back(name_part(short_of.at(k.field->key), *k.field, k.values[index[a]]));
+      }
+    }
     spec.name = join_run_name(parts);
     spec.canonical = canonical_json(spec.config);
     spec.hash8 = hash8(spec.canonical);
@@ -113,6 +178,23 @@ std::vector<RunSpec> expand_sweep(const std::vector<std::string>& paths,
     auto n = by_name.find(name_key);
     auto c = by_config.find(config_key);
     if (n != by_name.end() && c != by_config.end() && n->second == c->second) continue;
+    if (n != by_name.end()) {
+      // Runs that differ only in keys their model does not read train the same model.
+      const RunSpec& other = runs[n->second];
+      std::vector<std::string> diff = differing_keys(other, spec);
+      bool unused = !diff.empty() && other.config.model.kind == spec.config.model.kind;
+      std::string keys;
+      for (const std::string& k : diff) {
+        unused = unused && !uses_key(spec.config, k);
+        keys += (keys.empty() ? "" : ", ") + k;
+      }
+      if (unused)
+        fail({spec.sweep_file, 0},
+             fmt::format("sweep '{}': two runs named '{}' differ only in {}, which model.kind {} "
+                         "does not use (the same model trained twice); sweep such keys only with "
+                         "the kinds that use them (sweep.variants)",
+                         spec.sweep, spec.name, keys, spec.config.model.kind));
+    }
     if (n != by_name.end())
       fail({spec.sweep_file, 0},
            fmt::format("sweep '{}': two different runs are named '{}' (their values differ only "

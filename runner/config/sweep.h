@@ -5,7 +5,9 @@
 //   for (const auto& r : runs) std::cout << r.id() << "  " << r.dir("results") << "\n";
 //
 // Order is deterministic: files in the order given; within a file the cartesian product of the
-// axes with the first axis slowest (grid keys in file order, then the zip group, then seeds).
+// axes with the first axis slowest (the variants, grid keys in file order, the zip group, seeds).
+// Run names leave out the model keys the run's kind does not read (run_name.h); two runs that
+// differ only in such keys are an error naming them.
 // Overrides (`key=value`, the value read as YAML and typed by the schema; `key=` is the empty
 // string) apply to every run after its sweep values. An override of a swept key wins and takes
 // that key out of the run names; runs that become identical (same name and config) are listed

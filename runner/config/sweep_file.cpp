@@ -223,7 +223,7 @@ class AxisReader {
                 });
     std::vector<Axis> axes;
     if (!zipped) {
-      for (AxisKey& k : keys) axes.push_back({section, {std::move(k)}});
+      for (AxisKey& k : keys) axes.push_back({section, {std::move(k)}, {}});
       return axes;
     }
     for (const AxisKey& k : keys)
@@ -242,21 +242,91 @@ class AxisReader {
                fmt::format("{}: entry {} repeats entry {} (the same value for every zipped key)",
                            section, i + 1, j + 1));
       }
-    axes.push_back({section, std::move(keys)});
+    axes.push_back({section, std::move(keys), {}});
     return axes;
+  }
+
+  // sweep.variants: a list of override sets; `name` (optional) names the item's runs.
+  Axis variants(const YAML::Node& node, const Location& key_at) {
+    const std::string section = "sweep.variants";
+    Location at = value_location(node, key_at);
+    if (!node.IsSequence())
+      fail(at, "key '" + section + "': expected a list of override sets ({key: value, ...}), got " +
+                   describe_node(node));
+    if (node.size() == 0)
+      fail(at, "key '" + section + "': empty list (give at least one override set)");
+    Axis axis{section, {}, {}};
+    std::map<std::string, Location> names;
+    std::vector<std::vector<std::pair<std::string, std::string>>> sets;
+    for (size_t i = 0; i < node.size(); ++i) {
+      const YAML::Node item = node[i];
+      Location item_at = value_location(item, at);
+      std::string context = fmt::format("{} item {}: ", section, i + 1);
+      if (!item.IsMap() && !item.IsNull())
+        fail(item_at, context + "expected a mapping of run config keys to values (and an optional "
+                                "name), got " + describe_node(item));
+      Variant v;
+      v.at = item_at;
+      std::map<std::string, Location> seen;
+      if (item.IsMap())
+        for (auto it = item.begin(); it != item.end(); ++it) {
+          const YAML::Node k = it->first;
+          const YAML::Node val = it->second;
+          Location k_at = key_location(file_, k);
+          if (k.IsScalar() && k.Scalar() == "name") {
+            Location v_at = value_location(val, k_at);
+            if (!val.IsScalar() || val.Scalar().empty() ||
+                val.Scalar().find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                               "0123456789_.+-") != std::string::npos ||
+                val.Scalar()[0] == '.' || val.Scalar().size() > 100)
+              fail(v_at, context + "key 'name': expected a run name part of letters, digits, '_', "
+                                   "'.', '+', '-' (at most 100 bytes, not starting with '.'), got " +
+                             describe_node(val));
+            v.name = val.Scalar();
+            auto [old, fresh] = names.emplace(v.name, v_at);
+            if (!fresh)
+              fail(v_at, context + "name '" + v.name + "' is already used (at " + old->second.str() +
+                             ")");
+            continue;
+          }
+          YAML::Node one(YAML::NodeType::Map);
+          one.force_insert(k, val);
+          for (Assignment& a : read_config_map(one, file_, context)) {
+            auto [old, fresh] = seen.emplace(a.field->key, a.where);
+            if (!fresh)
+              fail(a.where, context + "key '" + a.field->key + "' is set twice (first at " +
+                                old->second.str() + ")");
+            claim(a.field->key, section, k_at);
+            v.set.push_back(std::move(a));
+          }
+        }
+      // Two items that set the same keys to the same values would be one run under two names.
+      std::vector<std::pair<std::string, std::string>> set;
+      for (const Assignment& a : v.set) set.emplace_back(a.field->key, format_value(a.value));
+      std::sort(set.begin(), set.end());
+      for (size_t j = 0; j < sets.size(); ++j)
+        if (sets[j] == set)
+          fail(item_at, fmt::format("{}repeats item {} (the same keys set to the same values)",
+                                    context, j + 1));
+      sets.push_back(std::move(set));
+      axis.variants.push_back(std::move(v));
+    }
+    return axis;
   }
 
   Axis seeds(const YAML::Node& node, const Location& key_at) {
     const Field& f = *find_field("train.seed");
     claim(f.key, "sweep.seeds", key_at);
-    return {"sweep.seeds", {read_axis_key(f, node, key_at, "sweep.seeds")}};
+    return {"sweep.seeds", {read_axis_key(f, node, key_at, "sweep.seeds")}, {}};
   }
 
  private:
   // A key may be swept by only one of grid, zip and seeds, and once.
+  // Variants may each set a key (once per item); no other section may then sweep it.
   void claim(const std::string& key, const std::string& section, const Location& at) {
     auto [it, fresh] = claimed_.emplace(key, std::make_pair(section, at));
     if (fresh) return;
+    if (section == "sweep.variants" && it->second.first == section) return;
     if (it->second.first == section)
       fail(at, section + ": key '" + key + "' is set twice (first at " + it->second.second.str() +
                    ")");
@@ -272,22 +342,26 @@ std::vector<Axis> read_sweep(const YAML::Node& node, const Location& key_at,
                              const std::string& file) {
   Location at = value_location(node, key_at);
   const std::string empty =
-      "key 'sweep': empty sweep (give grid, zip or seeds, or leave out `sweep` for a single run)";
+      "key 'sweep': empty sweep (give variants, grid, zip or seeds, or leave out `sweep` for a "
+      "single run)";
   if (node.IsNull() || (node.IsMap() && node.size() == 0)) fail(at, empty);
   if (!node.IsMap())
-    fail(at, "key 'sweep': expected a mapping with grid, zip, seeds; got " + describe_node(node));
+    fail(at, "key 'sweep': expected a mapping with variants, grid, zip, seeds; got " + describe_node(node));
   std::map<std::string, std::pair<YAML::Node, Location>> parts;
   for (auto it = node.begin(); it != node.end(); ++it) {
     Location k_at = key_location(file, it->first);
     std::string k = it->first.IsScalar() ? it->first.Scalar() : "";
-    if (k != "grid" && k != "zip" && k != "seeds")
-      fail(k_at, unknown("sweep." + k, {"sweep.grid", "sweep.zip", "sweep.seeds"}));
+    if (k != "grid" && k != "zip" && k != "seeds" && k != "variants")
+      fail(k_at, unknown("sweep." + k, {"sweep.grid", "sweep.zip", "sweep.seeds", "sweep.variants"}));
     auto [old, fresh] = parts.emplace(k, std::make_pair(it->second, k_at));
     if (!fresh)
       fail(k_at, "key 'sweep." + k + "' is set twice (first at " + old->second.second.str() + ")");
   }
   AxisReader reader(file);
   std::vector<Axis> axes;
+  // Variants first: the slowest axis, and the first part of the run names (usually the model).
+  if (auto it = parts.find("variants"); it != parts.end())
+    axes.push_back(reader.variants(it->second.first, it->second.second));
   for (const char* part : {"grid", "zip"}) {
     auto it = parts.find(part);
     if (it == parts.end()) continue;

@@ -11,6 +11,9 @@
 //     grid: {model.kind: [gdn, amor], model.d_model: [64, 128]}   # cartesian product
 //     zip:  {train.lr: [1e-3, 5e-4], train.warmup_steps: [10, 20]}  # paired, equal lengths
 //     seeds: [0, 1]                                                 # train.seed
+//     variants:                      # override sets, one run each (crossed with grid, zip, seeds)
+//       - {model.kind: gdn}                                   # anonymous: named by its values
+//       - {name: amor-k3, model.kind: amor, model.amor.kappa: 0.3}   # named: `name` names it
 #pragma once
 #include <string>
 #include <vector>
@@ -27,11 +30,20 @@ struct AxisKey {
   Location key_at;
 };
 
-// A dimension of the sweep: one grid key, the whole zip group (keys advance together), or seeds.
+// One item of sweep.variants: the keys it sets (the others keep the base's values).
+struct Variant {
+  std::string name;               // its `name`, or "" (anonymous: named by its values)
+  Location at;                    // the item
+  std::vector<Assignment> set;    // in file order
+};
+
+// A dimension of the sweep: one grid key, the whole zip group (keys advance together), the
+// variants (one per item), or seeds.
 struct Axis {
-  std::string section;            // "sweep.grid", "sweep.zip" or "sweep.seeds"
-  std::vector<AxisKey> keys;
-  size_t size() const { return keys.front().values.size(); }
+  std::string section;            // "sweep.grid", "sweep.zip", "sweep.variants" or "sweep.seeds"
+  std::vector<AxisKey> keys;      // empty for variants
+  std::vector<Variant> variants;  // sweep.variants only
+  size_t size() const { return section == "sweep.variants" ? variants.size() : keys.front().values.size(); }
 };
 
 struct SweepDef {
@@ -39,7 +51,7 @@ struct SweepDef {
   std::string name;
   Location name_at;
   std::vector<Assignment> base;   // included files' base first, then this file's; later wins
-  std::vector<Axis> axes;         // grid keys in file order, then zip, then seeds; empty = 1 run
+  std::vector<Axis> axes;         // variants, grid keys in file order, zip, seeds; empty = 1 run
 };
 
 SweepDef read_sweep_file(const std::string& path);

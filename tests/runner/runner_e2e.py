@@ -324,12 +324,48 @@ def papers_sweeps_expand_with_their_parameter_counts():
                        env=ENV, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith("24 runs"), r.stdout[-300:]
-    assert "preset_amor-1.5b-pattern_GGGGGA-gdn-gdn" in r.stdout and "1524.03M" in r.stdout
+    assert "preset_amor-1.5b-gdn-caabb167" in r.stdout and "1524.03M" in r.stdout
     assert "181.97M" in r.stdout  # AMOR-GDN 180M: 181,967,832 parameters
     r = subprocess.run([AMOR, os.path.join(repo, "experiments", "oryx-table.yaml"), "--dry-run"],
                        env=ENV, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith("20 runs"), r.stdout[-300:]
+
+
+@scenario
+def quickstart_names_and_summary_columns_mean_something():
+    """Issue #16 §4: the quickstart's runs are named by what their model reads (no backbone beside
+    a transformer), and its summary shows a text task's score only for the corpus runs."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = os.path.join(TMP, "quickstart")
+    r = subprocess.run(MPI + ["-np", "2", AMOR, os.path.join(repo, "experiments", "quickstart.yaml"),
+                              "--output", out, "-q", "train.steps=2", "checkpoint.every=0",
+                              "eval.mqar.examples=4", "eval.ppl_by_position.num_sequences=1",
+                              "eval.niah.depths=[0]"],
+                       env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    head = next(i for i, l in enumerate(lines) if l.startswith("run "))
+    header = lines[head]
+    for col in ["loss", "valid", "recall", "fire", "niah_single_1", "passkey", "ppl_by_position"]:
+        assert col in header.split(), header
+    rows = {l.split()[0].rsplit("-", 1)[0]: l for l in lines[head + 1:head + 11]}
+    assert sorted(rows) == sorted(["mqar-transformer", "mqar-mamba2", "mqar-gdn", "mqar-amor-gdn",
+                                   "mqar-amor-mamba2", "corpus-transformer", "corpus-mamba2",
+                                   "corpus-gdn", "corpus-amor-gdn", "corpus-amor-mamba2"]), rows
+    ppl_end = header.index("ppl_by_position") + len("ppl_by_position")
+    fire_end = header.index("fire") + len("fire")
+    for name, line in rows.items():
+        ppl = line[ppl_end - 8:ppl_end].strip()
+        fire = line[fire_end - 8:fire_end].strip()
+        assert (ppl == "") == name.startswith("mqar-"), (name, line)  # no text score for MQAR models
+        assert (fire == "") == ("amor" not in name), (name, line)  # fire rate: AMOR's gates only
+    index = open(os.path.join(out, "quickstart", "index.csv")).read().splitlines()
+    cols = index[0].split(",")
+    ppl_col = next(i for i, c in enumerate(cols) if c.startswith("ppl_by_position"))
+    for row in index[1:]:
+        cells = row.split(",")
+        assert (cells[ppl_col] == "") == cells[0].startswith("mqar-"), row
 
 
 @scenario
