@@ -40,7 +40,10 @@ const char* kGdnMixer[] = {"q_proj.weight", "q_conv1d.weight", "k_proj.weight", 
                            "o_norm.weight"};
 const char* kMlp[] = {"gate_proj.weight", "up_proj.weight", "down_proj.weight"};
 
-bool is_conv(const std::string& n) { return n.size() > 14 && n.substr(n.size() - 14) == "conv1d.weight"; }
+bool is_conv(const std::string& n) {
+  const std::string tail = "conv1d.weight";
+  return n.size() >= tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0;
+}
 
 Shape their_shape(const AuthorsName& n, const Shape& ours) {
   return n.conv ? Shape{ours.at(0), 1, ours.at(1)} : ours;
