@@ -9,8 +9,10 @@
 #include "models/core/config_json.h"
 #include "models/io/authors_layout.h"
 #include "models/lm/language_model.h"
+#include "runner/app/preset_resolve.h"
 #include "runner/app/version.h"
 #include "runner/config/canonical.h"
+#include "runner/config/sweep.h"
 
 namespace amor {
 namespace {
@@ -19,8 +21,8 @@ const char* kUsage =
     "usage: amor-run convert-weights --from authors --model RUN_CONFIG IN.safetensors OUT.safetensors\n"
     "       amor-run convert-weights --to authors [--model RUN_CONFIG] [--gates JSON] IN.safetensors "
     "OUT.safetensors\n"
-    "  RUN_CONFIG: a run config (.yaml/.yml/.json) whose model section (model.kind amor) describes the\n"
-    "  checkpoint; --gates: the gates' EMA state [{\"m\":..,\"s\":..} per block] when IN has none.\n";
+    "  RUN_CONFIG: the sweep file (.yaml/.yml, presets resolved; its runs share one model) or a run's\n"
+    "  config.json whose model (model.kind amor) describes the checkpoint; --gates: the gates' EMA state [{\"m\":..,\"s\":..} per block] when IN has none.\n";
 
 struct Usage : Error {
   using Error::Error;
@@ -38,11 +40,22 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+// .json: a resolved run config (a run folder's config.json) as it is. .yaml/.yml: a sweep file
+// (the one that evaluates the checkpoint), expanded as amor-run does, presets included; its runs
+// must agree on the model.
 model::ModelConfig model_from_run_config(const std::string& path) {
-  std::string text = read_text(path);
-  config::RunConfig rc = ends_with(path, ".json") ? config::load_run_config_json(text, path)
-                                                  : config::load_run_config_yaml(text, path);
-  return rc.model;
+  if (ends_with(path, ".json")) return config::load_run_config_json(read_text(path), path).model;
+  config::ExpandOptions eo;
+  eo.resolve = [](config::RunConfig& cfg, const config::KeyLocations& set_at) { apply_model_preset(cfg, set_at); };
+  eo.check_tokenizer_vocab = false;  // the data is the run's business; a conversion reads the model only
+  std::vector<config::RunSpec> runs = config::expand_sweep({path}, {}, eo);
+  AMOR_CHECK(!runs.empty(), "{}: the sweep has no runs", path);
+  const std::string first = model::to_json(runs[0].config.model).dump();
+  for (const auto& r : runs)
+    AMOR_CHECK(model::to_json(r.config.model).dump() == first,
+               "{}: its runs '{}' and '{}' have different models: give a sweep (or a run's config.json) of one model",
+               path, runs[0].id(), r.id());
+  return runs[0].config.model;
 }
 
 // PyTorch's pickles need PyTorch to read safely: refused here, with the way round.

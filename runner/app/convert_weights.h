@@ -4,8 +4,9 @@
 //   amor-run convert-weights --from authors --model RUN_CONFIG IN.safetensors OUT.safetensors
 //   amor-run convert-weights --to authors [--model RUN_CONFIG] [--gates JSON] IN.safetensors OUT.safetensors
 //
-// RUN_CONFIG: a run config (.yaml/.yml, or .json such as a run folder's config.json) whose model
-// section (model.kind amor, preset or dimensions) describes the checkpoint; --to authors takes it
+// RUN_CONFIG: a sweep file (.yaml/.yml, expanded as amor-run does, presets resolved; its runs must
+// share one model) or a resolved run config (.json: a run folder's config.json) whose model
+// (model.kind amor) describes the checkpoint; --to authors takes it
 // from IN's model_config metadata when not given. The gates' EMA thresholds go to OUT's
 // "amor_gates" metadata (--from) or to the authors' gate buffers (--to: from IN's "amor_gates",
 // or --gates '[{"m":..,"s":..},...]', e.g. a checkpoint's amor_gates). A .pt/.bin input is refused

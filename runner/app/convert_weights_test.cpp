@@ -166,6 +166,28 @@ TEST(ConvertWeights, OursToAuthorsToOursIsBitwise) {
   }
 }
 
+// --model as a sweep file (what evaluates the checkpoint): runs over seeds share the model; a
+// sweep over two models is refused.
+TEST(ConvertWeights, ModelFromSweepFile) {
+  Dir dir;
+  ModelConfig cfg = tiny("mamba2", "h", 1);
+  auto m = model::build_model(cfg, DType::F32);
+  m->params().initialize(5);
+  const std::string ours = (dir.path / "ours.safetensors").string(), theirs = (dir.path / "theirs.safetensors").string(),
+                    back = (dir.path / "back.safetensors").string(), sweep = (dir.path / "eval.yaml").string();
+  model::save_model_weights(ours, m->params(), cfg, "test");
+  ASSERT_EQ(convert({"--to", "authors", "--gates", "[{\"m\":0.3,\"s\":0.1}]", ours, theirs}), 0);
+  std::ofstream(sweep) << "name: authors-eval\nbase:\n  model: " << model::to_json(cfg).dump()
+                       << "\nsweep:\n  seeds: [1, 2]\n";
+  ASSERT_EQ(convert({"--from", "authors", "--model", sweep, theirs, back}), 0);
+  EXPECT_EQ(load_safetensors(back).metadata.at("model_config"), model::to_json(cfg).dump());
+  std::ofstream(sweep) << "name: authors-eval\nbase:\n  model: " << model::to_json(cfg).dump()
+                       << "\nsweep:\n  grid: {model.amor.blocks: [1, 3]}\n";
+  std::string err;
+  EXPECT_EQ(convert({"--from", "authors", "--model", sweep, theirs, back}, &err), 1);
+  EXPECT_NE(err.find("have different models"), std::string::npos) << err;
+}
+
 TEST(ConvertWeights, ProblemsAreNamed) {
   Dir dir;
   ModelConfig cfg = tiny("gdn", "h", 3);
