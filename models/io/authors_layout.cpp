@@ -8,15 +8,18 @@
 //     SwiGLUMLP.{gate,up,down}_proj, amor_blocks.{k}.{q_proj, kv_proj.k_proj, kv_proj.v_proj,
 //     out_proj, raw_alpha, gate.running_threshold, gate.running_std}, amor_pre_norms.{k} (k >= 1;
 //     slot 0 is None), final_norm, and RMSNorm's `weight`. RoPE's buffers are non-persistent.
-//   transformers' Mamba2Block / Mamba2Mixer (modeling_mamba2.py; as the brief lists them and as
-//     models/README.md's Mamba2 conventions already follow): Block.norm.weight,
-//     mixer.{in_proj.weight, conv1d.weight [C,1,K], conv1d.bias, dt_bias, A_log, D, norm.weight,
-//     out_proj.weight} (no in/out_proj bias at the default use_bias=False).
-//   fla's GatedDeltaNet layer (fla/layers/gated_deltanet.py; names as the brief lists them and as
-//     our GDN mixer already uses): {q,k,v,a,b,g,o}_proj.weight, {q,k,v}_conv1d.weight [C,1,K]
-//     (ShortConvolution, an nn.Conv1d without bias at the default conv_bias=False), A_log,
-//     dt_bias, o_norm.weight. ASSUMED, not read in fla's source here: the conv weight shape
-//     [C,1,K] (nn.Conv1d's) and no further parameters at amor.py's defaults.
+//   transformers' Mamba2Block / Mamba2Mixer (modeling_mamba2.py; read in forks that keep HF's
+//     Mamba2Mixer.__init__): Block.norm.weight, mixer.{in_proj.weight, conv1d.weight (nn.Conv1d,
+//     groups = channels: [C,1,K]), conv1d.bias (use_conv_bias, on by default), dt_bias, A_log, D,
+//     norm.weight (MambaRMSNormGated(intermediate_size)), out_proj.weight} (in/out_proj bias only
+//     with use_bias, off by default); in_proj rows [z | x B C | dt] as ours.
+//   fla's GatedDeltaNet layer (fla/layers/gated_deltanet.py; fla's own file is not in the index,
+//     the attribute names were read in a fork that keeps fla's __init__ and in vendored copies of
+//     fla's ShortConvolution): {q,k,v,a,b,g,o}_proj.weight (no biases), {q,k,v}_conv1d.weight
+//     (ShortConvolution subclasses nn.Conv1d with groups = channels: [C,1,K]; bias only with
+//     conv_bias, off by default), A_log, dt_bias, o_norm.weight (FusedRMSNormGated(head_v_dim)
+//     with use_gate, the default). ASSUMED: that the fla release the authors used adds no
+//     parameter at amor.py's defaults (an extra one is reported as unexpected, naming it).
 #include "models/io/authors_layout.h"
 
 #include <cstring>
