@@ -11,11 +11,12 @@ mixers of tests/torch_ref with the mixer's own parameters (convs [C,1,K] squeeze
 else is computed here. Everything runs in double, also the gate's entropy (amor.py takes it in
 f32) so that the comparison can be to 1e-10.
 
-Usage:
-  authors_amor.py make CONFIG.json SEED DIR   writes DIR/authors.safetensors (the state dict),
-                                              DIR/batch.safetensors, DIR/theirs.safetensors
-  authors_amor.py compare DIR                 DIR/ours.safetensors (amor-run's outputs) against
-                                              DIR/theirs.safetensors: 1e-10, gates identical
+Usage (every case folder CASE under ROOT holds model.json, amor-run's ModelConfig; one process
+for all cases, as importing torch is most of the time):
+  authors_amor.py make ROOT      writes CASE/authors.safetensors (the state dict),
+                                 CASE/batch.safetensors, CASE/theirs.safetensors
+  authors_amor.py compare ROOT   CASE/ours.safetensors (amor-run's outputs) against
+                                 CASE/theirs.safetensors: 1e-10, gates identical
 """
 import json
 import math
@@ -246,8 +247,8 @@ def save(path, tensors, metadata=None):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
-def make(cfg_path, seed, out_dir):
-    with open(cfg_path) as f:
+def make(out_dir, seed):
+    with open(os.path.join(out_dir, "model.json")) as f:
         cfg = json.load(f)
     torch.manual_seed(seed)
     model = AuthorsAMOR(cfg)
@@ -298,14 +299,22 @@ def compare(out_dir):
             worst = max(worst, e)
             if e > 1e-10:
                 fails.append(f"'{name}' rel.rms {e:.3g}")
-    print(("FAIL " + "; ".join(fails)) if fails else f"ok (worst rel.rms {worst:.2e})")
+    print(("FAIL " if fails else "ok   ") + os.path.basename(out_dir) + ": " +
+          ("; ".join(fails) if fails else f"worst rel.rms {worst:.2e}"))
     return not fails
 
 
+def cases(root):
+    return [os.path.join(root, c) for c in sorted(os.listdir(root))
+            if os.path.isfile(os.path.join(root, c, "model.json"))]
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "make":
-        make(sys.argv[2], int(sys.argv[3]), sys.argv[4])
-    elif sys.argv[1] == "compare":
-        sys.exit(0 if compare(sys.argv[2]) else 1)
-    else:
+    if len(sys.argv) != 3 or sys.argv[1] not in ("make", "compare"):
         sys.exit(__doc__)
+    if sys.argv[1] == "make":
+        for i, case in enumerate(cases(sys.argv[2])):
+            make(case, 100 + i)
+    else:
+        results = [compare(case) for case in cases(sys.argv[2])]
+        sys.exit(0 if results and all(results) else 1)

@@ -90,39 +90,47 @@ void expect_same_files(const std::string& a, const std::string& b) {
   }
 }
 
-TEST(ConvertWeights, AuthorsModelGivesOurOutputs) {
-  Dir dir;
-  int seed = 10;
+std::vector<ModelConfig> oracle_cases() {
+  std::vector<ModelConfig> out;
   for (const char* backbone : {"gdn", "mamba2"})
     for (const char* residual : {"classic", "h"})
-      for (int64_t blocks : {1, 3}) {
-        const std::string name = fmt::format("{}_{}_k{}", backbone, residual, blocks);
-        SCOPED_TRACE(name);
-        const fs::path d = dir.path / name;
-        fs::create_directories(d);
-        const ModelConfig cfg = tiny(backbone, residual, blocks);
-        const std::string run_cfg = write_run_config(d / "run.json", cfg);
-        std::ofstream(d / "model.json") << model::to_json(cfg).dump() << "\n";
-        const std::string py = std::string(AMOR_PYTHON) + " '" + AMOR_SOURCE_DIR + "/tests/authors_amor.py' ";
-        ASSERT_EQ(std::system((py + "make '" + (d / "model.json").string() + "' " + std::to_string(++seed) + " '" +
-                               d.string() + "'").c_str()), 0);
-        ASSERT_EQ(convert({"--from", "authors", "--model", run_cfg, (d / "authors.safetensors").string(),
-                           (d / "converted.safetensors").string()}), 0);
-        auto m = model::build_model(cfg, DType::F64);
-        model::load_model_weights((d / "converted.safetensors").string(), *m);
-        SafetensorsFile batch = load_safetensors((d / "batch.safetensors").string());
-        model::StepOutput o = m->forward({*batch.find("tokens"), *batch.find("targets")}, /*training=*/false);
-        std::vector<std::pair<std::string, Tensor>> ours = {{"token_loss", o.token_loss}, {"entropy", o.entropy}};
-        for (size_t i = 0; i < o.gates.size(); ++i) {
-          ours.emplace_back("gate." + std::to_string(i), o.gates[i]);
-          ours.emplace_back("gate_entropy." + std::to_string(i), o.gate_entropy[i]);
-        }
-        save_safetensors((d / "ours.safetensors").string(), ours);
-        EXPECT_EQ(std::system((py + "compare '" + d.string() + "'").c_str()), 0);
-        // And back: the authors' file again, bit for bit (gate buffers included).
-        ASSERT_EQ(convert({"--to", "authors", (d / "converted.safetensors").string(), (d / "back.safetensors").string()}), 0);
-        expect_same_files((d / "authors.safetensors").string(), (d / "back.safetensors").string());
-      }
+      for (int64_t blocks : {1, 3}) out.push_back(tiny(backbone, residual, blocks));
+  return out;
+}
+
+std::string case_name(const ModelConfig& c) {
+  return fmt::format("{}_{}_k{}", c.amor.backbone, c.amor.residual_mode, c.amor.blocks);
+}
+
+TEST(ConvertWeights, AuthorsModelGivesOurOutputs) {
+  Dir dir;
+  for (const ModelConfig& cfg : oracle_cases()) {
+    fs::create_directories(dir.path / case_name(cfg));
+    std::ofstream(dir.path / case_name(cfg) / "model.json") << model::to_json(cfg).dump() << "\n";
+  }
+  const std::string py = std::string(AMOR_PYTHON) + " '" + AMOR_SOURCE_DIR + "/tests/authors_amor.py' ";
+  ASSERT_EQ(std::system((py + "make '" + dir.path.string() + "'").c_str()), 0);
+  for (const ModelConfig& cfg : oracle_cases()) {
+    SCOPED_TRACE(case_name(cfg));
+    const fs::path d = dir.path / case_name(cfg);
+    const std::string run_cfg = write_run_config(d / "run.json", cfg);
+    ASSERT_EQ(convert({"--from", "authors", "--model", run_cfg, (d / "authors.safetensors").string(),
+                       (d / "converted.safetensors").string()}), 0);
+    auto m = model::build_model(cfg, DType::F64);
+    model::load_model_weights((d / "converted.safetensors").string(), *m);  // gates from the metadata
+    SafetensorsFile batch = load_safetensors((d / "batch.safetensors").string());
+    model::StepOutput o = m->forward({*batch.find("tokens"), *batch.find("targets")}, /*training=*/false);
+    std::vector<std::pair<std::string, Tensor>> ours = {{"token_loss", o.token_loss}, {"entropy", o.entropy}};
+    for (size_t i = 0; i < o.gates.size(); ++i) {
+      ours.emplace_back("gate." + std::to_string(i), o.gates[i]);
+      ours.emplace_back("gate_entropy." + std::to_string(i), o.gate_entropy[i]);
+    }
+    save_safetensors((d / "ours.safetensors").string(), ours);
+    // And back: the authors' file again, bit for bit (gate buffers included).
+    ASSERT_EQ(convert({"--to", "authors", (d / "converted.safetensors").string(), (d / "back.safetensors").string()}), 0);
+    expect_same_files((d / "authors.safetensors").string(), (d / "back.safetensors").string());
+  }
+  EXPECT_EQ(std::system((py + "compare '" + dir.path.string() + "'").c_str()), 0);
 }
 
 TEST(ConvertWeights, OursToAuthorsToOursIsBitwise) {
