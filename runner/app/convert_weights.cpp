@@ -138,8 +138,11 @@ int convert_weights_main(const std::vector<std::string>& args, std::ostream& out
   try {
     return run(args, out);
   } catch (const Usage& e) {
-    if (*e.what()) err << "amor-run convert-weights: " << e.what() << "\n";
-    err << kUsage;
+    if (!*e.what()) {  // --help
+      out << kUsage;
+      return 0;
+    }
+    err << "amor-run convert-weights: " << e.what() << "\n" << kUsage;
     return 2;
   } catch (const std::exception& e) {
     err << "amor-run convert-weights: " << e.what() << "\n";
