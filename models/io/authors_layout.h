@@ -7,7 +7,8 @@
 // both names; safetensors' save_model keeps one of them, so either alone is accepted); the
 // gates' EMA buffers (amor_blocks.{k}.gate.running_threshold / running_std, scalars) are our
 // AmorGateState {m, s}, kept in the weights file's metadata as "amor_gates" (the checkpoint's
-// JSON). Values are moved, never converted: a round trip is bitwise.
+// JSON). Values are moved, never converted: a round trip is bitwise (the gate buffers are written
+// f64 beside f64 weights, else f32, torch's dtype for them; a bf16 buffer comes back f32, equal).
 #pragma once
 #include <string>
 #include <vector>

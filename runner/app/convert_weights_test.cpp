@@ -4,7 +4,8 @@
 //     naming (plain PyTorch, f64) and writes its state dict and outputs; converted and loaded
 //     here (gates' EMA from the metadata), amor-run's eval forward gives the same per-token loss,
 //     entropy, gate entropies (1e-10) and gates (identical). Both backbones, classic and h, K 1, 3.
-//   - Round trips ours -> authors -> ours and authors -> ours -> authors are bitwise.
+//   - Round trips ours -> authors -> ours and authors -> ours -> authors are bitwise (f32, f64;
+//     bf16 stays bf16); --model may be a sweep file (presets resolved) or a run's config.json.
 //   - A missing, extra or mis-shaped tensor is an error naming it; a pickle names the script.
 #include "runner/app/convert_weights.h"
 
@@ -170,6 +171,40 @@ TEST(ConvertWeights, OursToAuthorsToOursIsBitwise) {
       EXPECT_EQ(fb.find("amor_blocks.2.gate.running_std")->item(0), 0.25);
       EXPECT_EQ(fb.find(std::string(backbone) == "gdn" ? "layers.0.gdn.q_conv1d.weight" : "ssd_layers.0.mixer.conv1d.weight")
                     ->dim(), 3);
+    }
+  }
+}
+
+// A bf16 checkpoint (model.to(torch.bfloat16): buffers bf16 too) stays bf16; the gates are read
+// from bf16 scalars and written back as f32 (torch's default for a buffer: loads into either).
+TEST(ConvertWeights, Bf16StaysBf16) {
+  Dir dir;
+  ModelConfig cfg = tiny("gdn", "classic", 1);
+  auto m = model::build_model(cfg, DType::F32);
+  m->params().initialize(9);
+  const std::string ours = (dir.path / "ours.safetensors").string(), theirs = (dir.path / "theirs.safetensors").string(),
+                    bf = (dir.path / "bf16.safetensors").string(), conv = (dir.path / "conv.safetensors").string(),
+                    back = (dir.path / "back.safetensors").string();
+  model::save_model_weights(ours, m->params(), cfg, "test");
+  ASSERT_EQ(convert({"--to", "authors", "--gates", "[{\"m\":0.375,\"s\":0.125}]", ours, theirs}), 0);
+  std::vector<std::pair<std::string, Tensor>> t;
+  for (auto& [n, v] : load_safetensors(theirs).tensors) t.emplace_back(n, v.to(DType::BF16));
+  save_safetensors(bf, t);
+  const std::string run_cfg = write_run_config(dir.path / "run.json", cfg);
+  ASSERT_EQ(convert({"--from", "authors", "--model", run_cfg, bf, conv}), 0);
+  SafetensorsFile c = load_safetensors(conv);
+  for (auto& [n, v] : c.tensors) EXPECT_EQ(v.dtype(), DType::BF16) << n;
+  EXPECT_EQ(model::gate_state_from_json(c.metadata.at("amor_gates"))[0].m, 0.375);
+  ASSERT_EQ(convert({"--to", "authors", conv, back}), 0);
+  SafetensorsFile a = load_safetensors(bf), b = load_safetensors(back);
+  for (auto& [n, v] : a.tensors) {
+    const Tensor* u = b.find(n);
+    ASSERT_TRUE(u) << n;
+    if (n.find(".gate.") != std::string::npos) {
+      EXPECT_EQ(u->dtype(), DType::F32) << n;
+      EXPECT_EQ(u->item(0), v.item(0)) << n;
+    } else {
+      EXPECT_TRUE(bytes(v) == bytes(*u)) << n;
     }
   }
 }
