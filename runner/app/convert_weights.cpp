@@ -99,8 +99,8 @@ int run(const std::vector<std::string>& args, std::ostream& out) {
       throw Usage("--model RUN_CONFIG is needed (" + in + " has no model_config metadata)");
     cfg = config::load_run_config_json("{\"model\": " + it->second + "}", in + " model_config").model;
   }
-  // Built for its parameter names and shapes only (f32 on the host).
-  auto m = model::build_model(cfg, DType::F32);
+  // Built for its parameter names and shapes only: bf16, the smallest the host keeps.
+  auto m = model::build_model(cfg, DType::BF16);
   if (!from.empty()) {
     model::OursWeights w = model::authors_to_ours(file, cfg, m->params(), in);
     save_safetensors(out_path, w.tensors,
