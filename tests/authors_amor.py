@@ -13,7 +13,7 @@ f32) so that the comparison can be to 1e-10.
 
 Usage (every case folder CASE under ROOT holds model.json, amor-run's ModelConfig; one process
 for all cases, as importing torch is most of the time):
-  authors_amor.py make ROOT      writes CASE/authors.safetensors (the state dict),
+  authors_amor.py make ROOT      writes CASE/authors.safetensors (the state dict), CASE/authors.pt,
                                  CASE/batch.safetensors, CASE/theirs.safetensors
   authors_amor.py compare ROOT   CASE/ours.safetensors (amor-run's outputs) against
                                  CASE/theirs.safetensors: 1e-10, gates identical
@@ -278,6 +278,8 @@ def make(out_dir, seed):
         out = model(tokens.long(), targets.long())
     os.makedirs(out_dir, exist_ok=True)
     save(os.path.join(out_dir, "authors.safetensors"), model.state_dict(), {"format": "pt"})
+    # and as a training script saves it, for scripts/torch_to_safetensors.py
+    torch.save({"model": model.state_dict(), "step": 0}, os.path.join(out_dir, "authors.pt"))
     save(os.path.join(out_dir, "batch.safetensors"), {"tokens": tokens, "targets": targets})
     save(os.path.join(out_dir, "theirs.safetensors"), out)
 

@@ -6,7 +6,8 @@
 //     entropy, gate entropies (1e-10) and gates (identical). Both backbones, classic and h, K 1, 3.
 //   - Round trips ours -> authors -> ours and authors -> ours -> authors are bitwise (f32, f64;
 //     bf16 stays bf16); --model may be a sweep file (presets resolved) or a run's config.json.
-//   - A missing, extra or mis-shaped tensor is an error naming it; a pickle names the script.
+//   - A missing, extra or mis-shaped tensor is an error naming it; a pickle names the script,
+//     scripts/torch_to_safetensors.py, which gives the state dict's safetensors bit for bit.
 #include "runner/app/convert_weights.h"
 
 #include <gtest/gtest.h>
@@ -111,6 +112,13 @@ TEST(ConvertWeights, AuthorsModelGivesOurOutputs) {
   }
   const std::string py = std::string(AMOR_PYTHON) + " '" + AMOR_SOURCE_DIR + "/tests/authors_amor.py' ";
   ASSERT_EQ(std::system((py + "make '" + dir.path.string() + "'").c_str()), 0);
+  {  // a pickled checkpoint ({"model": state_dict, ...}) through scripts/torch_to_safetensors.py
+    const fs::path d = dir.path / case_name(oracle_cases()[0]);
+    ASSERT_EQ(std::system((std::string(AMOR_PYTHON) + " '" + AMOR_SOURCE_DIR + "/scripts/torch_to_safetensors.py' '" +
+                           (d / "authors.pt").string() + "' '" + (d / "from_pt.safetensors").string() + "' > /dev/null")
+                              .c_str()), 0);
+    expect_same_files((d / "authors.safetensors").string(), (d / "from_pt.safetensors").string());
+  }
   for (const ModelConfig& cfg : oracle_cases()) {
     SCOPED_TRACE(case_name(cfg));
     const fs::path d = dir.path / case_name(cfg);
