@@ -62,4 +62,10 @@ std::map<std::string, std::string> load_model_weights(const std::string& path, P
   return file.metadata;
 }
 
+std::map<std::string, std::string> load_model_weights(const std::string& path, LanguageModel& model) {
+  std::map<std::string, std::string> meta = load_model_weights(path, model.params());
+  model.restore_checkpoint_state(meta, /*required=*/false);
+  return meta;
+}
+
 }  // namespace amor::model

@@ -15,6 +15,7 @@
 
 #include "models/core/config.h"
 #include "models/core/param_store.h"
+#include "models/lm/language_model.h"
 
 namespace amor::model {
 
@@ -27,5 +28,10 @@ void save_model_weights(const std::string& path, const ParamStore& ps, const Mod
 // amor::Error naming the file, each offending tensor and both shapes, and ps is left unchanged.
 // Returns the file's metadata.
 std::map<std::string, std::string> load_model_weights(const std::string& path, ParamStore& ps);
+
+// The same into a model, and then its state beyond the parameters from the file's metadata where
+// the file has it (AMOR's gates: "amor_gates", written by `amor-run convert-weights --from authors`;
+// restore_checkpoint_state, not required: training's weights files carry no gate state).
+std::map<std::string, std::string> load_model_weights(const std::string& path, LanguageModel& model);
 
 }  // namespace amor::model

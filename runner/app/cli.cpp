@@ -39,7 +39,9 @@ std::string usage() {
     << visible_options()
     << "\nExit status: 0 all runs done; 1 a run failed (and none was stopped); 2 bad command line or\n"
        "config; 75 a run was stopped by SIGTERM or checkpoint.signal after checkpointing, whatever\n"
-       "the other runs did (run again to resume: DONE runs are skipped, failed ones run again).\n";
+       "the other runs did (run again to resume: DONE runs are skipped, failed ones run again).\n"
+       "\n       amor-run convert-weights --from authors | --to authors ...  (the AMOR authors'\n"
+       "       checkpoints to and from amor-run weights; amor-run convert-weights --help)\n";
   return s.str();
 }
 
