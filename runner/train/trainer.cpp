@@ -54,7 +54,9 @@ void Trainer::setup() {
   model_->params().initialize(static_cast<uint64_t>(cfg_.train.seed));
   if (!cfg_.eval.weights.empty()) {  // existing weights: to evaluate (train.steps 0) or to start from
     try {
-      model::load_model_weights(cfg_.eval.weights, model_->params());
+      // Into the model, not only its parameters: a file converted from the AMOR authors' layout
+      // also carries the gates' thresholds (amor-run convert-weights).
+      model::load_model_weights(cfg_.eval.weights, *model_);
     } catch (const Error& e) {
       throw Error(fmt::format("eval.weights: {}", e.what()));
     }
