@@ -16,7 +16,14 @@ each template at once (1-minute time limit, 2 ranks), and checks for each that
    are bitwise equal to an uninterrupted run under mpirun with the same ranks and threads;
 5. meanwhile a job array of 2 tasks (amor-run.sbatch ... --shard slurm, one rank each) splits a
    sweep of 4 short runs: both tasks COMPLETED, every run DONE and trained once, and index.csv
-   holds all 4 runs as done.
+   holds all 4 runs as done;
+6. meanwhile preemption (PreemptType=preempt/partition_prio, PreemptMode=REQUEUE): a job of the
+   srun template in the partition `low` (GraceTime=30) trains a shorter sweep; once it has made
+   progress a job in the partition `high` (higher PriorityTier, same node) that needs its memory
+   preempts it: the ranks get SIGTERM, checkpoint and exit 75, the job is requeued, resumes from
+   its checkpoint once the high job is done, and ends COMPLETED with the run DONE and its losses
+   bitwise equal to an uninterrupted run. (The other jobs run in the partition `test`, which is
+   not preemptible; memory, not CPUs, makes the high job need the low one's place.)
 
 Then it stops the daemons it started (AMOR_SLURM_TEST_KEEP=1 keeps the temporary folder). Exits 77 (skipped) when slurm-wlm or munge is not installed
 (scripts/setup.sh installs them) or when not root.
@@ -41,6 +48,7 @@ ROOT = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.pat
 AMOR = os.path.join(BIN, "amor-run")
 TEMPLATE = os.path.join(ROOT, "scripts/slurm/amor-run.sbatch")
 STEPS = 3000
+PREEMPT_STEPS = 600
 
 ARRAY_SWEEP = """name: array
 base:
@@ -60,6 +68,8 @@ base:
   checkpoint: {{every: 100, keep: 2}}
   parallel: {{ranks_per_run: 2}}
 """
+
+PREEMPT_SWEEP = SWEEP.replace("name: slurm", "name: preempt").replace(f"steps: {STEPS},", f"steps: {PREEMPT_STEPS},")
 
 
 def skip(why):
@@ -191,7 +201,7 @@ def main():
     wait_for(lambda: os.path.exists(sock), 20, "munged's socket")
 
     host = socket.gethostname().split(".")[0]
-    cpus = max(6, os.cpu_count())   # room for both jobs' 2 ranks and the array's 2 at once (config_overrides)
+    cpus = max(10, os.cpu_count())  # room for every job's ranks at once (config_overrides): 2+2+2 (test), 2+1 (low, high)
     conf = os.path.join(TMP, "slurm.conf")
     os.makedirs(os.path.join(TMP, "state"))
     os.makedirs(os.path.join(TMP, "spool"))
@@ -216,7 +226,13 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 MpiDefault=none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+SelectTypeParameters=CR_Core_Memory
+# memory is what the preempting job needs (not enforced: no cgroups); everything else takes little
+DefMemPerCPU=100
+# preemption: a job in `high` requeues the jobs in `low` it needs the resources of; `low` gives
+# them GraceTime seconds after the SIGTERM to checkpoint; `test` is never preempted
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 SchedulerType=sched/builtin
 # the scheduler's periodic pass (default 60 s) is what starts a requeued job once its wait is over
 SchedulerParameters=sched_interval=2
@@ -228,8 +244,10 @@ KillWait=10
 MinJobAge=600
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
-NodeName={host} CPUs={cpus} State=UNKNOWN
-PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
+NodeName={host} CPUs={cpus} RealMemory=10000 State=UNKNOWN
+PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=OFF
+PartitionName=low Nodes={host} MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=30
+PartitionName=high Nodes={host} MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
 """)
     global ENV
     ENV = dict(os.environ, SLURM_CONF=conf)
@@ -253,6 +271,14 @@ PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
                             "--output", ref_out], env=dict(os.environ, **threads),
                            stdout=open(os.path.join(TMP, "ref.log"), "w"), stderr=subprocess.STDOUT)
     daemons.append(("reference", ref))
+    psweep = os.path.join(TMP, "preempt-sweep.yaml")
+    with open(psweep, "w") as f:
+        f.write(PREEMPT_SWEEP)
+    pref_out = os.path.join(TMP, "preempt-ref")
+    pref = subprocess.Popen(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", AMOR, psweep,
+                             "--output", pref_out], env=dict(os.environ, **threads),
+                            stdout=open(os.path.join(TMP, "preempt-ref.log"), "w"), stderr=subprocess.STDOUT)
+    daemons.append(("preempt-reference", pref))
 
     array = submit_array()
 
@@ -261,17 +287,22 @@ PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
     # every 30 s); the run needs over a minute on 2 busy cores.
     results = {}
     threads_ = [threading.Thread(target=scenario, args=(t, results, t_start)) for t in TEMPLATES]
+    threads_.append(threading.Thread(target=scenario, args=("preempt", results, t_start)))
     for t in threads_:
         t.start()
     for t in threads_:
         t.join()
     if ref.wait(timeout=600) != 0:
         fail(f"the reference run failed: {log_tail(os.path.join(TMP, 'ref.log'))}")
-    refs = sorted(glob.glob(os.path.join(ref_out, "slurm", "*", "run.h5")))
-    for name in TEMPLATES:
+    if pref.wait(timeout=600) != 0:
+        fail(f"the preemption's reference run failed: {log_tail(os.path.join(TMP, 'preempt-ref.log'))}")
+    for name in [*TEMPLATES, "preempt"]:
         if isinstance(results.get(name), str):
             fail(f"{name}: {results[name]}")
         runs = results[name]
+        steps = PREEMPT_STEPS if name == "preempt" else STEPS
+        refs = sorted(glob.glob(os.path.join(pref_out, "preempt", "*", "run.h5") if name == "preempt" else
+                                os.path.join(ref_out, "slurm", "*", "run.h5")))
         if len(runs) != 1 or len(refs) != 1 or os.path.basename(os.path.dirname(runs[0])) != os.path.basename(os.path.dirname(refs[0])):
             fail(f"{name}: run folders {runs} vs reference {refs}")
         if not os.path.exists(os.path.join(os.path.dirname(runs[0]), "DONE")):
@@ -279,11 +310,11 @@ PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
         with h5py.File(runs[0], "r") as a, h5py.File(refs[0], "r") as b:
             sa, la = a["train/step"][:], a["train/loss"][:]
             sb, lb = b["train/step"][:], b["train/loss"][:]
-        if list(sa) != list(range(1, STEPS + 1)) or list(sb) != list(sa):
+        if list(sa) != list(range(1, steps + 1)) or list(sb) != list(sa):
             fail(f"{name}: steps in run.h5: {len(sa)} (first {list(sa[:3])}, last {list(sa[-3:])})")
         if not np.array_equal(la, lb):
             fail(f"{name}: losses differ from the uninterrupted run at {int(np.argmax(la != lb))} steps of {len(la)}")
-        print(f"{name}: run DONE, {STEPS} steps once each, losses bitwise equal to the uninterrupted run")
+        print(f"{name}: run DONE, {steps} steps once each, losses bitwise equal to the uninterrupted run")
     try:
         check_array(*array)
     except Failed as e:
@@ -356,7 +387,7 @@ def poll(cond, timeout, what):
 
 def scenario(name, results, t_start):
     try:
-        results[name] = run_template(name, t_start)
+        results[name] = run_preempt(t_start) if name == "preempt" else run_template(name, t_start)
     except Failed as e:
         results[name] = str(e)
 
@@ -423,6 +454,57 @@ def run_template(name, t_start):
     for f in r:
         check("\r" not in open(f, errors="replace", newline="").read(), f"{f}: a live progress bar in the log")
     return sorted(glob.glob(os.path.join(out, "slurm", "*", "run.h5")))
+
+
+def run_preempt(t_start):
+    """Submits the preemption sweep with amor-run.sbatch to the partition `low`, preempts it with a
+    job in `high` that needs its memory; returns its run.h5 files once the job COMPLETED."""
+    d = os.path.join(TMP, "preempt")
+    logs, out = os.path.join(d, "logs"), os.path.join(d, "results")
+    os.makedirs(logs)
+    env = dict(ENV, AMOR_RUN=AMOR, AMOR_LOG_DIR=logs)
+    for k in ["OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "AMOR_PROGRESS", "AMOR_MAX_RESTARTS"]:
+        env.pop(k, None)
+    r = subprocess.run(["sbatch", "--parsable", "--partition=low", "--mem=6000", "--nodes=1", "--ntasks-per-node=2",
+                        "--time=30", f"--chdir={d}", TEMPLATE, os.path.join(TMP, "preempt-sweep.yaml"),
+                        "--output", out], capture_output=True, text=True, env=env)
+    check(r.returncode == 0, f"sbatch: {r.stderr}")
+    jobid = r.stdout.strip().split(";")[0]
+    say = lambda msg: print(f"preempt (job {jobid}) at {time.time() - t_start:.0f} s: {msg}", flush=True)
+    say("submitted to the partition low (--mem=6000)")
+    r0 = os.path.join(logs, f"amor-run-{jobid}-r0.log")
+    poll(lambda: os.path.exists(r0) and progress_steps(r0), 300, "progress in the low job")
+    r = subprocess.run(["sbatch", "--parsable", "--partition=high", "--mem=6000", "--ntasks=1", "--time=5",
+                        f"--chdir={d}", "--output=high-%j.out", "--wrap", "sleep 5"],
+                       capture_output=True, text=True, env=ENV)
+    check(r.returncode == 0, f"sbatch (high): {r.stderr}")
+    high = r.stdout.strip().split(";")[0]
+    say(f"submitted job {high} to the partition high (--mem=6000) at step {max(progress_steps(r0))}")
+
+    ended = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED")
+    poll(lambda: job(jobid).get("Restarts", "0") != "0" or job(jobid).get("JobState") in ended, 120,
+         "the low job's requeue on preemption")
+    say(f"requeued ({job(jobid).get('JobState')}); high job {job(high).get('JobState')}")
+    poll(lambda: job(jobid).get("JobState") in ended, 400, "the low job to end")
+    info, hinfo = job(jobid), job(high)
+    say(f"JobState={info.get('JobState')} Restarts={info.get('Restarts')} ExitCode={info.get('ExitCode')}; "
+        f"high job {hinfo.get('JobState')}")
+    check(hinfo.get("JobState") == "COMPLETED", f"the high job: {hinfo}")
+    check(info.get("JobState") == "COMPLETED" and info.get("Restarts") == "1",
+          f"expected COMPLETED after 1 restart: {info}")
+    r1 = os.path.join(logs, f"amor-run-{jobid}-r1.log")
+    check(os.path.exists(r1), f"no log {r1}")
+    sig, step = stopped_at(r0)
+    text0, text1 = open(r0).read(), open(r1).read()
+    check(sig == "SIGTERM" and "amor-run exited 75" in text0, f"start 0 did not stop by SIGTERM and exit 75")
+    check(f"from step {step} (checkpoint " in text1 and "resuming " in text1,
+          f"start 1 has no 'resuming ... from step {step}' line")
+    first = progress_steps(r1)[0]
+    check(step >= 50 and first == (step // 50 + 1) * 50,
+          f"start 0 stopped at step {step}; start 1's first progress line is step {first}")
+    check("amor-run exited 0" in text1, "the last start did not exit 0")
+    say(f"start 0: preempted, stopped by {sig} at step {step}, exit 75; start 1 resumed (first line step {first})")
+    return sorted(glob.glob(os.path.join(out, "preempt", "*", "run.h5")))
 
 
 # name: (template, the time limit's --signal, scancel's options for a checkpoint and requeue)
