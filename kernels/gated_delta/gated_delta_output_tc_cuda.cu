@@ -35,7 +35,7 @@ struct OutputTcSmem {
   static constexpr int ldk = K + 8, ldv = BV + 8;  // tile_ld<bf16_t>
   bf16_t *q, *k, *S, *Vn;
   float* gam;
-  __host__ __device__ OutputTcSmem(Carve& c)
+  __host__ __device__ OutputTcSmem(Carve& c, const Dims&)
       : q(c.take_as<bf16_t>(kOutRows * ldk)),
         k(c.take_as<bf16_t>(kOutRows * ldk)),
         S(c.take_as<bf16_t>(K * ldv)),
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(32 * kOutWarps)
   constexpr int KS = K / 16, VT = BV / 8;
   extern __shared__ float smem[];
   Carve carve{smem};
-  OutputTcSmem<K, BV> s(carve);
+  OutputTcSmem<K, BV> s(carve, d);
   constexpr int ldk = OutputTcSmem<K, BV>::ldk, ldv = OutputTcSmem<K, BV>::ldv;
   const int nvt = int(d.V / BV);
   const int c = int(blockIdx.x) / nvt, v0 = (int(blockIdx.x) - c * nvt) * BV;
@@ -182,10 +182,7 @@ __global__ void __launch_bounds__(32 * kOutWarps)
 template <int K, int BV>
 void launch(const bf16_t* q, const bf16_t* k, float scale, const Dims& d,
             const Scratch<bf16_t>& sc, bf16_t* o, cudaStream_t stream) {
-  Carve c{nullptr};
-  OutputTcSmem<K, BV> layout(c);
-  (void)layout;
-  const int64_t smem = c.used * int64_t(sizeof(float));
+  const int64_t smem = smem_bytes<OutputTcSmem<K, BV>>(d);
   auto* kernel = gdn_output_tc_kernel<K, BV>;
   allow_smem(kernel);
   const dim3 grid(unsigned(d.NC * (d.V / BV)), unsigned(d.H), unsigned(d.B));
@@ -224,15 +221,7 @@ void launch_output_tc(const bf16_t* q, const bf16_t* k, float scale, const Dims&
 }
 
 int64_t output_tc_smem_bytes(const Dims& d) {
-  Carve c{nullptr};
-  if (d.K == 64) {
-    OutputTcSmem<64, 128> l(c);
-    (void)l;
-  } else {
-    OutputTcSmem<128, 128> l(c);
-    (void)l;
-  }
-  return c.used * int64_t(sizeof(float));
+  return d.K == 64 ? smem_bytes<OutputTcSmem<64, 128>>(d) : smem_bytes<OutputTcSmem<128, 128>>(d);
 }
 
 }  // namespace amor::cuda::gdn

@@ -12,6 +12,8 @@
 #include <optional>
 #include <string>
 
+#include "runner/app/env_lookup.h"
+
 namespace amor {
 
 struct Shard {
@@ -23,9 +25,6 @@ struct Shard {
 
 // Parses the value of --shard ("i/n" or "slurm"; env reads the environment, nullopt for unset).
 // Throws amor::Error with a message that names --shard, the value and what is expected.
-using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 Shard parse_shard(const std::string& value, const EnvLookup& env);
-// The process environment (getenv).
-std::optional<std::string> process_env(const std::string& name);
 
 }  // namespace amor

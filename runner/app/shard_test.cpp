@@ -10,14 +10,6 @@
 namespace amor {
 namespace {
 
-EnvLookup env_of(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& k) -> std::optional<std::string> {
-    auto it = vars.find(k);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
 std::string error_of(const std::string& v, std::map<std::string, std::string> vars = {}) {
   try {
     parse_shard(v, env_of(vars));

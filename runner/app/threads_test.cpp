@@ -8,14 +8,6 @@
 namespace amor {
 namespace {
 
-EnvLookup env_of(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& k) -> std::optional<std::string> {
-    auto it = vars.find(k);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
 TEST(Threads, ExplicitCountWins) {
   auto c = choose_threads(3, env_of({{"OPENBLAS_NUM_THREADS", "8"}}), 16, 2);
   EXPECT_EQ(c.threads, 3);
