@@ -98,7 +98,7 @@ cuda::GdnShape cuda_shape(const char* op, const ref::GatedDeltaDims& d, int64_t 
 
 GatedDeltaOut gated_delta_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& g, const Tensor& beta, const Tensor& initial_state,
-                                  double scale, int64_t chunk_size) {
+                                  double scale, int64_t chunk_size, bool keep_for_backward) {
   const char* op = "gated_delta_forward";
   const ref::GatedDeltaDims d =
       check_scan_args(op, q, k, v, g, beta, initial_state, scale, chunk_size);
@@ -106,14 +106,17 @@ GatedDeltaOut gated_delta_forward(const Tensor& q, const Tensor& k, const Tensor
     AMOR_ON_CUDA(op, q, const cuda::GdnShape s = cuda_shape(op, d, chunk_size, q.dtype());
                  GatedDeltaOut out{Tensor::empty({d.B, d.T, d.H, d.V}, q.dtype(), q.device()),
                                    Tensor::empty({d.B, d.H, d.K, d.V}, DType::F32, q.device())};
-                 Tensor scratch = Tensor::empty({cuda::gated_delta_forward_scratch_floats(s)},
-                                                DType::F32, q.device());
-                 cuda::gated_delta_forward(q.dtype(), q.raw_data(), k.raw_data(), v.raw_data(),
-                                           g.raw_data(), beta.raw_data(), is_f32(g),
-                                           raw_or_null(initial_state), is_f32(initial_state),
-                                           float(scale), out.o.raw_data(),
-                                           out.final_state.data<float>(), scratch.data<float>(),
-                                           s);
+                 if (keep_for_backward) out.saved = Tensor::empty(
+                     {cuda::gated_delta_saved_floats(s)}, DType::F32, q.device());
+                 Tensor scratch = Tensor::empty(
+                     {cuda::gated_delta_forward_scratch_floats(s, keep_for_backward)}, DType::F32,
+                     q.device());
+                 cuda::gated_delta_forward(
+                     q.dtype(), q.raw_data(), k.raw_data(), v.raw_data(), g.raw_data(),
+                     beta.raw_data(), is_f32(g), raw_or_null(initial_state),
+                     is_f32(initial_state), float(scale), out.o.raw_data(),
+                     out.final_state.data<float>(), scratch.data<float>(), s, 0,
+                     keep_for_backward ? out.saved.data<float>() : nullptr);
                  return out);
   }
   GatedDeltaOut out{Tensor::empty({d.B, d.T, d.H, d.V}, q.dtype(), q.device()),
@@ -136,7 +139,8 @@ GatedDeltaOut gated_delta_forward(const Tensor& q, const Tensor& k, const Tensor
 GatedDeltaGrads gated_delta_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                      const Tensor& g, const Tensor& beta,
                                      const Tensor& initial_state, double scale, const Tensor& do_,
-                                     const Tensor& d_final_state, int64_t chunk_size) {
+                                     const Tensor& d_final_state, int64_t chunk_size,
+                                     const Tensor& saved) {
   const char* op = "gated_delta_backward";
   const ref::GatedDeltaDims d =
       check_scan_args(op, q, k, v, g, beta, initial_state, scale, chunk_size);
@@ -160,8 +164,16 @@ GatedDeltaGrads gated_delta_backward(const Tensor& q, const Tensor& k, const Ten
                            {}};
         if (initial_state.defined())
             gr.dinitial_state = Tensor::empty(initial_state.shape(), DType::F32, q.device());
-        Tensor scratch = Tensor::empty({cuda::gated_delta_backward_scratch_floats(s)},
-                                       DType::F32, q.device());
+        if (saved.defined()) {
+          AMOR_CHECK(saved.dtype() == DType::F32 && saved.device() == q.device() &&
+                         saved.numel() == cuda::gated_delta_saved_floats(s),
+                     "{}: saved must be the f32 buffer that gated_delta_forward(keep_for_backward)"
+                     " returned for these inputs ({} elements on their device)",
+                     op, cuda::gated_delta_saved_floats(s));
+        }
+        Tensor scratch = Tensor::empty(
+            {cuda::gated_delta_backward_scratch_floats(s, saved.defined())}, DType::F32,
+            q.device());
         cuda::gated_delta_backward(
             q.dtype(), q.raw_data(), k.raw_data(), v.raw_data(), g.raw_data(), beta.raw_data(),
             is_f32(g), raw_or_null(initial_state), is_f32(initial_state),
@@ -169,7 +181,7 @@ GatedDeltaGrads gated_delta_backward(const Tensor& q, const Tensor& k, const Ten
             gr.dq.raw_data(), gr.dk.raw_data(), gr.dv.raw_data(), gr.dg.data<float>(),
             gr.dbeta.data<float>(),
             gr.dinitial_state.defined() ? gr.dinitial_state.data<float>() : nullptr,
-            scratch.data<float>(), s);
+            scratch.data<float>(), s, 0, saved.defined() ? saved.data<float>() : nullptr);
         return gr);
   }
   GatedDeltaGrads gr{Tensor::empty(q.shape(), q.dtype(), q.device()),

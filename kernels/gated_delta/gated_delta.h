@@ -18,13 +18,18 @@ inline double gated_delta_default_scale(int64_t K) {
   return 1.0 / std::sqrt(static_cast<double>(K));
 }
 
+// saved: with keep_for_backward on the GPU (chunk_size > 0), the forward's intermediates that
+// the backward would otherwise recompute (an opaque f32 buffer; gated_delta_cuda.h says what and
+// how large); undefined on the CPU and without keep_for_backward. Passing it to
+// gated_delta_backward with the same inputs skips the recomputation and gives the same bits.
 struct GatedDeltaOut {
-  Tensor o, final_state;
+  Tensor o, final_state, saved;
 };
 GatedDeltaOut gated_delta_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& g, const Tensor& beta,
                                   const Tensor& initial_state /*may be undefined*/, double scale,
-                                  int64_t chunk_size = 64 /*0 = recurrence*/);
+                                  int64_t chunk_size = 64 /*0 = recurrence*/,
+                                  bool keep_for_backward = false);
 
 // d_final_state may be undefined (zero). dinitial_state is undefined when initial_state is.
 struct GatedDeltaGrads {
@@ -33,7 +38,8 @@ struct GatedDeltaGrads {
 GatedDeltaGrads gated_delta_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                      const Tensor& g, const Tensor& beta,
                                      const Tensor& initial_state, double scale, const Tensor& do_,
-                                     const Tensor& d_final_state, int64_t chunk_size = 64);
+                                     const Tensor& d_final_state, int64_t chunk_size = 64,
+                                     const Tensor& saved = Tensor() /*GatedDeltaOut::saved*/);
 
 // Decode: one step for every (b,h). q_t,k_t [B,H,K], v_t [B,H,V], g_t,beta_t [B,H];
 // state [B,H,K,V] is updated in place. Returns o_t [B,H,V].

@@ -2,7 +2,8 @@
 // comment lists every term), cut into kernels the way flash-linear-attention structures
 // chunk_gated_delta_rule_bwd. With the forward's notation (gated_delta_fwd_cuda.cu):
 //  0. recompute: gdn_prepare_kernel (gam, W, U and now Tm) and gdn_state_fwd_kernel (every
-//     chunk's start state S and Vn = U - W S), exactly the forward's kernels.
+//     chunk's start state S and Vn = U - W S), exactly the forward's kernels; skipped when the
+//     forward kept them (`saved`, gated_delta_cuda.h), which gives the same bits.
 //  1. gdn_state_bwd_kernel, one block per (32 columns of V, head, batch), chunks in reverse:
 //     carries dS (the gradient of the chunk's end state, d_final_state for the last chunk; f32 in
 //     shared memory), stores it per chunk ([BH,NC,K,V]), and computes
@@ -17,7 +18,7 @@
 //  2. gdn_bwd_qk_kernel, one block per (chunk, head, batch), chunks in parallel: the terms of
 //     O = scale diag(e) Q S + P Vn and S' = e S + Kh^T Vn and Vn = U - W S, reduced over V in
 //     32-column tiles: dP = dO Vn^T, dqS = dO S^T, dKh = Vn dS'^T, dW = -dVn S^T, <dS', S>. Gives
-//     dq (final), dk and dgam partials (f32 scratch) and dW. For bf16 with K <= 64 (the register
+//     dq (final), dk and dgam partials (f32 scratch) and dW. For bf16 with K <= 128 (the register
 //     passes' shapes) gdn_bwd_qk_reg_kernel replaces it by default: the four sums in MMA
 //     accumulators over all of V (64-column tiles, double-buffered) instead of added into shared
 //     memory tile by tile (AMOR_GDN_QK=tile keeps this one; AMOR_GDN_VARIANT=tile implies it).
@@ -498,17 +499,20 @@ __global__ void __launch_bounds__(kThreads, 2)
   bwd_qk_finish(s, p, d, scale, sd, dq, dk_part, dgam_part, dW_out);
 }
 
-// bwd_qk with the V reductions in MMA accumulator registers (bf16, K <= 64, V a multiple of 16;
-// AMOR_GDN_QK=tile keeps the kernel above). Warp w owns rows 16 (w / 2) .. + 16 and the column
-// half w % 2 (columns 32 (w % 2) .. + 32) of all four sums, so dP, dqS, dKh and dW stay in
-// registers (<= 4 n8 tiles each) over all of V and reach shared memory once, where the kernel
-// above adds every 32-column tile into them there (a read and a write of 64 KB of f32 per tile)
-// and waits for each tile's copies with nothing in flight. The V tiles (64 columns: dO, Vn, dVn,
-// S, dS') are double-buffered, so for V <= 128 every copy of the block is issued up front. Rows
-// past the chunk are zero-filled; R = reg_rows(d) rows throughout. Rounding as the kernel above
-// (bf16 operands, f32 sums; only the order of the f32 additions over V differs).
-template <class Sh>
-__global__ void __launch_bounds__(kThreads, 2)
+// bwd_qk with the V reductions in MMA accumulator registers (bf16, K <= 128, V a multiple of 16;
+// AMOR_GDN_QK=tile keeps the kernel above). KS = K / 64 rounded up (1 or 2) sets the block: 8 KS
+// warps, 2 KS per 16-row group. Warp w owns rows 16 (w / 2KS) .. + 16, the 32 columns
+// 32 (w % 2KS) .. + 32 of dqS, dKh and dW and the 32 / KS columns (32 / KS) (w % 2KS) .. of dP, so
+// the four sums stay in registers (<= 4 n8 tiles each, 2 of dP for KS = 2) over all of V and reach
+// shared memory once, where the kernel above adds every 32-column tile into them there (a read and
+// a write of 64 KB of f32 per tile) and waits for each tile's copies with nothing in flight. For
+// K = 128 (KS = 2: 16 warps, one 171 KB block per SM) each warp keeps 56 accumulators, fewer than
+// the 64 of K = 64's 8 warps, instead of 112 that one 8-warp block would need. The V tiles
+// (64 columns: dO, Vn, dVn, S, dS') are double-buffered, so for V <= 128 every copy of the block is
+// issued up front. Rows past the chunk are zero-filled; R = reg_rows(d) rows throughout. Rounding
+// as the kernel above (bf16 operands, f32 sums; only the order of the f32 additions over V differs).
+template <int KS, class Sh>
+__global__ void __launch_bounds__(kThreads * KS, 2 / KS)
     gdn_bwd_qk_reg_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                           const bf16_t* __restrict__ dO, const float* __restrict__ gam,
                           const bf16_t* __restrict__ Vn, const bf16_t* __restrict__ dVn,
@@ -551,15 +555,20 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int r = threadIdx.x; r < n; r += blockDim.x) s.gam[r] = gam[row0 + r];
 
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, g = lane / 4, t = lane % 4;
-  const int m0 = 16 * (warp / 2), h0 = 32 * (warp % 2);  // this warp's rows and column half
-  const bool active = m0 < R;                             // warp-uniform
-  // Column pairs of n8 tiles (16 columns) jp = 0, 1 of the half: of dP if h0 + 16 jp < R, of
-  // dqS, dKh, dW if h0 + 16 jp < K (R and K are multiples of 16: a pair is all in or all out).
-  float dp[4][4], dqs[4][4], dkh[4][4], dw[4][4];
+  constexpr int kDpPairs = 2 / KS;  // n16 column pairs of dP per warp
+  const int m0 = 16 * (warp / (2 * KS)), wc = warp % (2 * KS);  // this warp's rows, column slot
+  const int h0 = 32 * wc, p0 = 16 * kDpPairs * wc;  // its first column of dqS/dKh/dW, of dP
+  const bool active = m0 < R;                       // warp-uniform
+  // Column pairs of n8 tiles (16 columns): of dP at p0 + 16 jp if < R, of dqS, dKh, dW at
+  // h0 + 16 jp if < K (R and K are multiples of 16: a pair is all in or all out).
+  float dp[2 * kDpPairs][4], dqs[4][4], dkh[4][4], dw[4][4];
 #pragma unroll
   for (int j = 0; j < 4; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) dp[j][e] = dqs[j][e] = dkh[j][e] = dw[j][e] = 0.0f;
+    for (int e = 0; e < 4; ++e) {
+      dqs[j][e] = dkh[j][e] = dw[j][e] = 0.0f;
+      if (j < 2 * kDpPairs) dp[j][e] = 0.0f;
+    }
   float sd = 0.0f;  // this thread's part of <dS', S>
   for (int it = 0; it < tiles; ++it) {
     const int buf = it & 1, w = width(it);
@@ -578,14 +587,19 @@ __global__ void __launch_bounds__(kThreads, 2)
         RowA<bf16_t>{Vnt, ldt}.frag_a(m0, k0, lane, av);
         RowA<bf16_t>{dVnt, ldt}.frag_a(m0, k0, lane, ad);
 #pragma unroll
-        for (int jp = 0; jp < 2; ++jp) {
-          const int c = h0 + 16 * jp;
-          uint32_t b0[2], b1[2];
+        for (int jp = 0; jp < kDpPairs; ++jp) {
+          const int c = p0 + 16 * jp;
           if (c < R) {
+            uint32_t b0[2], b1[2];
             ColB<bf16_t>{Vnt, ldt}.frag_b2(k0, c, lane, b0, b1);
             mma::mma_bf16_16816(dp[2 * jp], ao, b0);
             mma::mma_bf16_16816(dp[2 * jp + 1], ao, b1);
           }
+        }
+#pragma unroll
+        for (int jp = 0; jp < 2; ++jp) {
+          const int c = h0 + 16 * jp;
+          uint32_t b0[2], b1[2];
           if (c < K) {
             ColB<bf16_t>{St, ldt}.frag_b2(k0, c, lane, b0, b1);
             mma::mma_bf16_16816(dqs[2 * jp], ao, b0);
@@ -610,16 +624,16 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   // The sums to shared memory (over the V tiles, no longer read): element e of n8 tile j is row
-  // m0 + g + 8 (e / 2), columns h0 + 8 j + 2 t (+1), a float2 per pair.
+  // m0 + g + 8 (e / 2), columns h0 + 8 j + 2 t (+1) (p0 + .. for dP), a float2 per pair.
   if (active) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int c = h0 + 8 * j + 2 * t;
+      const int c = h0 + 8 * j + 2 * t, cp = p0 + 8 * j + 2 * t;
 #pragma unroll
       for (int hi = 0; hi < 2; ++hi) {
         const int r = m0 + g + 8 * hi;
-        if (c < R)
-          *reinterpret_cast<float2*>(s.dP + r * s.ldl + c) =
+        if (j < 2 * kDpPairs && cp < R)
+          *reinterpret_cast<float2*>(s.dP + r * s.ldl + cp) =
               make_float2(dp[j][2 * hi], dp[j][2 * hi + 1]);
         if (c < K) {
           *reinterpret_cast<float2*>(s.dqS + r * s.ldw + c) =
@@ -822,13 +836,18 @@ template <class T>
 void backward_typed(const void* q, const void* k, const void* v, const void* g, const void* beta,
                     bool gate_f32, const void* s0, bool s0_f32, const void* dsf, bool dsf_f32,
                     float scale, const void* d_o, void* dq, void* dk, void* dv, float* dg,
-                    float* dbeta, float* ds0, float* scratch, const Dims& d, cudaStream_t stream) {
-  Carve c{scratch};
-  const Scratch<T> sc(c, d, true);
+                    float* dbeta, float* ds0, float* scratch, const float* saved, const Dims& d,
+                    cudaStream_t stream) {
+  // With `saved` (the forward's gam, W, Tm, S, Vn: gated_delta_cuda.h) nothing is recomputed;
+  // else step 0 runs the forward's prepare and state passes again into the scratch.
+  Carve kept{saved ? const_cast<float*>(saved) : scratch}, work{saved ? scratch : nullptr};
+  const Scratch<T> sc(kept, saved ? work : kept, d, true, !saved, true);
   const T *qp = static_cast<const T*>(q), *kp = static_cast<const T*>(k);
   const T *vp = static_cast<const T*>(v), *dop = static_cast<const T*>(d_o);
-  launch_prepare(kp, vp, g, beta, gate_f32, d, sc, stream);
-  launch_state_fwd(kp, s0, s0_f32, d, sc, nullptr, stream);
+  if (!saved) {
+    launch_prepare(kp, vp, g, beta, gate_f32, d, sc, stream);
+    launch_state_fwd(kp, s0, s0_f32, d, sc, nullptr, stream);
+  }
 
   const dim3 columns(unsigned((d.V + kVt - 1) / kVt), unsigned(d.H), unsigned(d.B));
   const dim3 chunks(unsigned(d.NC), unsigned(d.H), unsigned(d.B));
@@ -860,17 +879,20 @@ void backward_typed(const void* q, const void* k, const void* v, const void* g, 
   }
   bool qk_reg = false;
   if constexpr (std::is_same_v<T, bf16_t>) {
-    qk_reg = reg && d.K <= 64 && qk_variant_reg();
-    if (qk_reg) {
-      with_shape<T, 64>(d, [&](auto sh) {
-        auto* kernel = gdn_bwd_qk_reg_kernel<decltype(sh)>;
-        allow_smem(kernel);
-        kernel<<<chunks, kThreads, smem_bytes<BwdQkRegSmem<T>>(d), stream>>>(
-            qp, kp, dop, sc.gam, sc.Vn, sc.dVn, sc.S, sc.dS, scale, d, static_cast<T*>(dq), sc.dk,
-            sc.dgam, sc.dW);
-        AMOR_CUDA_CHECK_LAUNCH();
-      });
-    }
+    qk_reg = reg && d.K <= 128 && qk_variant_reg();
+    auto launch_qk_reg = [&](auto ks, auto sh) {
+      constexpr int KS = decltype(ks)::value;
+      auto* kernel = gdn_bwd_qk_reg_kernel<KS, decltype(sh)>;
+      allow_smem(kernel);
+      kernel<<<chunks, kThreads * KS, smem_bytes<BwdQkRegSmem<T>>(d), stream>>>(
+          qp, kp, dop, sc.gam, sc.Vn, sc.dVn, sc.S, sc.dS, scale, d, static_cast<T*>(dq), sc.dk,
+          sc.dgam, sc.dW);
+      AMOR_CUDA_CHECK_LAUNCH();
+    };
+    if (qk_reg && d.K <= 64)
+      with_shape<T, 64>(d, [&](auto sh) { launch_qk_reg(std::integral_constant<int, 1>{}, sh); });
+    else if (qk_reg)
+      with_shape<T, 128>(d, [&](auto sh) { launch_qk_reg(std::integral_constant<int, 2>{}, sh); });
   }
   if (!qk_reg) {
     allow_smem(gdn_bwd_qk_kernel<T>);
@@ -896,14 +918,14 @@ void gated_delta_backward(DType t, const void* q, const void* k, const void* v, 
                           const void* beta, bool gate_f32, const void* s0, bool s0_f32,
                           const void* dsf, bool dsf_f32, float scale, const void* d_o, void* dq,
                           void* dk, void* dv, float* dg, float* dbeta, float* ds0, float* scratch,
-                          const GdnShape& s, cudaStream_t stream) {
+                          const GdnShape& s, cudaStream_t stream, const float* saved) {
   const gdn::Dims d = gdn::dims_of(s);
   if (t == DType::F32)
     gdn::backward_typed<float>(q, k, v, g, beta, gate_f32, s0, s0_f32, dsf, dsf_f32, scale, d_o, dq,
-                               dk, dv, dg, dbeta, ds0, scratch, d, stream);
+                               dk, dv, dg, dbeta, ds0, scratch, saved, d, stream);
   else
     gdn::backward_typed<bf16_t>(q, k, v, g, beta, gate_f32, s0, s0_f32, dsf, dsf_f32, scale, d_o,
-                                dq, dk, dv, dg, dbeta, ds0, scratch, d, stream);
+                                dq, dk, dv, dg, dbeta, ds0, scratch, saved, d, stream);
 }
 
 }  // namespace amor::cuda

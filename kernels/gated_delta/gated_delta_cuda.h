@@ -29,25 +29,30 @@ struct GdnShape {
 // The largest dynamic shared memory (bytes) any kernel of the forward/backward needs for inputs of
 // dtype t (f32 or bf16: the kernels keep input tiles in that dtype).
 int64_t gated_delta_max_smem_bytes(DType t, const GdnShape& s);
-// f32 scratch (elements) of the forward and the backward.
-int64_t gated_delta_forward_scratch_floats(const GdnShape& s);
-int64_t gated_delta_backward_scratch_floats(const GdnShape& s);
-
+// f32 scratch (elements) of the forward and the backward. A forward may keep what the backward
+// reads (gam, W, Tm, every chunk's start state S and Vn: 2(K + L + V) + 4 bytes per token and
+// head plus 2KV per chunk and head for bf16) in a `saved` buffer of gated_delta_saved_floats
+// elements; the backward then skips its step 0 (recomputing the forward's prepare and state
+// passes) and needs only gated_delta_backward_scratch_floats(s, true) of scratch. The results are
+// the same bits either way (the same kernels compute the same values).
+int64_t gated_delta_saved_floats(const GdnShape& s);
+int64_t gated_delta_forward_scratch_floats(const GdnShape& s, bool saved = false);
+int64_t gated_delta_backward_scratch_floats(const GdnShape& s, bool saved = false);
 // q,k [B,T,H,K], v [B,T,H,V], g,beta [B,T,H], s0 [B,H,K,V] (may be null) -> o [B,T,H,V],
-// s_final [B,H,K,V] f32.
+// s_final [B,H,K,V] f32; and, when saved is non-null, the backward's intermediates into it.
 void gated_delta_forward(DType t, const void* q, const void* k, const void* v, const void* g,
                          const void* beta, bool gate_f32, const void* s0, bool state_f32,
                          float scale, void* o, float* s_final, float* scratch, const GdnShape& s,
-                         cudaStream_t stream = 0);
-
+                         cudaStream_t stream = 0, float* saved = nullptr);
 // -> dq, dk [B,T,H,K], dv [B,T,H,V] (dtype t), dg, dbeta [B,T,H] f32, ds0 [B,H,K,V] f32 (when
-// non-null). s0 and dsf may be null (zero).
+// non-null). s0 and dsf may be null (zero). saved: null, or what the forward with the same inputs
+// kept.
 void gated_delta_backward(DType t, const void* q, const void* k, const void* v, const void* g,
                           const void* beta, bool gate_f32, const void* s0, bool s0_f32,
                           const void* dsf, bool dsf_f32, float scale, const void* d_o, void* dq,
                           void* dk, void* dv, float* dg, float* dbeta, float* ds0, float* scratch,
-                          const GdnShape& s, cudaStream_t stream = 0);
-
+                          const GdnShape& s, cudaStream_t stream = 0,
+                          const float* saved = nullptr);
 // One decode step: q_t,k_t [B,H,K], v_t [B,H,V] (dtype t), g_t, beta_t [B,H] (f32 or t), state
 // [B,H,K,V] f32 updated in place -> o_t [B,H,V] (dtype t).
 void gated_delta_step(DType t, const void* q_t, const void* k_t, const void* v_t, const void* g_t,

@@ -72,27 +72,38 @@ struct Scratch {
   // [BH,T,K], the dgam partial [BH,T].
   T *Tm, *dS, *dVn, *dW;
   float *dk, *dgam;
-  __host__ __device__ Scratch(Carve& c, const Dims& d, bool backward) {
+  // Two parts: `kept` gets what the backward reads of the forward (gam, W, Vn, S and Tm when
+  // with_tm), `work` the rest: U for bf16 when need_u (the state pass's input, dead after it),
+  // and the backward's own arrays when backward. A forward that keeps its intermediates for the
+  // backward (gated_delta_cuda.h, `saved`) carves kept from the saved buffer and work from a
+  // temporary one; everywhere else both parts come from one scratch, one after the other.
+  __host__ __device__ Scratch(Carve& kept, Carve& work, const Dims& d, bool with_tm, bool need_u,
+                              bool backward) {
     const int64_t BHT = d.B * d.H * d.T, states = d.B * d.H * d.NC * d.K * d.V;
-    gam = c.take_as<float>(BHT);
-    W = c.take_as<T>(BHT * d.K);
-    U = c.take_as<float>(BHT * d.V);
-    if constexpr (sizeof(T) == sizeof(float))
+    gam = kept.take_as<float>(BHT);
+    W = kept.take_as<T>(BHT * d.K);
+    if constexpr (sizeof(T) == sizeof(float)) {
+      U = kept.take_as<float>(BHT * d.V);
       Vn = reinterpret_cast<T*>(U);
-    else
-      Vn = c.take_as<T>(BHT * d.V);
-    S = c.take_as<T>(states);
-    Tm = dS = dVn = dW = nullptr;
+    } else {
+      Vn = kept.take_as<T>(BHT * d.V);
+    }
+    S = kept.take_as<T>(states);
+    Tm = with_tm ? kept.take_as<T>(BHT * d.L) : nullptr;
+    if constexpr (sizeof(T) != sizeof(float)) U = need_u ? work.take_as<float>(BHT * d.V) : nullptr;
+    dS = dVn = dW = nullptr;
     dk = dgam = nullptr;
     if (backward) {
-      Tm = c.take_as<T>(BHT * d.L);
-      dS = c.take_as<T>(states);
-      dVn = c.take_as<T>(BHT * d.V);
-      dW = c.take_as<T>(BHT * d.K);
-      dk = c.take_as<float>(BHT * d.K);
-      dgam = c.take_as<float>(BHT);
+      dS = work.take_as<T>(states);
+      dVn = work.take_as<T>(BHT * d.V);
+      dW = work.take_as<T>(BHT * d.K);
+      dk = work.take_as<float>(BHT * d.K);
+      dgam = work.take_as<float>(BHT);
     }
   }
+  // Both parts from one scratch (no intermediates kept across calls).
+  __host__ __device__ Scratch(Carve& c, const Dims& d, bool backward)
+      : Scratch(c, c, d, backward, true, backward) {}
 };
 
 // ---- where a chunk block works: chunk c of head (b, h), rows t0 .. t0 + n - 1

@@ -44,6 +44,7 @@
 // (only its operand copy is rounded). Occupancy (bf16, K 64, V 128, L 64; H200: 228 KB shared
 // memory, 64K registers per SM): prepare and the state pass three blocks per SM (65 and 60 KB,
 // <= 80 registers), output three (48 KB, 80 registers).
+#include <type_traits>
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
 #include "kernels/gated_delta/gated_delta_tc.cuh"
 
@@ -694,13 +695,16 @@ bool fused_output_ok(const Dims& d, const void* q, const void* k) {
 template <class T>
 void forward_typed(const void* q, const void* k, const void* v, const void* g, const void* beta,
                    bool gate_f32, const void* s0, bool state_f32, float scale, void* o,
-                   float* s_final, float* scratch, const Dims& d, cudaStream_t stream) {
-  Carve c{scratch};
-  const Scratch<T> sc(c, d, false);
+                   float* s_final, float* scratch, float* saved, const Dims& d,
+                   cudaStream_t stream) {
+  // With `saved`, the intermediates the backward reads (gam, W, Tm, S, Vn) go there and stay; the
+  // output then comes from the unfused passes, which store S and Vn.
+  Carve kept{saved ? saved : scratch}, work{saved ? scratch : nullptr};
+  const Scratch<T> sc(kept, saved ? work : kept, d, saved != nullptr, true, false);
   const T* kp = static_cast<const T*>(k);
   launch_prepare(kp, static_cast<const T*>(v), g, beta, gate_f32, d, sc, stream);
   if constexpr (std::is_same_v<T, bf16_t>) {
-    if (fused_output_ok<T>(d, q, k)) {
+    if (!saved && fused_output_ok<T>(d, q, k)) {
       const T* qp = static_cast<const T*>(q);
       T* op = static_cast<T*>(o);
       switch (d.K) {
@@ -807,33 +811,50 @@ int64_t gated_delta_max_smem_bytes(DType t, const GdnShape& s) {
   return t == DType::F32 ? gdn::max_smem_bytes<float>(d) : gdn::max_smem_bytes<bf16_t>(d);
 }
 
-// The larger of the two dtypes' layouts (f32 stores every array in f32, bf16 adds a bf16 Vn next
-// to the f32 U), so one size serves both.
-int64_t gated_delta_forward_scratch_floats(const GdnShape& s) {
-  gdn::Carve c{nullptr}, b{nullptr};
-  gdn::Scratch<float> sc(c, gdn::dims_of(s), false);
-  gdn::Scratch<bf16_t> sb(b, gdn::dims_of(s), false);
-  return c.used > b.used ? c.used : b.used;
+// Sizes: the larger of the two dtypes' layouts (f32 stores every array in f32, bf16 adds a bf16
+// Vn next to the f32 U), so one size serves both.
+namespace {
+template <class F>
+int64_t larger_layout(F&& carve) {
+  gdn::Carve kf{nullptr}, wf{nullptr}, kb{nullptr}, wb{nullptr};
+  const int64_t f = carve(std::type_identity<gdn::Scratch<float>>{}, kf, wf),
+                b = carve(std::type_identity<gdn::Scratch<bf16_t>>{}, kb, wb);
+  return f > b ? f : b;
+}
+}  // namespace
+
+int64_t gated_delta_saved_floats(const GdnShape& s) {
+  return larger_layout([&](auto tag, gdn::Carve& kept, gdn::Carve& work) {
+    typename decltype(tag)::type sc(kept, work, gdn::dims_of(s), true, false, false);
+    return kept.used;
+  });
 }
 
-int64_t gated_delta_backward_scratch_floats(const GdnShape& s) {
-  gdn::Carve c{nullptr}, b{nullptr};
-  gdn::Scratch<float> sc(c, gdn::dims_of(s), true);
-  gdn::Scratch<bf16_t> sb(b, gdn::dims_of(s), true);
-  return c.used > b.used ? c.used : b.used;
+int64_t gated_delta_forward_scratch_floats(const GdnShape& s, bool saved) {
+  return larger_layout([&](auto tag, gdn::Carve& kept, gdn::Carve& work) {
+    typename decltype(tag)::type sc(kept, saved ? work : kept, gdn::dims_of(s), saved, true, false);
+    return saved ? work.used : kept.used;
+  });
+}
+
+int64_t gated_delta_backward_scratch_floats(const GdnShape& s, bool saved) {
+  return larger_layout([&](auto tag, gdn::Carve& kept, gdn::Carve& work) {
+    typename decltype(tag)::type sc(kept, saved ? work : kept, gdn::dims_of(s), true, !saved, true);
+    return saved ? work.used : kept.used;
+  });
 }
 
 void gated_delta_forward(DType t, const void* q, const void* k, const void* v, const void* g,
                          const void* beta, bool gate_f32, const void* s0, bool state_f32,
                          float scale, void* o, float* s_final, float* scratch, const GdnShape& s,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, float* saved) {
   const gdn::Dims d = gdn::dims_of(s);
   if (t == DType::F32)
     gdn::forward_typed<float>(q, k, v, g, beta, gate_f32, s0, state_f32, scale, o, s_final, scratch,
-                              d, stream);
+                              saved, d, stream);
   else
     gdn::forward_typed<bf16_t>(q, k, v, g, beta, gate_f32, s0, state_f32, scale, o, s_final,
-                               scratch, d, stream);
+                               scratch, saved, d, stream);
 }
 
 }  // namespace amor::cuda

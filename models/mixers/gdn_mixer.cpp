@@ -1,6 +1,8 @@
 #include "models/mixers/gdn_mixer.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/conv1d/conv1d.h"
 #include "kernels/elementwise/elementwise.h"
@@ -118,6 +120,21 @@ void GdnMixer::ConvBranch::drop_saved() {
   pre_conv_ = Tensor();
 }
 
+// In training the GPU scan keeps its intermediates (gam, W, Tm, chunk states, Vn: about 0.75 KB
+// per token and head for K 64, V 128 in bf16) from forward to backward, so the backward does not
+// run the forward's prepare and state passes again (15% of the scan's forward + backward time at
+// the 1.5B preset's shape, tests/cuda/RESULTS.md); AMOR_GDN_RECOMPUTE=1 trades that time back for
+// the memory. The same bits either way.
+namespace {
+bool keep_scan_intermediates() {
+  static const bool keep = [] {
+    const char* e = std::getenv("AMOR_GDN_RECOMPUTE");
+    return !(e && std::string(e) == "1");
+  }();
+  return keep;
+}
+}  // namespace
+
 GdnMixer::GdnMixer(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg)
     : GdnMixer(ps, prefix, cfg, gdn_dims(cfg)) {}
 
@@ -142,7 +159,7 @@ GdnMixer::GdnMixer(ParamStore& ps, const std::string& prefix, const ModelConfig&
   o_norm_w_ = ps.add(prefix + ".o_norm.weight", {head_v_}, init_constant(1.0), false);
 }
 
-Tensor GdnMixer::forward(const Tensor& x, const MixerContext&) {
+Tensor GdnMixer::forward(const Tensor& x, const MixerContext& ctx) {
   const int64_t B = x.size(0), T = x.size(1), H = heads_, K = head_k_, V = head_v_;
   qc_ = q_.forward(x).view({B, T, H, K});
   L2NormOut qn = l2norm_forward(qc_, kL2NormEps);
@@ -161,7 +178,10 @@ Tensor GdnMixer::forward(const Tensor& x, const MixerContext&) {
   g_ = scan_input(channel_scale_forward(dt_, neg_a_));
 
   const double scale = gated_delta_default_scale(K);
-  scan_o_ = gated_delta_forward(qn_, kn_, v4_, g_, scan_input(beta_), Tensor(), scale, chunk_).o;
+  GatedDeltaOut so = gated_delta_forward(qn_, kn_, v4_, g_, scan_input(beta_), Tensor(), scale,
+                                         chunk_, ctx.training && keep_scan_intermediates());
+  scan_o_ = so.o;
+  scan_saved_ = so.saved;
   z_ = gate_.forward(x).view({B, T, H, V});
   RMSNormOut n = rmsnorm_gated_forward(scan_o_, z_, o_norm_w_->value, V, norm_eps_,
                                        /*norm_before_gate=*/true);
@@ -178,7 +198,8 @@ Tensor GdnMixer::backward(const Tensor& dy) {
   Tensor dx = gate_.backward(ng.dz.view({B, T, H * V}));
 
   GatedDeltaGrads sg = gated_delta_backward(qn_, kn_, v4_, g_, scan_input(beta_), Tensor(),
-                                            gated_delta_default_scale(K), ng.dx, Tensor(), chunk_);
+                                            gated_delta_default_scale(K), ng.dx, Tensor(), chunk_,
+                                            scan_saved_);
 
   // g = neg_a * dt per head: d neg_a / d A_log = neg_a, so dA_log = neg_a * sum(dg * dt).
   ChannelScaleGrads cs = channel_scale_backward(dt_, neg_a_, grad_like(sg.dg, dt_));
@@ -200,7 +221,7 @@ void GdnMixer::drop_saved() {
   for (ConvBranch* b : {&q_, &k_, &v_}) b->drop_saved();
   for (Linear* l : {&a_, &b_, &gate_, &o_}) l->drop_saved();
   qc_ = q_rstd_ = kc_ = k_rstd_ = qn_ = kn_ = v4_ = Tensor();
-  a_in_ = dt_ = neg_a_ = g_ = beta_ = scan_o_ = z_ = norm_rstd_ = Tensor();
+  a_in_ = dt_ = neg_a_ = g_ = beta_ = scan_o_ = scan_saved_ = z_ = norm_rstd_ = Tensor();
 }
 
 namespace {

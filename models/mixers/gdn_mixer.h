@@ -75,6 +75,7 @@ class GdnMixer final : public Mixer {
   Tensor a_in_, dt_, neg_a_;          // a_proj x, softplus(a_proj x + dt_bias), -exp(A_log)
   Tensor g_, beta_;                   // the scan's log decay and beta
   Tensor scan_o_, z_, norm_rstd_;     // scan output, gate g_proj x [B,T,H,V], gated-norm rstd
+  Tensor scan_saved_;                 // the GPU scan's intermediates for backward (training)
 };
 
 }  // namespace amor::model

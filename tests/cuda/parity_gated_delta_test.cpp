@@ -104,6 +104,24 @@ void check_case(const GdnCase& c, uint64_t seed, bool backward) {
     expect_close(op, "dbeta", gr.dbeta, rg.dbeta, gate_tol);
     ASSERT_EQ(gr.dinitial_state.defined(), c.s0);
     if (c.s0) expect_close(op, "ds0", gr.dinitial_state, rg.dinitial_state, state_tol);
+
+    // The forward keeping its intermediates and the backward reading them instead of recomputing
+    // (what GdnMixer does in training): the same bits as the two calls above.
+    poison({{vs, dt}, {ss, DType::F32}});
+    const GatedDeltaOut kept =
+        gated_delta_forward(q, k, v, g, beta, s0, scale, c.gpu_chunk, /*keep_for_backward=*/true);
+    ASSERT_TRUE(kept.saved.defined());
+    expect_equal(op + " kept", "o", kept.o, out.o.to(Device::CPU).to(DType::F32));
+    expect_equal(op + " kept", "final", kept.final_state, out.final_state.to(Device::CPU).to(DType::F32));
+    poison({{qs, dt}, {vs, dt}, {gs, DType::F32}, {ss, DType::F32}});
+    const GatedDeltaGrads gk = gated_delta_backward(q, k, v, g, beta, s0, scale, d_o, dsf,
+                                                    c.gpu_chunk, kept.saved);
+    expect_equal(op + " kept", "dq", gk.dq, gr.dq.to(Device::CPU).to(DType::F32));
+    expect_equal(op + " kept", "dk", gk.dk, gr.dk.to(Device::CPU).to(DType::F32));
+    expect_equal(op + " kept", "dv", gk.dv, gr.dv.to(Device::CPU).to(DType::F32));
+    expect_equal(op + " kept", "dg", gk.dg, gr.dg.to(Device::CPU).to(DType::F32));
+    expect_equal(op + " kept", "dbeta", gk.dbeta, gr.dbeta.to(Device::CPU).to(DType::F32));
+    if (c.s0) expect_equal(op + " kept", "ds0", gk.dinitial_state, gr.dinitial_state.to(Device::CPU).to(DType::F32));
   }
 }
 
