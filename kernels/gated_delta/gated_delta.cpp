@@ -105,7 +105,8 @@ GatedDeltaOut gated_delta_forward(const Tensor& q, const Tensor& k, const Tensor
   if (!q.is_cpu()) {
     AMOR_ON_CUDA(op, q, const cuda::GdnShape s = cuda_shape(op, d, chunk_size, q.dtype());
                  GatedDeltaOut out{Tensor::empty({d.B, d.T, d.H, d.V}, q.dtype(), q.device()),
-                                   Tensor::empty({d.B, d.H, d.K, d.V}, DType::F32, q.device())};
+                                   Tensor::empty({d.B, d.H, d.K, d.V}, DType::F32, q.device()),
+                                   {}};
                  if (keep_for_backward) out.saved = Tensor::empty(
                      {cuda::gated_delta_saved_floats(s)}, DType::F32, q.device());
                  Tensor scratch = Tensor::empty(
@@ -120,7 +121,8 @@ GatedDeltaOut gated_delta_forward(const Tensor& q, const Tensor& k, const Tensor
                  return out);
   }
   GatedDeltaOut out{Tensor::empty({d.B, d.T, d.H, d.V}, q.dtype(), q.device()),
-                    Tensor::empty({d.B, d.H, d.K, d.V}, q.dtype(), q.device())};
+                    Tensor::empty({d.B, d.H, d.K, d.V}, q.dtype(), q.device()),
+                    {}};
   dispatch_float(op, q, [&](auto tag) {
     using T = decltype(tag);
     const T* s0 = data_or_null<T>(initial_state);

@@ -16,7 +16,8 @@
 // count is a fixed yardstick, not the multiply-adds issued):
 //   GDN forward, per head and chunk of L rows: 2 L^2 (3K + 2V) [K K^T, W, U, Q K^T, P Vn]
 //     + 6 L K V [W S, the state update, Q S] + L^3 / 3 [the triangular solve].
-//   GDN backward: the forward's prepare and state pass again (2 L^2 (2K + V) + L^3/3 + 4 L K V),
+//   GDN backward: the forward's prepare and state pass again (2 L^2 (2K + V) + L^3/3 + 4 L K V;
+//     counted although the backward after a forward that kept them does not run them),
 //     the dS pass (2 L^2 (K + V) + 6 L K V), the q/k kernel (2 L^2 (3K + V) + 6 L K V) and the WY
 //     kernel (2 L^2 (4K + 2V) + 4 L^3).
 //   Attention (causal, half the T x T scores): forward 2 B H T^2 D, backward 2.5x the forward.
@@ -110,18 +111,24 @@ void bench_scan(int64_t T, int reps, std::vector<Row>& rows) {
   const Tensor g = dev_uniform({B, T, gdn.H}, 5, -0.5, -0.001, DType::F32);
   const Tensor beta = dev_uniform({B, T, gdn.H}, 6, 0.05, 0.95, DType::F32);
   const double scale = gated_delta_default_scale(gdn.K);
+  // As in training (GdnMixer): the forward keeps its intermediates and the backward reads them;
+  // AMOR_GDN_RECOMPUTE=1 times the backward that recomputes them instead (and a forward that
+  // keeps nothing). "gdn fwd" alone is the forward that keeps nothing (inference).
+  const bool keep = !(std::getenv("AMOR_GDN_RECOMPUTE") &&
+                      std::string(std::getenv("AMOR_GDN_RECOMPUTE")) == "1");
   auto fwd = [&] { gated_delta_forward(q, k, v, g, beta, Tensor(), scale, kL); };
-  auto bwd = [&] { gated_delta_backward(q, k, v, g, beta, Tensor(), scale, d_o, Tensor(), kL); };
+  auto fwd_keep = [&] { return gated_delta_forward(q, k, v, g, beta, Tensor(), scale, kL, keep); };
+  const Tensor saved = fwd_keep().saved;
+  auto bwd = [&](const Tensor& kept) {
+    gated_delta_backward(q, k, v, g, beta, Tensor(), scale, d_o, Tensor(), kL, kept);
+  };
   Row f{"gdn fwd"}, b{"gdn bwd"}, fb{"gdn fwd+bwd"};
   f.shape = b.shape = fb.shape = "B" + std::to_string(B) + " T" + std::to_string(T) + " H" +
                                  std::to_string(gdn.H) + " K" + std::to_string(gdn.K) + " V" +
                                  std::to_string(gdn.V);
   f.us = time_us(reps, fwd);
-  b.us = time_us(reps, bwd);
-  fb.us = time_us(reps, [&] {
-    fwd();
-    bwd();
-  });
+  b.us = time_us(reps, [&] { bwd(saved); });
+  fb.us = time_us(reps, [&] { bwd(fwd_keep().saved); });
   f.tflops = gdn_forward_flops(tokens) / f.us / 1e6;
   b.tflops = gdn_backward_flops(tokens) / b.us / 1e6;
   fb.tflops = (gdn_forward_flops(tokens) + gdn_backward_flops(tokens)) / fb.us / 1e6;
