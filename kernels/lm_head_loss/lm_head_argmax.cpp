@@ -1,6 +1,7 @@
 #include "kernels/lm_head_loss/lm_head_argmax.h"
 
 #include <algorithm>
+#include <set>
 #include <vector>
 
 #include "kernels/cast/cuda_args.h"
@@ -13,13 +14,19 @@
 
 namespace amor {
 
-Tensor lm_head_argmax(const Tensor& h, const Tensor& W, int64_t vocab_chunk) {
+Tensor lm_head_argmax(const Tensor& h, const Tensor& W, int64_t vocab_chunk,
+                      std::span<const int32_t> excluded) {
   const char* op = "lm_head_argmax";
   check_float_args(op, {{"h", &h}, {"W", &W}});
   check_dim(op, "h", h, 2);
   check_shape(op, "W", W, {kAny, h.size(1)});
   AMOR_CHECK(vocab_chunk >= 1, "{}: vocab_chunk must be >= 1, got {}", op, vocab_chunk);
   const int64_t N = h.size(0), D = h.size(1), V = W.size(0);
+  const std::set<int32_t> banned(excluded.begin(), excluded.end());
+  for (int32_t id : banned)
+    AMOR_CHECK(id >= 0 && id < V, "{}: excluded id {} is outside the vocabulary [0, {})", op, id, V);
+  AMOR_CHECK(static_cast<int64_t>(banned.size()) < V || V == 0,
+             "{}: all {} ids of the vocabulary are excluded", op, V);
   if (!h.is_cpu()) {
     // The forward's online max over vocabulary chunks, with only the argmax written.
     check_cuda_storage(op, "h", h);
@@ -29,9 +36,20 @@ Tensor lm_head_argmax(const Tensor& h, const Tensor& W, int64_t vocab_chunk) {
                  Tensor scratch =
                      Tensor::empty({cuda::lm_head_forward_scratch_bytes(N, V, vocab_chunk)},
                                    DType::U8, h.device());
-                 cuda::lm_head_forward(h.dtype(), h.raw_data(), W.raw_data(), nullptr, nullptr,
-                                       nullptr, nullptr, out.data<int32_t>(), N, V, D, vocab_chunk,
-                                       scratch.raw_data());
+                 if (banned.empty()) {
+                   cuda::lm_head_forward(h.dtype(), h.raw_data(), W.raw_data(), nullptr, nullptr,
+                                         nullptr, nullptr, out.data<int32_t>(), N, V, D,
+                                         vocab_chunk, scratch.raw_data());
+                 } else {
+                   const std::vector<int32_t> ids(banned.begin(), banned.end());
+                   Tensor dev_ids = Tensor::from_vector<int32_t>(
+                                        {static_cast<int64_t>(ids.size())}, ids)
+                                        .to(h.device());
+                   cuda::lm_head_argmax_excluding(h.dtype(), h.raw_data(), W.raw_data(),
+                                                  out.data<int32_t>(), N, V, D, vocab_chunk,
+                                                  dev_ids.data<int32_t>(), dev_ids.numel(),
+                                                  scratch.raw_data());
+                 }
                  return out);
   }
   Tensor out = Tensor::empty({N}, DType::I32);
@@ -39,6 +57,7 @@ Tensor lm_head_argmax(const Tensor& h, const Tensor& W, int64_t vocab_chunk) {
     using T = decltype(tag);
     const int64_t C = std::min(vocab_chunk, V);
     std::vector<T> best(static_cast<size_t>(N), T(0));
+    std::vector<char> have(static_cast<size_t>(N), 0);  // a candidate was seen for the row
     std::vector<T> logits(static_cast<size_t>(N * C));
     int32_t* arg = out.data<int32_t>();
     for (int64_t v0 = 0; v0 < V; v0 += C) {
@@ -47,10 +66,12 @@ Tensor lm_head_argmax(const Tensor& h, const Tensor& W, int64_t vocab_chunk) {
       gemm_cpu<T>(false, true, N, c, D, T(1), h.data<T>(), W.data<T>() + v0 * D, T(0), logits.data());
       for (int64_t n = 0; n < N; ++n)
         for (int64_t j = 0; j < c; ++j) {
+          if (!banned.empty() && banned.count(static_cast<int32_t>(v0 + j))) continue;
           T z = logits[static_cast<size_t>(n * c + j)];
-          if ((v0 == 0 && j == 0) || z > best[static_cast<size_t>(n)]) {  // strict: first max wins
+          if (!have[static_cast<size_t>(n)] || z > best[static_cast<size_t>(n)]) {  // strict: first max wins
             best[static_cast<size_t>(n)] = z;
             arg[n] = static_cast<int32_t>(v0 + j);
+            have[static_cast<size_t>(n)] = 1;
           }
         }
     }

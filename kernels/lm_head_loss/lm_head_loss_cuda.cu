@@ -140,6 +140,19 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Z[r, id - c0] = -inf for every excluded id inside the chunk [c0, c0 + vc), every row r (the
+// argmax that skips those ids; lm_head_argmax_excluding). A chunk whose ids are all excluded then
+// has max -inf and never wins against a chunk with a finite logit.
+__global__ void mask_excluded_kernel(float* __restrict__ Z, int64_t rows, int64_t vc, int64_t c0,
+                                     const int32_t* __restrict__ excluded, int64_t n_excluded) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * n_excluded;
+       i += stride) {
+    const int64_t r = i / n_excluded, id = excluded[i % n_excluded];
+    if (id >= c0 && id < c0 + vc) Z[r * vc + (id - c0)] = -INFINITY;
+  }
+}
+
 // dZ[r, j] = dloss[r] (e^(Z[r, j] - lse[r]) - [c0 + j == target[r]]), 0 for ignored rows. dZ may
 // be Z itself (T = float): each element is read and then written by the same thread.
 template <class T>
@@ -218,9 +231,14 @@ int64_t lm_head_forward_scratch_bytes(int64_t N, int64_t V, int64_t vocab_chunk)
   return bytes;
 }
 
-void lm_head_forward(DType t, const void* h, const void* W, const int32_t* targets, float* loss,
-                     float* entropy, float* lse, int32_t* argmax, int64_t N, int64_t V, int64_t D,
-                     int64_t vocab_chunk, void* scratch, cudaStream_t stream) {
+namespace {
+
+// lm_head_forward, with the logits of excluded[0 .. n_excluded) set to -inf in each chunk when
+// n_excluded > 0 (then only the argmax is meaningful: the callers ask for nothing else).
+void forward_impl(DType t, const void* h, const void* W, const int32_t* targets, float* loss,
+                  float* entropy, float* lse, int32_t* argmax, int64_t N, int64_t V, int64_t D,
+                  int64_t vocab_chunk, const int32_t* excluded, int64_t n_excluded, void* scratch,
+                  cudaStream_t stream) {
   if (N == 0) return;
   ForwardScratch f = carve_forward(scratch, N, V, vocab_chunk, nullptr);
   for (int64_t n0 = 0; n0 < N; n0 += kLmHeadCudaTokenBlock) {
@@ -231,12 +249,33 @@ void lm_head_forward(DType t, const void* h, const void* W, const int32_t* targe
       const int64_t vc = std::min(vocab_chunk, V - c0);
       gemm(t, DType::F32, false, true, nb, vc, D, 1.0f, at(h, n0 * D, t), at(W, c0 * D, t), 0.0f,
            f.Z, stream);
+      if (n_excluded > 0) {
+        mask_excluded_kernel<<<grid_for(nb * n_excluded, kThreads), kThreads, 0, stream>>>(
+            f.Z, nb, vc, c0, excluded, n_excluded);
+        AMOR_CUDA_CHECK_LAUNCH();
+      }
       chunk_stats_kernel<<<row_grid(nb), kThreads, 0, stream>>>(
           f.Z, nb, vc, c0, V, targets ? targets + n0 : nullptr, f.st, out, c0 == 0,
           c0 + vc >= V);
       AMOR_CUDA_CHECK_LAUNCH();
     }
   }
+}
+
+}  // namespace
+
+void lm_head_forward(DType t, const void* h, const void* W, const int32_t* targets, float* loss,
+                     float* entropy, float* lse, int32_t* argmax, int64_t N, int64_t V, int64_t D,
+                     int64_t vocab_chunk, void* scratch, cudaStream_t stream) {
+  forward_impl(t, h, W, targets, loss, entropy, lse, argmax, N, V, D, vocab_chunk, nullptr, 0,
+               scratch, stream);
+}
+
+void lm_head_argmax_excluding(DType t, const void* h, const void* W, int32_t* argmax, int64_t N,
+                              int64_t V, int64_t D, int64_t vocab_chunk, const int32_t* excluded,
+                              int64_t n_excluded, void* scratch, cudaStream_t stream) {
+  forward_impl(t, h, W, nullptr, nullptr, nullptr, nullptr, argmax, N, V, D, vocab_chunk,
+               excluded, n_excluded, scratch, stream);
 }
 
 int64_t lm_head_backward_scratch_bytes(DType t, int64_t N, int64_t V, int64_t D,

@@ -28,6 +28,13 @@ void lm_head_forward(DType t, const void* h, const void* W, const int32_t* targe
                      float* entropy, float* lse, int32_t* argmax, int64_t N, int64_t V, int64_t D,
                      int64_t vocab_chunk, void* scratch, cudaStream_t stream = 0);
 
+// argmax only, never choosing the ids excluded[0 .. n_excluded) (i32 on the device, each in
+// [0, V), at least one id left; lm_head_argmax.h): their logits are set to -inf in each chunk
+// before the row's max is taken. Scratch: lm_head_forward_scratch_bytes.
+void lm_head_argmax_excluding(DType t, const void* h, const void* W, int32_t* argmax, int64_t N,
+                              int64_t V, int64_t D, int64_t vocab_chunk, const int32_t* excluded,
+                              int64_t n_excluded, void* scratch, cudaStream_t stream = 0);
+
 // Bytes of scratch lm_head_backward needs.
 int64_t lm_head_backward_scratch_bytes(DType t, int64_t N, int64_t V, int64_t D,
                                        int64_t vocab_chunk);

@@ -25,8 +25,7 @@ AmorBlock::AmorBlock(ParamStore& ps, const std::string& prefix, const ModelConfi
 
 // alpha is a [d] vector: its clamp and sigmoid are computed on the host and moved to hn's device.
 Tensor AmorBlock::forward(const Tensor& hn, const Tensor& W, bool training) {
-  int64_t B = hn.size(0), T = hn.size(1), d = hn.size(2);
-  entropy_ = lm_head_entropy(hn.view({B * T, d}), W, vocab_chunk_).view({B, T});
+  entropy_ = gate_entropy(hn, W, training);
   GateDecision g = gate_.decide(entropy_, training);
   gate_t_ = g.gate;
   gate_state_ = g.state;
@@ -44,6 +43,12 @@ Tensor AmorBlock::forward(const Tensor& hn, const Tensor& W, bool training) {
   return delta;
 }
 
+Tensor AmorBlock::gate_entropy(const Tensor& hn, const Tensor& W, bool training) const {
+  const int64_t B = hn.size(0), T = hn.size(1), d = hn.size(2);
+  if (router_ && !training) return router_->predict(router_index_, hn);  // [B,T], hn's dtype
+  return lm_head_entropy(hn.view({B * T, d}), W, vocab_chunk_).view({B, T});
+}
+
 double AmorBlock::last_tau() const {
   AMOR_CHECK(gate_state_.defined(), "AmorBlock::last_tau: no forward yet");
   return gate_state_.to(Device::CPU).item(ref::kGateTau);
@@ -57,9 +62,8 @@ Tensor AmorBlock::alpha_vector(const Tensor& like) const {
 }
 
 AmorBlock::InferOut AmorBlock::infer(const Tensor& hn, const Tensor& W, KvCache& cache) {
-  const int64_t B = hn.size(0), T = hn.size(1), d = hn.size(2);
   InferOut r;
-  r.entropy = lm_head_entropy(hn.view({B * T, d}), W, vocab_chunk_).view({B, T});
+  r.entropy = gate_entropy(hn, W, /*training=*/false);
   GateDecision g = gate_.decide(r.entropy, /*training=*/false);  // frozen: no EMA update
   r.gate = g.gate;
   r.tau = gate_.tau();  // frozen: a host copy the gate keeps, read back once after training

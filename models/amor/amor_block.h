@@ -30,6 +30,7 @@
 
 #include "models/amor/amor_gate.h"
 #include "models/amor/amor_attention.h"
+#include "models/amor/entropy_router.h"
 
 namespace amor::model {
 
@@ -69,6 +70,12 @@ class AmorBlock {
   const AmorAttention::Rows& last_projection_rows() const { return attn_.last_rows(); }
   // Inference form of the attention: sparse (default) or dense masked (a reference).
   void set_sparse_inference(bool on) { sparse_inference_ = on; }
+  // Outside training, gate on router->predict(index, hn) (entropy_router.h) instead of the LM
+  // head's entropy (null: the LM head, the default). Training always uses the LM head.
+  void set_entropy_router(std::shared_ptr<const EntropyRouter> router, int64_t index) {
+    router_ = std::move(router);
+    router_index_ = index;
+  }
 
   Param* raw_alpha;
 
@@ -82,6 +89,11 @@ class AmorBlock {
   Tensor y_, alpha_, gate_t_, entropy_;
   Tensor hn_;  // recompute: the last forward's input
   Tensor gate_state_;
+  std::shared_ptr<const EntropyRouter> router_;
+  int64_t router_index_ = 0;
+
+  // The gate's input: the LM head's normalised entropy, or (outside training) the router's.
+  Tensor gate_entropy(const Tensor& hn, const Tensor& W, bool training) const;
 
   Tensor alpha_vector(const Tensor& like) const;  // sigmoid(max(raw, -1)) on like's device
 };

@@ -117,6 +117,20 @@ void AmorModel::set_sparse_inference(bool on) {
   for (auto& b : blocks_) b->set_sparse_inference(on);
 }
 
+void AmorModel::set_entropy_router(std::shared_ptr<const EntropyRouter> router) {
+  if (router) {
+    AMOR_CHECK(static_cast<int64_t>(router->blocks.size()) == num_blocks() && router->d() == cfg_.d_model,
+               "entropy router: it has {} blocks of width {}, the model {} AMOR blocks of width {} "
+               "(model.amor.blocks, model.d_model)",
+               router->blocks.size(), router->d(), num_blocks(), cfg_.d_model);
+  }
+  for (size_t k = 0; k < blocks_.size(); ++k) blocks_[k]->set_entropy_router(router, static_cast<int64_t>(k));
+}
+
+void AmorModel::use_entropy_router(const std::string& path) {
+  set_entropy_router(std::make_shared<const EntropyRouter>(load_entropy_router(path)));
+}
+
 Tensor AmorModel::body_forward(const Tensor& h0, const Batch&, bool training, StepOutput& out) {
   MixerContext ctx;
   ctx.training = training;
@@ -136,6 +150,7 @@ Tensor AmorModel::body_forward(const Tensor& h0, const Batch&, bool training, St
     h = add(h, delta);
     out.gates.push_back(blocks_[i]->last_gate());
     out.gate_entropy.push_back(blocks_[i]->last_entropy());
+    if (observer_) observer_(static_cast<int64_t>(i), hn, blocks_[i]->last_entropy());
     release(block_units_[i]);
     if (i == 0) release(norm_f_unit_);
   }
@@ -192,6 +207,7 @@ Tensor AmorModel::body_infer(const Tensor& h0, InferenceState& state, StepOutput
     out.gates.push_back(r.gate);
     out.gate_entropy.push_back(r.entropy);
     out.tau.push_back(r.tau);
+    if (observer_) observer_(static_cast<int64_t>(i), hn, r.entropy);
     release(block_units_[i]);
     if (i == 0) release(norm_f_unit_);
   }

@@ -34,6 +34,7 @@
 // recomputation (model.recompute) applies to the backbone layers (layer.h) and to each block
 // (amor_block.h).
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -64,6 +65,14 @@ class AmorModel final : public LanguageModel {
   // Outside training the blocks run sparse (Q, attention, O only at firing rows; default) or, as
   // a reference, in the dense masked form of training (amor_attention.h). Same values on the CPU.
   void set_sparse_inference(bool on);
+  // Outside training, every block gates on the fitted router's predicted entropy instead of the
+  // LM head's (entropy_router.h); null: the LM head again. Checked against the blocks and width.
+  void set_entropy_router(std::shared_ptr<const EntropyRouter> router);
+  void use_entropy_router(const std::string& path) override;
+  // Called in every forward (training or not) and inference call with each block's index, its
+  // normed input hn [B,T,d] and the entropy its gate read [B,T] (what fit-router collects).
+  using BlockObserver = std::function<void(int64_t block, const Tensor& hn, const Tensor& entropy)>;
+  void set_block_observer(BlockObserver observer) { observer_ = std::move(observer); }
 
  protected:
   Tensor body_forward(const Tensor& h, const Batch& batch, bool training, StepOutput& out) override;
@@ -82,6 +91,7 @@ class AmorModel final : public LanguageModel {
   // ParamStore unit of each part, for the parallelism hooks.
   std::vector<int> layer_units_, block_units_;
   int norm_f_unit_ = 0, final_norm_unit_ = 0;
+  BlockObserver observer_;
 };
 
 // The gates' states as checkpoints keep them: a JSON array of {"m", "s"} per block, doubles

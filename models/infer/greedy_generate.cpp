@@ -58,8 +58,15 @@ void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>
       targets.data<int32_t>()[b * P + t] = t + 1 < P ? p[static_cast<size_t>(t + 1)] : -100;
     }
   }
+  // The ids the first min_new_tokens tokens may not be (eos and the stop ids).
+  std::vector<int32_t> end_ids = opt.stop_ids;
+  if (opt.eos >= 0) end_ids.push_back(opt.eos);
+  auto excluded = [&](int64_t generated) {
+    return generated < opt.min_new_tokens ? std::span<const int32_t>(end_ids)
+                                          : std::span<const int32_t>();
+  };
   InferenceSession session(model, B);
-  StepOutput out = session.prefill(tokens, targets);
+  StepOutput out = session.prefill(tokens, targets, excluded(0));
   std::vector<int32_t> next(static_cast<size_t>(B));
   std::vector<bool> live(static_cast<size_t>(B), opt.max_new_tokens > 0);
   for (int64_t b = 0; b < B; ++b) {
@@ -68,7 +75,9 @@ void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>
     next[static_cast<size_t>(b)] = out.predictions.to(Device::CPU).data<int32_t>()[b * P + P - 1];
     if (opt.max_new_tokens == 0) g.stop_reason = "max_new_tokens";
   }
+  int64_t generated = 0;  // tokens each live sequence of the group has generated
   while (true) {
+    ++generated;
     bool any = false;
     for (int64_t b = 0; b < B; ++b) {
       if (!live[static_cast<size_t>(b)]) continue;
@@ -77,6 +86,8 @@ void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>
       g.tokens.push_back(tok);
       if (opt.eos >= 0 && tok == opt.eos)
         g.stop_reason = "eos";
+      else if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), tok) != opt.stop_ids.end())
+        g.stop_reason = "stop_id";
       else if (opt.stop && opt.stop(g.tokens))
         g.stop_reason = "stop";
       else if (static_cast<int64_t>(g.tokens.size()) >= opt.max_new_tokens)
@@ -85,7 +96,7 @@ void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>
       any = any || live[static_cast<size_t>(b)];
     }
     if (!any) break;
-    out = session.step(Tensor::from_vector<int32_t>({B}, next));
+    out = session.step(Tensor::from_vector<int32_t>({B}, next), Tensor(), excluded(generated));
     Tensor pred = out.predictions.to(Device::CPU);
     for (int64_t b = 0; b < B; ++b) {
       if (!live[static_cast<size_t>(b)]) continue;
@@ -102,6 +113,8 @@ std::vector<Generation> greedy_generate(LanguageModel& model,
                                         const GenerateOptions& options) {
   AMOR_CHECK(options.max_new_tokens >= 0, "greedy_generate: max_new_tokens {} must be >= 0",
              options.max_new_tokens);
+  AMOR_CHECK(options.min_new_tokens >= 0, "greedy_generate: min_new_tokens {} must be >= 0",
+             options.min_new_tokens);
   AMOR_CHECK(options.batch_size >= 1, "greedy_generate: batch_size {} must be >= 1",
              options.batch_size);
   std::map<size_t, std::vector<size_t>> by_length;  // prompt length -> prompt indices, in order

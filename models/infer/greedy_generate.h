@@ -1,6 +1,14 @@
 // Greedy generation for the evaluation harness: for each prompt, prefill it, then repeatedly
-// take the argmax token and feed it back until the end-of-sequence id, the stop predicate (the
-// harness decodes the ids and checks its stop strings) or max_new_tokens.
+// take the argmax token and feed it back until the end-of-sequence id, one of the stop ids, the
+// stop predicate (the harness decodes the ids and checks its stop strings) or max_new_tokens.
+//
+// Stop ids and min_new_tokens are Hugging Face generate's eos_token_id list and min_new_tokens
+// (what LongBench's pred.py passes for samsum: eos_token_id = [eos, the id of "\n"],
+// min_new_tokens = 1): generation ends when the token just generated IS one of the ids (a
+// token-level test: a token whose text merely contains "\n", such as "\n\n", does not stop it),
+// and while fewer than min_new_tokens tokens have been generated the argmax skips eos and every
+// stop id (MinNewTokensLengthLogitsProcessor sets their logits to -inf), so the first token is
+// the best of the others.
 //
 // Batching: prompts of equal length run together, up to batch_size per InferenceSession, in
 // lockstep (a session's sequences stand at one position, so every cache and position is shared;
@@ -33,6 +41,12 @@ struct TokenRecords {
 struct GenerateOptions {
   int64_t max_new_tokens = 32;
   int32_t eos = -1;  // < 0: no end-of-sequence id
+  // More ids that end a generation like eos (kept as its last token; stop_reason "stop_id").
+  std::vector<int32_t> stop_ids;
+  // The first min_new_tokens generated tokens are never eos or a stop id (the argmax over the
+  // other ids; LanguageModel::infer's exclude_next); the records' prediction at those
+  // positions is that token.
+  int64_t min_new_tokens = 0;
   // Called after each new token with all generated ids so far; true stops (that token is kept).
   std::function<bool(const std::vector<int32_t>& generated)> stop;
   int64_t batch_size = 8;  // sequences of equal prompt length decoded together
@@ -40,7 +54,7 @@ struct GenerateOptions {
 
 struct Generation {
   std::vector<int32_t> tokens;  // generated ids, including the eos / stopping token
-  std::string stop_reason;      // "eos", "stop", "max_new_tokens"
+  std::string stop_reason;      // "eos", "stop_id", "stop", "max_new_tokens"
   TokenRecords records;
 };
 

@@ -124,5 +124,101 @@ TEST(GreedyGenerate, EosStopAndLimit) {
   EXPECT_THROW(greedy_generate(*model, {{}}, opt), Error);
 }
 
+// The ids ordered from most to least likely after reading seq (ties by id): the full forward
+// scores every id v as the target of seq's last position (one row per v), so this is computed
+// from the losses, independently of the argmax kernel.
+std::vector<int32_t> ranking(LanguageModel& model, const std::vector<int32_t>& seq) {
+  const int64_t V = model.config().vocab, n = static_cast<int64_t>(seq.size());
+  std::vector<int32_t> tokens, targets;
+  for (int64_t v = 0; v < V; ++v) {
+    tokens.insert(tokens.end(), seq.begin(), seq.end());
+    for (int64_t t = 0; t < n; ++t) targets.push_back(t + 1 < n ? -100 : static_cast<int32_t>(v));
+  }
+  StepOutput out = model.forward(
+      {Tensor::from_vector<int32_t>({V, n}, tokens), Tensor::from_vector<int32_t>({V, n}, targets), {}, {}},
+      false);
+  std::vector<int32_t> ids(static_cast<size_t>(V));
+  for (int32_t v = 0; v < V; ++v) ids[static_cast<size_t>(v)] = v;
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    return out.token_loss.item(a * n + n - 1) < out.token_loss.item(b * n + n - 1);
+  });
+  return ids;
+}
+
+// Stop ids end a generation on the token itself; min_new_tokens makes the first tokens the best
+// id that is neither eos nor a stop id (Hugging Face's min_new_tokens with an eos_token_id list,
+// as LongBench's samsum generation), and the rest follows greedily from there.
+TEST(GreedyGenerate, StopIdsAndMinNewTokens) {
+  for (const KindCase& kc : kinds()) {
+    SCOPED_TRACE(kc.name);
+    if (kc.cfg.kind == "oryx") continue;  // its decode modes depend on the prefill: no full-forward reference here
+    std::unique_ptr<LanguageModel> model = make_model(kc.cfg, DType::F64, 53);
+    auto ps = prompts(kc.cfg.vocab, 80);
+    GenerateOptions opt;
+    opt.max_new_tokens = 6;
+    opt.batch_size = 3;
+    std::vector<Generation> free_run = greedy_generate(*model, ps, opt);
+
+    // Stop ids: the third token of prompt 1's free run (and an id no prompt generates... or does)
+    // ends each generation at its first occurrence, kept, with stop_reason "stop_id".
+    opt.stop_ids = {free_run[1].tokens[2]};
+    std::vector<Generation> stopped = greedy_generate(*model, ps, opt);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const auto& f = free_run[i].tokens;
+      auto it = std::find(f.begin(), f.end(), opt.stop_ids[0]);
+      const size_t expect = it == f.end() ? f.size() : static_cast<size_t>(it - f.begin()) + 1;
+      EXPECT_EQ(stopped[i].tokens, std::vector<int32_t>(f.begin(), f.begin() + static_cast<std::ptrdiff_t>(expect))) << i;
+      EXPECT_EQ(stopped[i].stop_reason, it == f.end() ? "max_new_tokens" : "stop_id") << i;
+    }
+    EXPECT_LE(stopped[1].tokens.size(), 3u);
+
+    // min_new_tokens = 1 with eos = prompt 0's first free token and stop id = prompt 2's: no
+    // generation starts with either; the first token is the best other id (by the losses), and
+    // after it the generation is greedy (each token the argmax of the full forward) until an end.
+    for (int64_t min_new : {1, 2}) {
+      SCOPED_TRACE("min_new_tokens " + std::to_string(min_new));
+      opt.eos = free_run[0].tokens[0];
+      opt.stop_ids = {free_run[2].tokens[0], free_run[2].tokens[0]};
+      opt.min_new_tokens = min_new;
+      std::vector<Generation> gen = greedy_generate(*model, ps, opt);
+      int replaced = 0;
+      for (size_t i = 0; i < ps.size(); ++i) {
+        std::vector<int32_t> seq = ps[i];
+        ASSERT_FALSE(gen[i].tokens.empty());
+        for (size_t j = 0; j < gen[i].tokens.size(); ++j) {
+          const std::vector<int32_t> rank = ranking(*model, seq);
+          int32_t want = rank[0];
+          if (static_cast<int64_t>(j) < min_new) {
+            size_t k = 0;
+            while (rank[k] == opt.eos || rank[k] == opt.stop_ids[0]) ++k;
+            want = rank[k];
+            replaced += k > 0;
+            EXPECT_NE(gen[i].tokens[j], opt.eos);
+            EXPECT_NE(gen[i].tokens[j], opt.stop_ids[0]);
+          }
+          EXPECT_EQ(gen[i].tokens[j], want) << "prompt " << i << " token " << j;
+          // The record of the position that produced the token holds it.
+          EXPECT_EQ(gen[i].records.predictions[seq.size() - 1], want) << "prompt " << i << " token " << j;
+          seq.push_back(gen[i].tokens[j]);
+        }
+        const int32_t last = gen[i].tokens.back();
+        EXPECT_EQ(gen[i].stop_reason, last == opt.eos ? "eos"
+                                      : last == opt.stop_ids[0] ? "stop_id"
+                                                                : "max_new_tokens") << i;
+        if (gen[i].stop_reason != "max_new_tokens")
+          EXPECT_GT(static_cast<int64_t>(gen[i].tokens.size()), min_new) << i;
+      }
+      EXPECT_GE(replaced, 2);  // prompts 0 and 2 at least had their first token replaced
+      // Batched equals one at a time with the mask too.
+      opt.batch_size = 1;
+      std::vector<Generation> one = greedy_generate(*model, ps, opt);
+      for (size_t i = 0; i < ps.size(); ++i) EXPECT_EQ(one[i].tokens, gen[i].tokens) << i;
+      opt.batch_size = 3;
+    }
+    opt.min_new_tokens = -1;
+    EXPECT_THROW(greedy_generate(*model, ps, opt), Error);
+  }
+}
+
 }  // namespace
 }  // namespace amor::model

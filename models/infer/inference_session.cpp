@@ -7,7 +7,8 @@ namespace amor::model {
 InferenceSession::InferenceSession(LanguageModel& model, int64_t batch)
     : model_(model), state_(model.new_inference_state(batch)) {}
 
-StepOutput InferenceSession::prefill(const Tensor& tokens, const Tensor& targets) {
+StepOutput InferenceSession::prefill(const Tensor& tokens, const Tensor& targets,
+                                     std::span<const int32_t> exclude_next) {
   AMOR_CHECK(!decoding_,
              "InferenceSession::prefill: called after step() (at position {}); a prompt is "
              "prefilled before decoding starts",
@@ -15,10 +16,11 @@ StepOutput InferenceSession::prefill(const Tensor& tokens, const Tensor& targets
   check_dim("InferenceSession::prefill", "tokens", tokens, 2);
   // Every prefilled token counts as prompt for prefill_linear_decode_attention, including these.
   state_->prefill_len += tokens.size(1);
-  return model_.infer(tokens, targets, *state_);
+  return model_.infer(tokens, targets, *state_, exclude_next);
 }
 
-StepOutput InferenceSession::step(const Tensor& tokens, const Tensor& targets) {
+StepOutput InferenceSession::step(const Tensor& tokens, const Tensor& targets,
+                                  std::span<const int32_t> exclude_next) {
   const char* op = "InferenceSession::step";
   const int64_t B = state_->batch;
   AMOR_CHECK(tokens.defined() && (tokens.shape() == Shape({B}) || tokens.shape() == Shape({B, 1})),
@@ -27,7 +29,7 @@ StepOutput InferenceSession::step(const Tensor& tokens, const Tensor& targets) {
   if (targets.defined()) check_shape(op, "targets", targets, tokens.shape());
   decoding_ = true;
   return model_.infer(tokens.view({B, 1}), targets.defined() ? targets.view({B, 1}) : Tensor(),
-                      *state_);
+                      *state_, exclude_next);
 }
 
 }  // namespace amor::model

@@ -20,9 +20,13 @@ class InferenceSession {
   InferenceSession(LanguageModel& model, int64_t batch);
 
   // tokens i32 [B,T] (T >= 1); targets i32 [B,T], -100 or undefined = no loss there.
-  StepOutput prefill(const Tensor& tokens, const Tensor& targets = Tensor());
+  // exclude_next: ids the prediction at each sequence's last position never takes
+  // (LanguageModel::infer; greedy_generate's min_new_tokens).
+  StepOutput prefill(const Tensor& tokens, const Tensor& targets = Tensor(),
+                     std::span<const int32_t> exclude_next = {});
   // tokens i32 [B] or [B,1]: one new token per sequence; targets likewise (optional).
-  StepOutput step(const Tensor& tokens, const Tensor& targets = Tensor());
+  StepOutput step(const Tensor& tokens, const Tensor& targets = Tensor(),
+                  std::span<const int32_t> exclude_next = {});
 
   int64_t batch() const { return state_->batch; }
   int64_t length() const { return state_->length; }  // tokens each sequence has been given

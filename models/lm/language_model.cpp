@@ -129,6 +129,11 @@ Tensor LanguageModel::layers_infer(std::vector<std::unique_ptr<Layer>>& layers,
   return h;
 }
 
+void LanguageModel::use_entropy_router(const std::string& path) {
+  throw Error(fmt::format("eval.router '{}': model.kind '{}' has no entropy gates to route (only {})",
+                          path, cfg_.kind, "amor"));
+}
+
 std::unique_ptr<InferenceState> LanguageModel::new_body_state() const {
   throw Error(fmt::format("LanguageModel: model.kind '{}' has no inference path", cfg_.kind));
 }
@@ -144,7 +149,8 @@ std::unique_ptr<InferenceState> LanguageModel::new_inference_state(int64_t batch
   return s;
 }
 
-StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, InferenceState& state) {
+StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, InferenceState& state,
+                                 std::span<const int32_t> exclude_next) {
   const char* op = "LanguageModel::infer";
   check_dtype(op, "tokens", tokens, DType::I32);
   check_dim(op, "tokens", tokens, 2);
@@ -169,6 +175,19 @@ StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, Inf
   out.token_loss = head.loss.view({B, T});
   out.entropy = head.entropy.view({B, T});
   out.predictions = lm_head_argmax(h, embed_->value, cfg_.vocab_chunk).view({B, T});
+  if (!exclude_next.empty()) {
+    // The last position of each sequence again, over the ids not excluded (B rows, copied on
+    // whatever device h lives), written over its plain prediction.
+    Tensor last = h;
+    if (T > 1) {
+      last = Tensor::empty({B, d}, h.dtype(), h.device());
+      for (int64_t b = 0; b < B; ++b)
+        last.slice_flat(b * d, {1, d}).copy_from(h.slice_flat((b * T + T - 1) * d, {1, d}));
+    }
+    Tensor next = lm_head_argmax(last, embed_->value, cfg_.vocab_chunk, exclude_next);
+    for (int64_t b = 0; b < B; ++b)
+      out.predictions.slice_flat(b * T + T - 1, {1}).copy_from(next.slice_flat(b, {1}));
+  }
   release(embed_->unit);
   count_loss(tg, head.loss, out);
   state.length += T;

@@ -5,6 +5,7 @@
 // any weights for a gradient check) and accumulates every parameter's gradient.
 #pragma once
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "models/core/config.h"
@@ -70,8 +71,12 @@ class LanguageModel {
   // false)'s for those T positions (token_loss against targets i32 [B,T], -100 or undefined = no
   // target; entropy; predictions; AMOR gates, gate entropies and tau; Oryx modes). AMOR gates use
   // the frozen thresholds. The unit hooks are called around each unit as in forward().
+  // exclude_next: ids never predicted at each sequence's last position (the token a greedy
+  // generation feeds back next; greedy_generate's min_new_tokens): that prediction is the argmax
+  // over the other ids (lm_head_argmax's `excluded`); every other position keeps the plain one.
   std::unique_ptr<InferenceState> new_inference_state(int64_t batch) const;
-  StepOutput infer(const Tensor& tokens, const Tensor& targets, InferenceState& state);
+  StepOutput infer(const Tensor& tokens, const Tensor& targets, InferenceState& state,
+                   std::span<const int32_t> exclude_next = {});
 
   ParamStore& params() { return params_; }
   const ModelConfig& config() const { return cfg_; }
@@ -111,6 +116,9 @@ class LanguageModel {
   virtual void set_run_group(RunGroup* /*group*/) {}
   // The run's seed (train.seed) for whatever the model draws while training.
   virtual void set_run_seed(uint64_t /*seed*/) {}
+  // Outside training, gate on the fitted router in this file (eval.router; AMOR:
+  // models/amor/entropy_router.h) instead of the LM head. Default: the kind has no such gates.
+  virtual void use_entropy_router(const std::string& path);
 
  protected:
   // The part between the embedding and the LM head; h is [B,T,d].

@@ -41,7 +41,9 @@ std::string usage() {
        "config; 75 a run was stopped by SIGTERM or checkpoint.signal after checkpointing, whatever\n"
        "the other runs did (run again to resume: DONE runs are skipped, failed ones run again).\n"
        "\n       amor-run convert-weights --from authors | --to authors ...  (the AMOR authors'\n"
-       "       checkpoints to and from amor-run weights; amor-run convert-weights --help)\n";
+       "       checkpoints to and from amor-run weights; amor-run convert-weights --help)\n"
+       "       amor-run fit-router RUN_DIR ...  (fits an AMOR run's entropy router;\n"
+       "       amor-run fit-router --help)\n";
   return s.str();
 }
 

@@ -206,6 +206,7 @@ struct EvalConfig {
   int64_t seed = 42;
   std::string weights;
   std::string checkpoint;
+  std::string router;
   EvalFileTask lambada, hellaswag, piqa, arc_easy, arc_challenge, winogrande;
   std::string longbench_dir;
   int64_t longbench_limit = 0;
@@ -232,6 +233,9 @@ void declare_keys(std::type_identity<EvalConfig>, V& v) {
         "safetensors weights to start from (with `train.steps: 0`: evaluate them)");
   v.key("checkpoint", &C::checkpoint, anything(),
         "a run folder or checkpoint folder to evaluate; needs `train.steps: 0`");
+  v.key("router", &C::router, omitted_at_default(anything()),
+        "an AMOR run's fitted entropy router (`amor-run fit-router`: `<run>/router.safetensors`): "
+        "the gates read its predicted entropy instead of the LM head's at evaluation; \"\" = the LM head");
   v.section("lambada", &C::lambada);
   v.section("hellaswag", &C::hellaswag);
   v.section("piqa", &C::piqa);

@@ -7,6 +7,7 @@
 #include "data/tokenizer/byte_tokenizer.h"
 #include "runner/eval/eval_tasks.h"
 #include "runner/eval/fake_eval_model.h"
+#include "runner/eval/longbench_metrics.h"
 
 namespace amor::eval {
 namespace {
@@ -68,6 +69,44 @@ TEST(EvalLongBench, TrecScoresTheFirstLineOnly) {
   // The first line "Location" matches one class: 1 (the whole text would match two: 1/2).
   EXPECT_EQ(r.metrics.at("score"), 1.0);
   EXPECT_EQ(model.gen_requests[0].max_new_tokens, 64);
+}
+
+// samsum as LongBench generates and scores it (issue #18): the requests stop on the newline
+// token id (not on a decoded "\n") and forbid it and EOS as the first token (min_new_tokens 1);
+// the output is scored on its first line after leading newlines, so an output that starts with a
+// "\n\n" token (what a Llama-3 model may produce, and what used to score 0) scores its summary.
+TEST(EvalLongBench, SamsumStopsOnTheNewlineTokenAndScoresTheFirstNonEmptyLine) {
+  FakeEvalModel model;
+  model.responder = [](const std::string& prompt) -> std::string {
+    if (prompt.find("Are you coming") != std::string::npos) return "\n\nTom will come at 8.\n";
+    return "Bob has no time.";
+  };
+  const TaskResult r = run_task({.name = "longbench_samsum", .path = fixture("samsum.jsonl")}, model);
+  ASSERT_EQ(model.gen_requests.size(), 2u);
+  for (const GenRequest& q : model.gen_requests) {
+    EXPECT_EQ(q.max_new_tokens, 128);                      // dataset2maxlen["samsum"]
+    EXPECT_TRUE(q.stop.empty());                           // no decoded-text stop
+    EXPECT_EQ(q.stop_ids, (std::vector<int32_t>{'\n'}));   // encode("\n")[-1] of the byte tokenizer
+    EXPECT_EQ(q.min_new_tokens, 1);
+  }
+  const std::string prompt = ByteTokenizer().decode(model.gen_requests[0].context);
+  EXPECT_EQ(prompt, "Summarize the dialogue into a few short sentences. The following are some "
+                    "examples.\n\nDialogue: Bob: Lunch?\nEve: Sure.\nSummary: Bob and Eve will "
+                    "have lunch.\n\n\nDialogue: Anna: Are you coming tonight?\nTom: Yes, at 8.\n"
+                    "Summary: ");
+  const double s0 = rouge_l_score("Tom will come at 8.", "Tom is coming tonight at 8.");
+  const double s1 = rouge_l_score("Bob has no time.", "Bob can't have lunch with Eve.");
+  EXPECT_GT(s0, 0.3);  // {tom, at, 8} in common
+  EXPECT_EQ(r.per_example.at("score")[0], s0);
+  EXPECT_EQ(r.per_example.at("score")[1], s1);
+  EXPECT_NEAR(r.metrics.at("score"), (s0 + s1) / 2, 1e-15);
+
+  // Other datasets keep plain generation.
+  FakeEvalModel trec;
+  trec.responder = [](const std::string&) { return std::string("Location"); };
+  run_task({.name = "longbench_trec", .path = fixture("trec.jsonl")}, trec);
+  EXPECT_TRUE(trec.gen_requests[0].stop_ids.empty());
+  EXPECT_EQ(trec.gen_requests[0].min_new_tokens, 0);
 }
 
 }  // namespace

@@ -14,8 +14,10 @@
 //   Perplexity by position uses nll (y = x shifted); MQAR accuracy uses argmax (Zoology scores the
 //   argmax at the query positions, whose targets are not in the input).
 // - generate: greedy decoding from the context for at most max_new_tokens tokens, stopping early
-//   at EOS or once the decoded new text contains a stop string; returns the decoded new text. The
-//   harness cuts the text at the first stop string itself, so a model may overshoot.
+//   at EOS, at a token in stop_ids, or once the decoded new text contains a stop string; the
+//   first min_new_tokens tokens are the best ids other than EOS and the stop ids. Returns the
+//   decoded new text (special tokens skipped). The harness cuts the text at the first stop
+//   string itself, so a model may overshoot.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -47,6 +49,12 @@ struct GenRequest {
   std::vector<int32_t> context;
   int64_t max_new_tokens = 0;
   std::vector<std::string> stop;  // stop strings, matched in the decoded new text
+  // Token-level ends besides EOS (Hugging Face's eos_token_id list): generation stops when the
+  // token just generated is one of these ids (kept; decoded into the text).
+  std::vector<int32_t> stop_ids;
+  // The first min_new_tokens generated tokens are never EOS or a stop id: the argmax over the
+  // other ids (Hugging Face's min_new_tokens).
+  int64_t min_new_tokens = 0;
 };
 
 class EvalModel {

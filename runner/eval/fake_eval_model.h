@@ -6,11 +6,14 @@
 // of, with probability 1/2, and every other id with 1/(2 (V - 1)), V = 259; when no string
 // continues P, every id has 1/V. So log p is log(1/2), log(1/516) or log(1/259), and a token is
 // greedy exactly when it is the predicted byte (with no prediction the argmax is id 0, never
-// text). Generation follows the predictions until there is none (then EOS).
+// text). Generation follows the predictions until there is none (then EOS) or a predicted byte is
+// one of the request's stop_ids (kept, as a real model's token-level stop); min_new_tokens is
+// only recorded (a test that needs it gives a responder).
 //
 // Tests may replace teacher_forced and generate with their own rules (teacher_rule, responder),
 // and inspect every request the harness sent.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -91,6 +94,7 @@ class FakeEvalModel final : public EvalModel {
         for (int p = predicted_byte(text); p >= 0; p = predicted_byte(text)) {
           produced += static_cast<char>(p);
           text += static_cast<char>(p);
+          if (std::find(r.stop_ids.begin(), r.stop_ids.end(), p) != r.stop_ids.end()) break;
         }
       }
       if (static_cast<int64_t>(produced.size()) > r.max_new_tokens)

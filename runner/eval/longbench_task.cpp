@@ -5,9 +5,15 @@
 //   tokens  = encode(prompt); if longer than the budget B = max_length - max_gen, LongBench's
 //             middle truncation: prompt = decode(tokens[:B/2]) + decode(tokens[-B/2:]) (then
 //             re-encoded; cut token-wise in the rare case the seam re-encodes longer)
-//   output  = greedy generation of at most max_gen tokens (samsum also stops at "\n", LongBench's
-//             extra eos_token_id), cut at the stop string; no chat template (base models)
-//   trec, triviaqa, samsum: the output's first line (eval.py)
+//   output  = greedy generation of at most max_gen tokens, decoded with special tokens skipped;
+//             no chat template (base models). samsum as pred.py generates it: eos_token_id =
+//             [eos, encode("\n")[-1]] and min_new_tokens = 1, i.e. the generation stops when the
+//             generated token IS the newline id (a token-level stop: "\n\n" or ".\n" tokens do
+//             not stop it), and the first token is the best id other than eos and that newline
+//             (GenRequest::stop_ids, min_new_tokens)
+//   trec, triviaqa, samsum: the output's first line after leading newlines (eval.py:
+//             prediction.lstrip('\n').split('\n')[0]), so an output that starts with "\n\n"
+//             scores its next line
 //   score   = max over the example's answers of the dataset's metric (longbench_metrics.h)
 //   score_0_4k / score_4_8k / score_8k_plus: mean score of the examples with `length` < 4000,
 //             < 8000, >= 8000 (scorer_e; NaN where a bucket is empty)
@@ -180,8 +186,15 @@ TaskResult run_longbench(const TaskSpec& spec, EvalModel& model) {
   };
   std::vector<Example> examples;
   std::vector<GenRequest> requests;
-  const std::vector<std::string> stop =
-      name == "samsum" ? std::vector<std::string>{"\n"} : std::vector<std::string>{};
+  // samsum: pred.py's extra eos id, the last id of encode("\n") (add_special_tokens=False).
+  std::vector<int32_t> stop_ids;
+  int64_t min_new_tokens = 0;
+  if (name == "samsum") {
+    const std::vector<int32_t> newline = tok.encode("\n");
+    AMOR_CHECK(!newline.empty(), "{}: tokenizer '{}' encodes \"\\n\" to no token", spec.name, tok.name());
+    stop_ids = {newline.back()};
+    min_new_tokens = 1;
+  }
   for (const auto& r : records) {
     const std::string& dataset = r.string("dataset");
     if (dataset != name && dataset != name + "_e")
@@ -197,7 +210,7 @@ TaskResult run_longbench(const TaskSpec& spec, EvalModel& model) {
     e.length = r.integer("length");
     const std::string prompt = fill(ds.prompt, r.string("context"), r.string("input"));
     requests.push_back({middle_truncate(tok, tok.encode(prompt), static_cast<size_t>(budget)),
-                        ds.max_gen, stop});
+                        ds.max_gen, {}, stop_ids, min_new_tokens});
     examples.push_back(std::move(e));
   }
   model.begin_task(spec.name);
@@ -208,9 +221,6 @@ TaskResult run_longbench(const TaskSpec& spec, EvalModel& model) {
   std::vector<double> buckets[3];
   for (size_t i = 0; i < examples.size(); ++i) {
     std::string pred = outputs[i];
-    size_t cut = std::string::npos;  // the earliest stop string
-    for (const auto& s : stop) cut = std::min(cut, pred.find(s));
-    if (cut != std::string::npos) pred.resize(cut);
     if (name == "trec" || name == "triviaqa" || name == "samsum") pred = first_line(pred);
     double score = 0;
     for (const auto& truth : examples[i].answers)

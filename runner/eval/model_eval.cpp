@@ -219,7 +219,7 @@ std::vector<std::string> ModelEval::generate(const std::vector<GenRequest>& requ
   for (int64_t b0 = 0, j = 0; b0 < n; b0 += opt_.batch_size, ++j) {
     if (!mine(j)) continue;
     const int64_t B = std::min(opt_.batch_size, n - b0);
-    // Requests of the batch with the same stop strings and token limit decode together.
+    // Requests of the batch with the same stop strings, stop ids and token limits decode together.
     std::vector<bool> done(static_cast<size_t>(B), false);
     for (int64_t a = 0; a < B; ++a) {
       if (done[static_cast<size_t>(a)]) continue;
@@ -228,7 +228,9 @@ std::vector<std::string> ModelEval::generate(const std::vector<GenRequest>& requ
       std::vector<std::vector<int32_t>> prompts;
       for (int64_t c = a; c < B; ++c) {
         const GenRequest& r = requests[static_cast<size_t>(b0 + c)];
-        if (done[static_cast<size_t>(c)] || r.stop != head.stop || r.max_new_tokens != head.max_new_tokens) continue;
+        if (done[static_cast<size_t>(c)] || r.stop != head.stop || r.max_new_tokens != head.max_new_tokens ||
+            r.stop_ids != head.stop_ids || r.min_new_tokens != head.min_new_tokens)
+          continue;
         done[static_cast<size_t>(c)] = true;
         group.push_back(b0 + c);
         prompts.push_back(r.context);
@@ -237,6 +239,8 @@ std::vector<std::string> ModelEval::generate(const std::vector<GenRequest>& requ
       model::GenerateOptions go;
       go.max_new_tokens = head.max_new_tokens;
       go.eos = tok_.eos_id();
+      go.stop_ids = head.stop_ids;
+      go.min_new_tokens = head.min_new_tokens;
       go.batch_size = opt_.batch_size;
       const std::vector<std::string> stops = head.stop;
       if (!stops.empty())

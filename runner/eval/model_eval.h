@@ -11,7 +11,7 @@
 // at W ranks are bitwise those of one rank.
 //
 // Stop strings are checked on the decoded new text after every generated token (the harness cuts
-// at the first stop string itself). Records (begin_task(name) starts a task's set): for scored
+// at the first stop string itself); stop ids and min_new_tokens go to greedy_generate as they are. Records (begin_task(name) starts a task's set): for scored
 // sequences the input tokens, the normalised entropy, the loss where there is a target (NaN
 // elsewhere), AMOR's gates and Oryx's modes; for generated ones the prompt and the generated
 // tokens but the last (what the model read), with the loss inside the prompt only.

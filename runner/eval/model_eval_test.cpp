@@ -9,6 +9,7 @@
 #include "data/tokenizer/byte_tokenizer.h"
 #include "models/infer/greedy_generate.h"
 #include "runner/eval/eval_tasks.h"
+#include "runner/eval/longbench_metrics.h"
 #include "runner/eval/model_eval.h"
 #include "tests/common/tiny_models.h"
 
@@ -119,6 +120,83 @@ TEST(ModelEval, GenerateIsGreedyGenerateCutByStopStrings) {
   TokenSequences r = em.records("passkey");
   ASSERT_EQ(r.lengths.size(), 1u);  // tokens_per_task: 1
   EXPECT_EQ(r.lengths[0], static_cast<int64_t>(prompt.size() + ref[0].tokens.size() - 1));
+}
+
+// Stop ids and min_new_tokens reach greedy_generate: a request whose stop id is the model's own
+// first free token, with min_new_tokens 1, starts with another token and equals greedy_generate
+// with the same options; without min_new_tokens it stops at once.
+TEST(ModelEval, GenerateWithStopIdsAndMinNewTokens) {
+  auto m = tiny("transformer");
+  ByteTokenizer tok;
+  ModelEval em(*m, tok, nullptr, {2048, 2, 1});
+  const auto prompt = tok.encode("Let there be");
+  model::GenerateOptions go;
+  go.max_new_tokens = 10;
+  go.eos = tok.eos_id();
+  const int32_t first = model::greedy_generate(*m, {prompt}, go)[0].tokens[0];
+  go.stop_ids = {first};
+  go.min_new_tokens = 1;
+  const auto ref = model::greedy_generate(*m, {prompt}, go);
+  ASSERT_NE(ref[0].tokens[0], first);
+  em.begin_task("passkey");
+  GenRequest q{prompt, 10, {}, {first}, 1};
+  EXPECT_EQ(em.generate({q})[0], tok.decode(ref[0].tokens, true));
+  q.min_new_tokens = 0;
+  EXPECT_EQ(em.generate({q})[0], tok.decode(std::vector<int32_t>{first}, true));
+}
+
+// An EvalModel that passes everything to another and keeps the generation requests and outputs.
+class RecordingEval final : public EvalModel {
+ public:
+  explicit RecordingEval(EvalModel& inner) : inner_(inner) {}
+  std::vector<LoglikResult> loglikelihood(const std::vector<LoglikRequest>& r) override { return inner_.loglikelihood(r); }
+  std::vector<TeacherForcedResult> teacher_forced(const std::vector<TeacherForcedRequest>& r) override {
+    return inner_.teacher_forced(r);
+  }
+  std::vector<std::string> generate(const std::vector<GenRequest>& r) override {
+    requests = r;
+    outputs = inner_.generate(r);
+    return outputs;
+  }
+  int64_t max_length() const override { return inner_.max_length(); }
+  const Tokenizer& tokenizer() const override { return inner_.tokenizer(); }
+  void begin_task(const std::string& name) override { inner_.begin_task(name); }
+  std::vector<GenRequest> requests;
+  std::vector<std::string> outputs;
+
+ private:
+  EvalModel& inner_;
+};
+
+// longbench_samsum over a real model: each output is greedy_generate's with eos and the newline
+// id as end ids and min_new_tokens 1 (never "\n" or EOS first, ends at the newline token), and the
+// score is ROUGE-L of its first line after leading newlines (longbench_metrics.h).
+TEST(ModelEval, LongBenchSamsumDecodesAsPredPy) {
+  auto m = tiny("transformer");
+  ByteTokenizer tok;
+  ModelEval em(*m, tok, nullptr, {2048, 2, 0});
+  RecordingEval rec(em);
+  const TaskResult r = run_task(
+      {.name = "longbench_samsum", .path = std::string(AMOR_SOURCE_DIR) + "/tests/fixtures/eval/samsum.jsonl"},
+      rec);
+  ASSERT_EQ(rec.requests.size(), 2u);
+  const std::vector<std::string> answers = {"Tom is coming tonight at 8.", "Bob can't have lunch with Eve."};
+  for (size_t i = 0; i < 2; ++i) {
+    model::GenerateOptions go;
+    go.max_new_tokens = 128;
+    go.eos = tok.eos_id();
+    go.stop_ids = {'\n'};
+    go.min_new_tokens = 1;
+    const auto g = model::greedy_generate(*m, {rec.requests[i].context}, go)[0];
+    ASSERT_FALSE(g.tokens.empty());
+    EXPECT_NE(g.tokens[0], '\n');
+    EXPECT_NE(g.tokens[0], tok.eos_id());
+    const std::string text = tok.decode(g.tokens, true);
+    EXPECT_EQ(rec.outputs[i], text);
+    if (g.stop_reason == "stop_id") EXPECT_EQ(text.back(), '\n');
+    EXPECT_EQ(text.find('\n'), g.stop_reason == "stop_id" ? text.size() - 1 : std::string::npos);
+    EXPECT_EQ(r.per_example.at("score")[i], rouge_l_score(first_line(text), answers[i])) << i;
+  }
 }
 
 TEST(ModelEval, OryxSwitchRunsOnOryxAndIsRefusedElsewhere) {

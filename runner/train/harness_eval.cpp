@@ -37,6 +37,7 @@ std::unique_ptr<model::LanguageModel> eval_replica(const config::RunConfig& cfg,
     params[i]->value = full[i].second.to(dev);
   }
   replica->restore_checkpoint_state(trained.checkpoint_state(), /*required=*/true);
+  if (!cfg.eval.router.empty()) replica->use_entropy_router(cfg.eval.router);  // AMOR's fitted router
   return replica;
 }
 

@@ -77,7 +77,21 @@ void check_head(const HeadCase& c, DType dt, uint64_t seed) {
   expect_close(tag + " entropy", "entropy", lm_head_entropy(gh, gW, c.chunk), r.entropy,
                stat_tol);
   poison({{{c.N}, DType::I32}});
-  expect_argmax(tag, lm_head_argmax(gh, gW, c.chunk), lm_head_argmax(h, W, c.chunk),
+  const Tensor ref_arg = lm_head_argmax(h, W, c.chunk);
+  expect_argmax(tag, lm_head_argmax(gh, gW, c.chunk), ref_arg, c.N >= 1000 ? c.N / 1000 : 0);
+  // With excluded ids (greedy_generate's min_new_tokens): id 0, the first rows' own argmax and,
+  // for small chunks, every id of the first chunk (a chunk whose logits are all -inf).
+  std::vector<int32_t> excluded = {0};
+  for (int64_t n = 0; n < std::min<int64_t>(c.N, 3); ++n)
+    excluded.push_back(ref_arg.to_vector<int32_t>()[size_t(n)]);
+  if (c.chunk <= 64 && 2 * c.chunk <= c.V)
+    for (int32_t v = 0; v < int32_t(c.chunk); ++v) excluded.push_back(v);
+  std::sort(excluded.begin(), excluded.end());
+  excluded.erase(std::unique(excluded.begin(), excluded.end()), excluded.end());
+  if (int64_t(excluded.size()) >= c.V) excluded.resize(size_t(c.V - 1));
+  poison({{{c.N}, DType::I32}});
+  expect_argmax(tag + " excluding " + std::to_string(excluded.size()) + " ids",
+                lm_head_argmax(gh, gW, c.chunk, excluded), lm_head_argmax(h, W, c.chunk, excluded),
                 c.N >= 1000 ? c.N / 1000 : 0);
 
   LmHeadLossGrads rr = lm_head_loss_backward(h, W, targets, r.lse, dloss, c.chunk);
@@ -122,6 +136,12 @@ TEST(CudaParity, LmHeadTies) {
     poison({{{N}, DType::I32}});
     expect_equal("lm_head_argmax (W = 0)", "argmax", lm_head_argmax(gh, gW, 128),
                  Tensor::zeros({N}, DType::I32).to(DType::F32));
+    // Excluding ids 0, 1 and 129 (two chunks): the tie goes to the lowest id left, 2.
+    const std::vector<int32_t> excluded = {0, 1, 129};
+    poison({{{N}, DType::I32}});
+    expect_equal("lm_head_argmax (W = 0, excluding 0 1 129)", "argmax",
+                 lm_head_argmax(gh, gW, 128, excluded),
+                 Tensor::full<int32_t>({N}, 2).to(DType::F32));
     poison({{{N}, DType::F32}});
     LmHeadLossOut g = lm_head_loss_forward(gh, gW, gt, 128);
     expect_close("lm_head_loss_forward (W = 0)", "entropy", g.entropy,

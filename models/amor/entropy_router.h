@@ -1,0 +1,97 @@
+// The fitted entropy router (AMOR paper, "fitted router"): per AMOR block, a small MLP that
+// predicts the normalised entropy H the block's gate would compute from the tied LM head, from the
+// block's normed input hn (the tensor its attention reads), so that at inference the gate need not
+// run the [V x d] LM head per block:
+//
+//   r(x) = w2 · SiLU(W1 x + b1) + b2 + u · x          x = hn_t [d], width W (default 512)
+//   gate_t = 1[r(hn_t) > tau]                          tau: the block's frozen EMA threshold
+//
+// Fitted after training with the backbone and blocks frozen (`amor-run fit-router`,
+// runner/app/fit_router.h): targets are the LM-head gate's own entropies on the run's data, loss
+// the mean squared error, AdamW. Used outside training only (AmorModel::set_entropy_router):
+// training always gates on the LM head.
+//
+// Plain CPU code in double (matrix products through gemm_cpu); the forward and backward are
+// checked against finite differences (entropy_router_test). predict() accepts hn on any device
+// and dtype (copied to the host, computed in double, copied back).
+//
+// File (safetensors, written atomically): per block k
+//   router.{k}.fc1.weight [W, d]   router.{k}.fc1.bias [W]
+//   router.{k}.fc2.weight [1, W]   router.{k}.fc2.bias [1]   router.{k}.skip.weight [1, d]
+// in f32, metadata format = "amor-run entropy router", blocks, d_model, width, and whatever the
+// caller adds (the fit's statistics).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/core/tensor.h"
+
+namespace amor::model {
+
+// One block's router, f64 CPU tensors.
+struct RouterParams {
+  Tensor w1;  // [W, d]
+  Tensor b1;  // [W]
+  Tensor w2;  // [1, W]
+  Tensor b2;  // [1]
+  Tensor u;   // [1, d] (the linear skip)
+  int64_t d() const { return w1.size(1); }
+  int64_t width() const { return w1.size(0); }
+  std::vector<Tensor*> all() { return {&w1, &b1, &w2, &b2, &u}; }
+  std::vector<const Tensor*> all() const { return {&w1, &b1, &w2, &b2, &u}; }
+};
+
+// W1 ~ U(±1/sqrt(d)), b1 ~ U(±1/sqrt(d)) (nn.Linear's default), w2 ~ U(±1/sqrt(W)), b2 = bias,
+// u = 0.
+RouterParams router_init(int64_t d, int64_t width, uint64_t seed, double bias = 0.0);
+
+// What the backward needs: the input and the pre-activation.
+struct RouterSaved {
+  Tensor x;  // [n, d]
+  Tensor a;  // [n, W] = x W1^T + b1
+};
+
+// x f64 [n, d] -> y f64 [n]; saved (optional) keeps what router_backward needs.
+Tensor router_forward(const RouterParams& p, const Tensor& x, RouterSaved* saved = nullptr);
+
+// dy f64 [n] -> the parameters' gradients (same shapes as p) and, when dx is given, dL/dx [n, d].
+RouterParams router_backward(const RouterParams& p, const RouterSaved& saved, const Tensor& dy,
+                             Tensor* dx = nullptr);
+
+struct RouterFitOptions {
+  int64_t steps = 2000;
+  int64_t batch = 256;
+  double lr = 1e-3;
+  double weight_decay = 0.01;  // AdamW, on W1, w2 and u (not the biases)
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  uint64_t seed = 0;
+};
+
+// Fits p to targets h [n] from inputs x [n, d] (f64 CPU) by AdamW on the mean squared error over
+// minibatches drawn with replacement (seeded). Returns the MSE over all n after the last step.
+double router_fit(RouterParams& p, const Tensor& x, const Tensor& h, const RouterFitOptions& options);
+
+// The mean squared error of p on (x, h).
+double router_mse(const RouterParams& p, const Tensor& x, const Tensor& h);
+
+// Every block's router, with the file's metadata.
+struct EntropyRouter {
+  std::vector<RouterParams> blocks;
+  std::map<std::string, std::string> metadata;
+
+  int64_t d() const { return blocks.empty() ? 0 : blocks[0].d(); }
+  int64_t width() const { return blocks.empty() ? 0 : blocks[0].width(); }
+  // hn [B,T,d] (or [N,d]) of block k, any device and float dtype -> the predicted entropies,
+  // hn's shape without the last dimension, on hn's device, f64 for f64 hn and f32 otherwise (as
+  // the LM head's entropies on cuda).
+  Tensor predict(int64_t k, const Tensor& hn) const;
+};
+
+// Writes the router atomically (temp file + rename); metadata is added to the file's.
+void save_entropy_router(const std::string& path, const EntropyRouter& router);
+// Reads and checks a router file (names, shapes, consistent d and width); errors name the file.
+EntropyRouter load_entropy_router(const std::string& path);
+
+}  // namespace amor::model
