@@ -1,12 +1,14 @@
 // amor-run: mpirun -np P amor-run [options] SWEEP.yaml... [key=value...]  (see runner/app/cli.cpp)
 //          amor-run convert-weights ...  (runner/app/convert_weights.h)
 //          amor-run fit-router RUN_DIR ...  (runner/app/fit_router.h)
+//          amor-run bench-decode SWEEP.yaml ...  (runner/app/bench_decode.h)
 #include <mpi.h>
 
 #include <cstdio>
 #include <exception>
 #include <iostream>
 
+#include "runner/app/bench_decode.h"
 #include "runner/app/cli.h"
 #include "runner/app/convert_weights.h"
 #include "runner/app/fit_router.h"
@@ -18,6 +20,8 @@ int main(int argc, char** argv) {
     return amor::convert_weights_main(std::vector<std::string>(argv + 2, argv + argc), std::cout, std::cerr);
   if (amor::is_fit_router(argc, argv))  // one process, no MPI either
     return amor::fit_router_main(std::vector<std::string>(argv + 2, argv + argc), std::cout, std::cerr);
+  if (amor::is_bench_decode(argc, argv))  // one process, one device
+    return amor::bench_decode_main(std::vector<std::string>(argv + 2, argv + argc), std::cout, std::cerr);
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

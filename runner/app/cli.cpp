@@ -43,7 +43,9 @@ std::string usage() {
        "\n       amor-run convert-weights --from authors | --to authors ...  (the AMOR authors'\n"
        "       checkpoints to and from amor-run weights; amor-run convert-weights --help)\n"
        "       amor-run fit-router RUN_DIR ...  (fits an AMOR run's entropy router;\n"
-       "       amor-run fit-router --help)\n";
+       "       amor-run fit-router --help)\n"
+       "       amor-run bench-decode SWEEP.yaml ...  (prefill and decode speed of the sweep's models;\n"
+       "       amor-run bench-decode --help)\n";
   return s.str();
 }
 

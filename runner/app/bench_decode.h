@@ -1,0 +1,40 @@
+// `amor-run bench-decode`: inference speed of every run's model in a sweep (issue #18): chunked
+// prefill of a random context, then greedy decode steps, at each batch size and context length.
+//
+//   amor-run bench-decode SWEEP.yaml [--batch 1,64] [--context 1024,4096,...] [--steps N]
+//                         [--prefill-chunk N] [--fire-rate 0.22[,...]] [--device cuda|cpu]
+//                         [--dtype bf16|f32] [--out FILE.csv] [key=value ...]
+//
+// Each run of the sweep (expanded as amor-run does, presets resolved, key=value overrides applied;
+// experiments/bench-decode.yaml) gives one model, built with random weights (the init of its
+// config: speed does not depend on the values) in --dtype (bf16 by default on the GPU, f32 on the
+// CPU) on --device (cuda where a GPU exists). Per batch B and context C (ascending):
+//   prefill  InferenceSession::prefill over C random tokens per sequence, in calls of
+//            --prefill-chunk tokens (4096; the caches and states carry across calls, and no call
+//            holds more than [B, chunk, V] logits), timed between device synchronisations;
+//   decode   --steps (32) steps after two untimed ones, each feeding the previous step's greedy
+//            predictions: ms per step (per-token latency) and B / that (tokens/s).
+// AMOR models run once per --fire-rate r (0.22 by default, the paper's rate): the gates'
+// thresholds are set so that a fraction r of the prefill's tokens fire in every block (tau the
+// (1 - r) quantile of the block's gate entropies over a calibration prefill of 2048 random
+// tokens, block by block, each block calibrated with the earlier ones already set); r = 0 sets
+// tau = +inf (the gate's own cost: every LM-head gate runs, no attention does), r = 1 -inf. The
+// rate measured over the timed decode steps is reported next to it. A context that does not fit
+// (an out-of-memory error) ends that batch size's sweep of contexts with a row saying so.
+//
+// Writes FILE.csv (default bench_decode.csv; temp + rename) with one row per (run, batch,
+// context, fire rate): run, kind, params, device, dtype, batch, context, fire_target, prefill_ms,
+// prefill_tok_s, decode_ms, decode_tok_s, fire_decode, note. Prints the same as a table.
+// Exit status: 0 done, 1 failure (message on err), 2 usage error.
+#pragma once
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace amor {
+
+bool is_bench_decode(int argc, const char* const* argv);
+// args: after "bench-decode".
+int bench_decode_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace amor

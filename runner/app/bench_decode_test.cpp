@@ -1,0 +1,116 @@
+// amor-run bench-decode on the CPU with tiny models: one CSV row per (run, batch, context, fire
+// rate) with positive times, AMOR's gates at fire rates 0 and 1 fire on none and on every decode
+// token (the calibration sets tau = +inf / -inf) and at 0.5 on some, and usage errors exit 2.
+#include "runner/app/bench_decode.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace amor {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path write_sweep(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("bench_decode_test_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "sweep.yaml") << R"(name: bench
+base:
+  model:
+    vocab: 64
+    d_model: 16
+    n_layers: 2
+    d_ff: 32
+    head_dim: 8
+    mamba2: {head_dim: 8, d_state: 4, chunk: 8}
+    gdn: {head_dim: 8, chunk: 8}
+    amor: {blocks: 2, backbone: gdn}
+sweep:
+  zip:
+    model.kind: [transformer, amor]
+)";
+  return dir;
+}
+
+std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
+  std::ifstream f(p);
+  std::vector<std::vector<std::string>> rows;
+  std::string line;
+  while (std::getline(f, line)) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    std::string c;
+    while (std::getline(ss, c, ',')) cells.push_back(c);
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+TEST(BenchDecode, RowsPerRunBatchContextAndRate) {
+  const fs::path dir = write_sweep("rows");
+  std::ostringstream out, err;
+  const int rc = bench_decode_main({(dir / "sweep.yaml").string(), "--device", "cpu", "--batch", "1,3",
+                                    "--context", "20,9", "--steps", "4", "--prefill-chunk", "8",
+                                    "--fire-rate", "0,0.5,1", "--out", (dir / "b.csv").string()},
+                                   out, err);
+  ASSERT_EQ(rc, 0) << err.str() << out.str();
+  const auto rows = read_csv(dir / "b.csv");
+  ASSERT_FALSE(rows.empty());
+  const std::vector<std::string> header{"run", "kind", "params", "device", "dtype", "batch", "context",
+                                        "fire_target", "prefill_ms", "prefill_tok_s", "decode_ms",
+                                        "decode_tok_s", "fire_decode", "note"};
+  EXPECT_EQ(rows[0], header);
+  // transformer: 2 batches x 2 contexts; amor: 3 rates x 2 x 2.
+  ASSERT_EQ(rows.size(), 1u + 4u + 12u);
+  int amor_rows = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    ASSERT_EQ(r.size(), header.size()) << i;
+    EXPECT_GT(std::stod(r[8]), 0.0);   // prefill_ms
+    EXPECT_GT(std::stod(r[10]), 0.0);  // decode_ms
+    EXPECT_EQ(r[3], "cpu");
+    EXPECT_EQ(r[4], "f32");
+    if (i <= 4) {
+      EXPECT_EQ(r[1], "transformer");
+      EXPECT_EQ(r[12], "");  // no gates
+      // contexts ascending whatever order they were given in
+      EXPECT_EQ(r[6], (i % 2 == 1) ? "9" : "20");
+      continue;
+    }
+    ++amor_rows;
+    EXPECT_EQ(r[1], "amor");
+    const double target = std::stod(r[7]), fired = std::stod(r[12]);
+    if (target == 0.0) EXPECT_EQ(fired, 0.0);
+    if (target == 1.0) EXPECT_EQ(fired, 1.0);
+    if (target == 0.5) {
+      EXPECT_GT(fired, 0.0);
+      EXPECT_LT(fired, 1.0);
+    }
+  }
+  EXPECT_EQ(amor_rows, 12);
+  EXPECT_NE(out.str().find("decode_t/s"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(BenchDecode, UsageErrorsExitTwo) {
+  const fs::path dir = write_sweep("usage");
+  const std::string sweep = (dir / "sweep.yaml").string();
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{}, {sweep, "--batch", "0"}, {sweep, "--context", "1,,2"},
+        {sweep, "--fire-rate", "1.5"}, {sweep, "--dtype", "f16"}, {sweep, "--bogus"}, {sweep, sweep}}) {
+    std::ostringstream out, err;
+    EXPECT_EQ(bench_decode_main(args, out, err), 2) << err.str();
+    EXPECT_NE(err.str().find("usage: amor-run bench-decode"), std::string::npos);
+  }
+  std::ostringstream out, err;
+  EXPECT_EQ(bench_decode_main({(dir / "missing.yaml").string(), "--device", "cpu"}, out, err), 1);
+  EXPECT_NE(err.str().find("missing.yaml"), std::string::npos) << err.str();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace amor
