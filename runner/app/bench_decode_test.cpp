@@ -84,8 +84,12 @@ TEST(BenchDecode, RowsPerRunBatchContextAndRate) {
     ++amor_rows;
     EXPECT_EQ(r[1], "amor");
     const double target = std::stod(r[7]), fired = std::stod(r[12]);
-    if (target == 0.0) EXPECT_EQ(fired, 0.0);
-    if (target == 1.0) EXPECT_EQ(fired, 1.0);
+    if (target == 0.0) {
+      EXPECT_EQ(fired, 0.0);
+    }
+    if (target == 1.0) {
+      EXPECT_EQ(fired, 1.0);
+    }
     if (target == 0.5) {
       EXPECT_GT(fired, 0.0);
       EXPECT_LT(fired, 1.0);
