@@ -30,7 +30,7 @@ struct TextSample {
   std::vector<double> answer_depths;  // where each answer's needle starts, % of the haystack text
   // What each byte of the prompt is (token_roles.h): spans in order covering the whole prompt
   // (other, haystack, needle, distractor, question); token_roles() maps them to tokens.
-  std::vector<RoleSpan> roles;
+  std::vector<RoleSpan> roles{};
 };
 
 // RULER's string_match_all for one sample: the fraction of references that occur in the

@@ -39,7 +39,7 @@ struct TeacherForcedRequest {
   std::vector<int32_t> tokens, targets;  // same length; targets -100 where unscored
   // Each token's role (data/synthetic/token_roles.h), recorded with the token in run.h5; empty
   // where the task has none.
-  std::vector<uint8_t> roles;
+  std::vector<uint8_t> roles{};
 };
 struct TeacherForcedResult {
   std::vector<double> nll;      // per position; NaN where the target is -100
@@ -52,7 +52,7 @@ struct GenRequest {
   std::vector<std::string> stop;  // stop strings, matched in the decoded new text
   // Each context token's role (token_roles.h; generated tokens are recorded as `answer`); empty
   // where the task has none.
-  std::vector<uint8_t> roles;
+  std::vector<uint8_t> roles{};
 };
 
 class EvalModel {

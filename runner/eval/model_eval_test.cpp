@@ -185,7 +185,7 @@ TEST(ModelEval, RecordsCarryTokenRoles) {
     ModelEval em(*m, tok, nullptr, {2048, 2, 1});
     TaskSpec spec;
     spec.name = "passkey";
-    spec.lengths = {200};
+    spec.lengths = {400};
     spec.depths = {50};
     run_task(spec, em);
     TokenSequences r = em.records("passkey");
