@@ -100,16 +100,17 @@ def fire_rate_by_role(sweep):
     recorded token set that holds roles (MQAR: key, value, query, filler; NIAH / passkey: other,
     haystack, distractor, needle, question, answer), one bar per AMOR run: whether attention fires
     where recall happens (MQAR's query tokens, the NIAH question) or on the filler. Bars carry
-    their value in %; under each role, its token count."""
+    their value in %; under each role, its token count (the largest over the runs)."""
     table = gate_by_role(sweep)
     if table.empty or "fire rate" not in table.columns:
         raise NoData("no AMOR run recorded token roles (run.h5 /tokens/<set>/role with gates)")
     table = table[table["fire rate"].notna()].reset_index()
     if table.empty:
         raise NoData("no AMOR run recorded token roles (run.h5 /tokens/<set>/role with gates)")
-    labels, colors = run_labels(sweep), run_colors(sweep)
+    colors = run_colors(sweep)  # bars are labelled by run name: unique, and short in variant sweeps
     sets = list(pd.unique(table["token set"]))
-    fig, axes = panels(len(sets), f"Gate fire rate by token role — sweep {sweep.name}", cols=min(len(sets), 2))
+    fig, axes = panels(len(sets), f"Gate fire rate by token role — sweep {sweep.name}", cols=min(len(sets), 2),
+                       width=9.0)
     for ax, name in zip(axes, sets):
         part = table[table["token set"] == name]
         roles = list(pd.unique(part["role"]))
@@ -120,7 +121,7 @@ def fire_rate_by_role(sweep):
             rows = part[part["run"] == run].set_index("role")
             bars = ax.bar(x + (i - (len(runs) - 1) / 2) * width,
                           [100 * rows["fire rate"].get(r, np.nan) for r in roles], width,
-                          color=colors[run], label=labels[run])
+                          color=colors[run], label=run)
             ax.bar_label(bars, fmt="%.1f", fontsize=6)  # small rates (0.2%) stay readable
         counts = part.groupby("role", sort=False)["tokens"].max()
         ax.set_xticks(x, [f"{r}\n(n={counts[r]})" for r in roles], fontsize=8)
@@ -128,5 +129,5 @@ def fire_rate_by_role(sweep):
         ax.set_ylim(0, min(100.0, 100 * float(part["fire rate"].max()) * 1.2 + 2))
         ax.title.set_fontsize(10)
         ax.grid(alpha=0.3, axis="y")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return finish(fig)
