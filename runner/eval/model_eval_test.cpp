@@ -136,19 +136,21 @@ TEST(ModelEval, RecordsCarryTokenRoles) {
     em.begin_task("t");
     const auto x = tok.encode("abcd");
     const std::vector<int32_t> y{-100, -100, -100, 5};
-    TeacherForcedRequest with{x, y, {2, 3, 5, 4}}, without{x, y, {}};
+    TeacherForcedRequest with{x, y}, without{x, y};
+    with.roles = {2, 3, 5, 4};
     em.teacher_forced({with, without});
     TokenSequences r = em.records("t");
     EXPECT_EQ(r.role, (std::vector<uint8_t>{2, 3, 5, 4, 0, 0, 0, 0}));
-    TeacherForcedRequest bad{x, y, {1, 2}};
+    TeacherForcedRequest bad{x, y};
+    bad.roles = {1, 2};
     EXPECT_THROW(em.teacher_forced({bad}), Error);
   }
   {
     ModelEval em(*m, tok, nullptr, {2048, 2, 2});
     em.begin_task("g");
     const auto prompt = tok.encode("Let");
-    GenRequest a{prompt, 5, {}, {code(TokenRole::Other), code(TokenRole::Needle), code(TokenRole::Question)}};
-    GenRequest b{prompt, 5, {}, {}};
+    GenRequest a{prompt, 5, {}}, b{prompt, 5, {}};  // roles by name: members may be added before them
+    a.roles = {code(TokenRole::Other), code(TokenRole::Needle), code(TokenRole::Question)};
     em.generate({a, b});
     TokenSequences r = em.records("g");
     ASSERT_EQ(r.lengths.size(), 2u);

@@ -26,10 +26,12 @@ TaskResult run_mqar(const TaskSpec& spec, EvalModel& model) {
   const int32_t* targets = task.targets.data<int32_t>();
   std::vector<TeacherForcedRequest> requests;
   const uint8_t* roles = task.roles.data<uint8_t>();
-  for (int64_t i = 0; i < n; ++i)
-    requests.push_back({std::vector<int32_t>(tokens + i * T, tokens + (i + 1) * T),
-                        std::vector<int32_t>(targets + i * T, targets + (i + 1) * T),
-                        std::vector<uint8_t>(roles + i * T, roles + (i + 1) * T)});
+  for (int64_t i = 0; i < n; ++i) {
+    TeacherForcedRequest r{std::vector<int32_t>(tokens + i * T, tokens + (i + 1) * T),
+                           std::vector<int32_t>(targets + i * T, targets + (i + 1) * T)};
+    r.roles.assign(roles + i * T, roles + (i + 1) * T);
+    requests.push_back(std::move(r));
+  }
   model.begin_task(spec.name);
   const auto results = model.teacher_forced(requests);
   AMOR_CHECK(results.size() == requests.size(), "mqar: the model answered {} of {} requests",
