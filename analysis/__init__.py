@@ -19,6 +19,7 @@ class figures:  # noqa: N801 - one namespace for every figure function
     entropy_histograms = staticmethod(fig_gates.entropy_histograms)
     gate_rate_by_position = staticmethod(fig_gates.gate_rate_by_position)
     gate_rate_by_task = staticmethod(fig_gates.gate_rate_by_task)
+    fire_rate_by_role = staticmethod(fig_gates.fire_rate_by_role)
     niah_heatmaps = staticmethod(fig_evals.niah_heatmaps)
     ppl_by_position = staticmethod(fig_evals.ppl_by_position)
     oryx_switch = staticmethod(fig_evals.oryx_switch)

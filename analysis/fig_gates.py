@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .plotting import NoData, finish, legend_below, panels, run_colors, run_labels
+from .tables import gate_by_role
 
 
 def _gated_runs(sweep, token_set=None):
@@ -92,3 +93,41 @@ def gate_rate_by_task(sweep):
     ax.set(xlabel="token set (task)", ylabel="fire rate (% of gate decisions)")
     ax.grid(alpha=0.3, axis="y")
     return legend_below(fig, ax)
+
+
+def fire_rate_by_role(sweep):
+    """Fire rate (share of gate decisions over all AMOR blocks) by token role, one panel per
+    recorded token set that holds roles (MQAR: key, value, query, filler; NIAH / passkey: other,
+    haystack, distractor, needle, question, answer), one bar per AMOR run: whether attention fires
+    where recall happens (MQAR's query tokens, the NIAH question) or on the filler. Bars carry
+    their value in %; under each role, its token count (the largest over the runs)."""
+    table = gate_by_role(sweep)
+    if table.empty or "fire rate" not in table.columns:
+        raise NoData("no AMOR run recorded token roles (run.h5 /tokens/<set>/role with gates)")
+    table = table[table["fire rate"].notna()].reset_index()
+    if table.empty:
+        raise NoData("no AMOR run recorded token roles (run.h5 /tokens/<set>/role with gates)")
+    colors = run_colors(sweep)  # bars are labelled by run name: unique, and short in variant sweeps
+    sets = list(pd.unique(table["token set"]))
+    fig, axes = panels(len(sets), f"Gate fire rate by token role — sweep {sweep.name}", cols=min(len(sets), 2),
+                       width=9.0)
+    for ax, name in zip(axes, sets):
+        part = table[table["token set"] == name]
+        roles = list(pd.unique(part["role"]))
+        runs = list(pd.unique(part["run"]))
+        width = 0.8 / len(runs)
+        x = np.arange(len(roles))
+        for i, run in enumerate(runs):
+            rows = part[part["run"] == run].set_index("role")
+            bars = ax.bar(x + (i - (len(runs) - 1) / 2) * width,
+                          [100 * rows["fire rate"].get(r, np.nan) for r in roles], width,
+                          color=colors[run], label=run)
+            ax.bar_label(bars, fmt="%.1f", fontsize=6)  # small rates (0.2%) stay readable
+        counts = part.groupby("role", sort=False)["tokens"].max()
+        ax.set_xticks(x, [f"{r}\n(n={counts[r]})" for r in roles], fontsize=8)
+        ax.set(xlabel="token role", ylabel="fire rate (% of gate decisions)", title=f"token set '{name}'")
+        ax.set_ylim(0, min(100.0, 100 * float(part["fire rate"].max()) * 1.2 + 2))
+        ax.title.set_fontsize(10)
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return finish(fig)

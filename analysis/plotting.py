@@ -60,7 +60,7 @@ def run_labels(sweep):
         parts = [row["model"]]
         if many_scales:
             parts.append(str(row["scale"]))
-        parts += [f"{row[k]}" for k in keys]
+        parts += [f"{row[k]}" for k in keys if not (isinstance(row[k], float) and row[k] != row[k])]  # NaN: a variant that leaves the key unset
         if many_seeds:
             parts.append(f"seed {row['seed']}")
         labels[run] = " ".join(parts)

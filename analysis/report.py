@@ -17,6 +17,7 @@ TABLES = [
     ("Training summary", tables.training_summary),
     ("AMOR table", tables.amor_table),
     ("Oryx table", tables.oryx_table),
+    ("Gate and entropy by token role", tables.gate_by_role),
 ]
 
 FIGURES = [
@@ -25,6 +26,7 @@ FIGURES = [
     ("entropy_fired_skipped", "Entropy of fired and skipped tokens", fig_gates.entropy_histograms),
     ("gate_rate_by_position", "Gate rate by token position", fig_gates.gate_rate_by_position),
     ("gate_rate_by_task", "Gate rate by task", fig_gates.gate_rate_by_task),
+    ("fire_rate_by_role", "Gate fire rate by token role", fig_gates.fire_rate_by_role),
     ("niah_heatmaps", "NIAH: context length x needle depth", fig_evals.niah_heatmaps),
     ("ppl_by_position", "Perplexity by position", fig_evals.ppl_by_position),
     ("oryx_switch", "Oryx: perplexity around a mixer switch", fig_evals.oryx_switch),

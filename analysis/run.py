@@ -154,7 +154,10 @@ class Run:
 
 
 class TokenSet:
-    """/tokens/<name>: flat per-token arrays and offsets. Reads lazily; gate is [K, total]."""
+    """/tokens/<name>: flat per-token arrays and offsets. Reads lazily; gate is [K, total].
+
+    role (uint8 [total], where recorded) is each token's role in its synthetic task;
+    role_names[code] names it ('none' for tasks without roles; data/synthetic/token_roles.h)."""
 
     def __init__(self, path, name):
         self.path, self.name = path, name
@@ -165,6 +168,17 @@ class TokenSet:
             self.offsets = f[key]["offsets"][()]
             self.fields = list(f[key])
             self.blocks = f[key]["gate"].shape[0] if "gate" in f[key] else 0
+            self.role_names = ([_text(n) for n in f[key]["role"].attrs["names"]]
+                               if "role" in f[key] and "names" in f[key]["role"].attrs else [])
+
+    def roles(self):
+        """Each token's role name (a numpy array of str, [total]); None where roles were not
+        recorded (files made before they were)."""
+        if not self.role_names:
+            return None
+        codes = self.array("role")
+        names = np.asarray(self.role_names + ["?"], dtype=object)
+        return names[np.minimum(codes, len(self.role_names))]
 
     def __len__(self):
         return max(len(self.offsets) - 1, 0)
@@ -188,14 +202,15 @@ class TokenSet:
             return {k: (g[k][:, a:b] if k == "gate" else g[k][a:b]) for k in g if k != "offsets"}
 
     def frame(self):
-        """Every token as a row: sequence, position, token_id, entropy, loss, mode, gate_<k>."""
+        """Every token as a row: sequence, position, token_id, entropy, loss, mode, role (the code;
+        role_names decodes it), gate_<k>."""
         lengths = np.diff(self.offsets)
         cols = {"sequence": np.repeat(np.arange(len(lengths)), lengths),
                 "position": np.concatenate([np.arange(n) for n in lengths]) if len(lengths) else
                 np.zeros(0, dtype=np.int64)}
         with open_h5(self.path) as f:
             g = f["tokens/" + self.name]
-            for k in ("token_ids", "entropy", "loss", "mode"):
+            for k in ("token_ids", "entropy", "loss", "mode", "role"):
                 if k in g:
                     cols[k] = g[k][()]
             if "gate" in g:

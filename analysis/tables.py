@@ -17,6 +17,9 @@ in [0, 1] as run.h5 stores them; `df.attrs["percent"]` lists the columns a paper
   the pattern; AMOR and Fused: empty, they are not token-routed between mixers).
 - training_summary: per run status, steps, tokens, final loss, validation loss/ppl, median
   tokens/s, wall time, final fire rate.
+- gate_by_role: per (token set, run, token role) the share of AMOR gate decisions that fired
+  (overall and per block) and the mean normalised entropy, from /tokens/<set>/{role, gate,
+  entropy}: does attention fire where recall happens (MQAR queries, the NIAH question)?
 """
 import math
 from datetime import datetime
@@ -225,5 +228,74 @@ def training_summary(sweep):
         if missing:
             notes.append("no run.h5 for: " + ", ".join(missing))
     table.attrs["percent"] = [c for c in ("fire rate",) if c in table.columns]
+    table.attrs["notes"] = notes
+    return table
+
+
+# Token roles in the order a table lists them: MQAR's, then the text tasks' from the start of a
+# prompt to its end (data/synthetic/token_roles.h); any other name after these.
+ROLE_ORDER = ["key", "value", "query", "filler", "other", "haystack", "distractor", "needle", "question",
+              "answer"]
+
+
+def _role_rank(role):
+    return ROLE_ORDER.index(role) if role in ROLE_ORDER else len(ROLE_ORDER)
+
+
+def gate_by_role(sweep):
+    """Gate fire rate and entropy by token role: one row per (token set, run, role) over the
+    recorded tokens (/tokens/<set>) of every set that holds roles (MQAR's key / value / query /
+    filler; NIAH's and passkey's other / haystack / distractor / needle / question / answer; tokens
+    of role 'none' left out). Columns: model, tokens (how many), fire rate (share of gate decisions
+    that fired over all AMOR blocks), fire b<k> (block k's share), mean entropy (mean normalised
+    entropy H / log V of the model's next-token distribution at those tokens). Fire columns are NaN
+    for models without gates. Runs in sweep order, token sets in the order first seen."""
+    rows, blocks, notes = [], 0, []
+    frame = sweep.frame().set_index("run")
+    for name, run in sweep.runs.items():
+        for set_name in run.token_sets():
+            ts = run.tokens(set_name)
+            roles = ts.roles()
+            if roles is None:
+                continue
+            present = sorted({r for r in np.unique(roles) if r != "none"}, key=_role_rank)
+            if not present:
+                continue
+            entropy = ts.array("entropy").astype(np.float64)
+            gate = ts.array("gate") if ts.blocks else None
+            blocks = max(blocks, ts.blocks)
+            for role in present:
+                m = roles == role
+                row = {"token set": set_name, "run": name, "role": role,
+                       "model": frame.loc[name, "model"] if name in frame.index else run.model,
+                       "tokens": int(np.count_nonzero(m)), "mean entropy": float(entropy[m].mean()),
+                       "fire rate": math.nan}
+                if gate is not None:
+                    g = gate[:, m].astype(np.float64)
+                    row["fire rate"] = float(g.mean())
+                    for k in range(g.shape[0]):
+                        row[f"fire b{k}"] = float(g[k].mean())
+                rows.append(row)
+    if not rows:
+        t = pd.DataFrame()
+        t.attrs["notes"] = ["no run recorded token roles (run.h5 /tokens/<set>/role: synthetic tasks "
+                            "such as mqar, niah_*, passkey)"]
+        t.attrs["percent"] = []
+        return t
+    fire = ["fire rate"] + [f"fire b{k}" for k in range(blocks)]
+    table = pd.DataFrame(rows)
+    for c in fire:
+        if c not in table:
+            table[c] = math.nan
+    set_order = {s: i for i, s in enumerate(pd.unique(table["token set"]))}
+    run_order = {r: i for i, r in enumerate(sweep.runs)}
+    table["_o"] = [(set_order[s], run_order[r], _role_rank(x))
+                   for s, r, x in zip(table["token set"], table["run"], table["role"])]
+    table = table.sort_values("_o", kind="stable").drop(columns="_o")
+    table = table.set_index(["token set", "run", "role"])[["model", "tokens"] + fire + ["mean entropy"]]
+    if blocks == 0:
+        table = table.drop(columns=fire)
+        notes.append("no run has AMOR gates: fire rates left out")
+    table.attrs["percent"] = [c for c in fire if c in table.columns]
     table.attrs["notes"] = notes
     return table

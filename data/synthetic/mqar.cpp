@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "data/synthetic/rng.h"
+#include "data/synthetic/token_roles.h"
 
 namespace amor::synthetic {
 namespace {
@@ -110,8 +111,15 @@ TokenTask mqar(const MqarConfig& c) {
       for (int64_t t = 0; t < T; ++t)
         if (x[t] == 0) x[t] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
   }
+  std::vector<uint8_t> roles;
+  roles.reserve(tokens.size());
+  for (int64_t e = 0; e < c.num_examples; ++e) {
+    const auto r = mqar_roles(std::span<const int32_t>(targets.data() + e * T, static_cast<size_t>(T)), k);
+    roles.insert(roles.end(), r.begin(), r.end());
+  }
   return {Tensor::from_vector<int32_t>({c.num_examples, T}, tokens),
-          Tensor::from_vector<int32_t>({c.num_examples, T}, targets)};
+          Tensor::from_vector<int32_t>({c.num_examples, T}, targets),
+          Tensor::from_vector<uint8_t>({c.num_examples, T}, roles)};
 }
 
 }  // namespace amor::synthetic

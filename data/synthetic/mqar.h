@@ -10,6 +10,8 @@
 //   targets are -100 everywhere except at each query position, where the target is the key's
 //     value (the next token the model should produce)
 //   every other position is 0, or, with random_non_queries, a uniform token of [0, V)
+//   roles (token_roles.h, mqar_roles): key / value over the pairs, query at each query position,
+//     filler at every other position after the pairs
 //
 // Zoology asserts input_seq_len even, vocab_size > input_seq_len and 4k <= input_seq_len; so do we,
 // with errors naming the parameter. Zoology's test split uses seed + 10; callers do the same.

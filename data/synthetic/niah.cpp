@@ -75,6 +75,17 @@ struct SampleParts {
 struct Context {
   std::string text;
   std::vector<size_t> needle_offset;  // byte offset of each needle in text
+  std::vector<RoleSpan> roles;        // what each byte of text is, in order, covering it
+
+  // Appends a piece with its role (a span continuing the last one if the role is the same).
+  void add(std::string_view piece, TokenRole role) {
+    if (piece.empty()) return;
+    if (!roles.empty() && roles.back().role == role)
+      roles.back().end += piece.size();
+    else
+      roles.push_back({text.size(), text.size() + piece.size(), role});
+    text += piece;
+  }
 };
 
 std::string needle_sentence(NeedleType value_type, const std::string& key,
@@ -124,6 +135,10 @@ class Generator {
     s.index = index;
     s.task = task_.name;
     s.prompt = parts.head + ctx.text + parts.tail;
+    s.roles.push_back({0, parts.head.size(), TokenRole::Other});
+    for (const RoleSpan& r : ctx.roles)
+      s.roles.push_back({parts.head.size() + r.begin, parts.head.size() + r.end, r.role});
+    s.roles.push_back({parts.head.size() + ctx.text.size(), s.prompt.size(), TokenRole::Question});
     s.answers = parts.answers;
     s.max_seq_length = c.max_seq_length;
     s.tokens_to_generate = c.tokens_to_generate;
@@ -254,18 +269,23 @@ class Generator {
 
     Context ctx;
     ctx.needle_offset.resize(p.needles.size());
-    auto append = [&](std::string_view piece) {
-      if (!ctx.text.empty()) ctx.text += sep;
-      ctx.text += piece;
+    const TokenRole unit_role = task_.haystack == HaystackKind::Needle ? TokenRole::Distractor : TokenRole::Haystack;
+    auto separate = [&] {
+      if (!ctx.text.empty()) ctx.add(sep, TokenRole::Haystack);
     };
     size_t next = 0;
     for (size_t u = 0; u <= units.size(); ++u) {
       for (; next < at.size() && at[next].first == u; ++next) {
-        if (!ctx.text.empty()) ctx.text += sep;
-        ctx.needle_offset[at[next].second] = ctx.text.size();
-        ctx.text += p.needles[at[next].second].text;
+        separate();
+        const size_t j = at[next].second;
+        ctx.needle_offset[j] = ctx.text.size();
+        const bool answer = std::find(p.answer_needles.begin(), p.answer_needles.end(), j) != p.answer_needles.end();
+        ctx.add(p.needles[j].text, answer ? TokenRole::Needle : TokenRole::Distractor);
       }
-      if (u < units.size()) append(units[u]);
+      if (u < units.size()) {
+        separate();
+        ctx.add(units[u], unit_role);
+      }
     }
     return ctx;
   }

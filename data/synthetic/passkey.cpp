@@ -119,6 +119,14 @@ std::vector<TextSample> passkey(const PasskeyConfig& c, const TokenCounter& coun
     const size_t hay_begin = kTask.size() + 1, hay_end = s.prompt.size() - kQuestion.size() - 1;
     s.answer_depths = {100.0 * static_cast<double>(info_at - hay_begin) /
                        static_cast<double>(hay_end - hay_begin)};
+    // Roles: the task line (other), filler and line breaks (haystack), the pass key sentence
+    // (needle), the line break and question (question).
+    const size_t info_end = info_at + p.info.size(), question = hay_end;
+    s.roles = {{0, hay_begin, TokenRole::Other},
+               {hay_begin, info_at, TokenRole::Haystack},
+               {info_at, info_end, TokenRole::Needle},
+               {info_end, question, TokenRole::Haystack},
+               {question, s.prompt.size(), TokenRole::Question}};
     out.push_back(std::move(s));
   }
   return out;

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/synthetic/token_roles.h"
 #include "data/synthetic/token_task.h"
 
 namespace amor::synthetic {
@@ -27,6 +28,9 @@ struct TextSample {
   int64_t prompt_tokens = 0;          // count(prompt) with the caller's TokenCounter
   double depth_percent = -1;          // the cell's requested depth; -1 where depths were random
   std::vector<double> answer_depths;  // where each answer's needle starts, % of the haystack text
+  // What each byte of the prompt is (token_roles.h): spans in order covering the whole prompt
+  // (other, haystack, needle, distractor, question); token_roles() maps them to tokens.
+  std::vector<RoleSpan> roles{};
 };
 
 // RULER's string_match_all for one sample: the fraction of references that occur in the

@@ -17,6 +17,8 @@ inline constexpr int32_t kIgnore = -100;
 struct TokenTask {
   Tensor tokens;   // i32 [n, T]
   Tensor targets;  // i32 [n, T], kIgnore where unscored
+  Tensor roles{};  // u8 [n, T]: each position's TokenRole (token_roles.h); undefined where the
+                   // task has none (MQAR sets it)
 };
 
 struct TokenScore {

@@ -39,6 +39,9 @@ struct LoglikResult {
 
 struct TeacherForcedRequest {
   std::vector<int32_t> tokens, targets;  // same length; targets -100 where unscored
+  // Each token's role (data/synthetic/token_roles.h), recorded with the token in run.h5; empty
+  // where the task has none.
+  std::vector<uint8_t> roles{};
 };
 struct TeacherForcedResult {
   std::vector<double> nll;      // per position; NaN where the target is -100
@@ -55,6 +58,9 @@ struct GenRequest {
   // The first min_new_tokens generated tokens are never EOS or a stop id: the argmax over the
   // other ids (Hugging Face's min_new_tokens).
   int64_t min_new_tokens = 0;
+  // Each context token's role (token_roles.h; generated tokens are recorded as `answer`); empty
+  // where the task has none.
+  std::vector<uint8_t> roles{};
 };
 
 class EvalModel {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "data/synthetic/token_roles.h"
 #include "data/synthetic/token_task.h"
 #include "kernels/core/error.h"
 #include "models/infer/greedy_generate.h"
@@ -83,6 +84,8 @@ std::vector<TeacherForcedResult> ModelEval::score(const std::vector<TeacherForce
     AMOR_CHECK(len(i) > 0 && q.targets.size() == q.tokens.size(),
                "model_eval: request {} has {} tokens and {} targets (need equal, non-zero)", i,
                q.tokens.size(), q.targets.size());
+    AMOR_CHECK(q.roles.empty() || q.roles.size() == q.tokens.size(),
+               "model_eval: request {} has {} tokens but {} roles", i, q.tokens.size(), q.roles.size());
     if (modes)
       AMOR_CHECK((*modes)[static_cast<size_t>(i)].size() == q.tokens.size(),
                  "model_eval: request {} has {} tokens but {} modes", i, q.tokens.size(),
@@ -151,6 +154,10 @@ std::vector<TeacherForcedResult> ModelEval::score(const std::vector<TeacherForce
     if (i >= recorded) continue;
     rec->seqs.lengths.push_back(Ti);
     rec->seqs.token_ids.insert(rec->seqs.token_ids.end(), q.tokens.begin(), q.tokens.end());
+    if (q.roles.empty())
+      rec->seqs.role.insert(rec->seqs.role.end(), q.tokens.size(), 0);  // none
+    else
+      rec->seqs.role.insert(rec->seqs.role.end(), q.roles.begin(), q.roles.end());
     for (int64_t t = 0; t < Ti; ++t) {
       rec->seqs.loss.push_back(static_cast<float>(o[t]));
       rec->seqs.entropy.push_back(static_cast<float>(o[2 * Ti + t]));
@@ -212,6 +219,9 @@ std::vector<std::string> ModelEval::generate(const std::vector<GenRequest>& requ
     const auto& r = requests[static_cast<size_t>(i)];
     AMOR_CHECK(!r.context.empty(), "model_eval: generation request {} has an empty context", i);
     AMOR_CHECK(r.max_new_tokens >= 0, "model_eval: generation request {} asks for {} tokens", i, r.max_new_tokens);
+    AMOR_CHECK(r.roles.empty() || r.roles.size() == r.context.size(),
+               "model_eval: generation request {} has {} context tokens but {} roles", i, r.context.size(),
+               r.roles.size());
     slots[static_cast<size_t>(i) + 1] = slots[static_cast<size_t>(i)] + r.max_new_tokens;
   }
   std::vector<double> ids(static_cast<size_t>(slots.back()), 0.0);
@@ -297,6 +307,10 @@ std::vector<std::string> ModelEval::generate(const std::vector<GenRequest>& requ
       rec.seqs.lengths.push_back(L);
       rec.seqs.token_ids.insert(rec.seqs.token_ids.end(), ctx.begin(), ctx.end());
       if (gen.size() > 1) rec.seqs.token_ids.insert(rec.seqs.token_ids.end(), gen.begin(), gen.end() - 1);
+      const auto& roles = requests[static_cast<size_t>(i)].roles;  // then the answer read back
+      rec.seqs.role.insert(rec.seqs.role.end(), roles.begin(), roles.end());
+      rec.seqs.role.insert(rec.seqs.role.end(), static_cast<size_t>(L) - roles.size(),
+                           roles.empty() ? 0 : static_cast<uint8_t>(synthetic::TokenRole::Answer));
       for (int64_t t = 0; t < L; ++t) {
         rec.seqs.entropy.push_back(static_cast<float>(o[t]));
         rec.seqs.loss.push_back(static_cast<float>(o[L + t]));

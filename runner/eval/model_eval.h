@@ -13,8 +13,10 @@
 // Stop strings are checked on the decoded new text after every generated token (the harness cuts
 // at the first stop string itself); stop ids and min_new_tokens go to greedy_generate as they are. Records (begin_task(name) starts a task's set): for scored
 // sequences the input tokens, the normalised entropy, the loss where there is a target (NaN
-// elsewhere), AMOR's gates and Oryx's modes; for generated ones the prompt and the generated
-// tokens but the last (what the model read), with the loss inside the prompt only.
+// elsewhere), AMOR's gates, Oryx's modes and the requests' token roles (none where a request has
+// none); for generated ones the prompt and the generated tokens but the last (what the model
+// read), with the loss inside the prompt only and the generated tokens' role `answer` (where the
+// request has roles).
 #pragma once
 #include <cstdint>
 #include <map>

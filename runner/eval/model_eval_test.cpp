@@ -4,8 +4,11 @@
 // /tokens records of the first tokens_per_task sequences; oryx_switch only on Oryx models.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "data/synthetic/mqar.h"
+#include "data/synthetic/token_roles.h"
 #include "data/tokenizer/byte_tokenizer.h"
 #include "models/infer/greedy_generate.h"
 #include "runner/eval/eval_tasks.h"
@@ -196,6 +199,86 @@ TEST(ModelEval, LongBenchSamsumDecodesAsPredPy) {
     if (g.stop_reason == "stop_id") EXPECT_EQ(text.back(), '\n');
     EXPECT_EQ(text.find('\n'), g.stop_reason == "stop_id" ? text.size() - 1 : std::string::npos);
     EXPECT_EQ(r.per_example.at("score")[i], rouge_l_score(first_line(text), answers[i])) << i;
+// Token roles travel with the records: a request's roles (none where it has none), the generated
+// tokens read back as `answer`; the mqar and passkey tasks label their tokens from the generators.
+TEST(ModelEval, RecordsCarryTokenRoles) {
+  using synthetic::TokenRole;
+  const auto code = [](TokenRole r) { return static_cast<uint8_t>(r); };
+  auto m = tiny("amor");
+  ByteTokenizer tok;
+  {
+    ModelEval em(*m, tok, nullptr, {2048, 2, 2});
+    em.begin_task("t");
+    const auto x = tok.encode("abcd");
+    const std::vector<int32_t> y{-100, -100, -100, 5};
+    TeacherForcedRequest with{x, y}, without{x, y};
+    with.roles = {2, 3, 5, 4};
+    em.teacher_forced({with, without});
+    TokenSequences r = em.records("t");
+    EXPECT_EQ(r.role, (std::vector<uint8_t>{2, 3, 5, 4, 0, 0, 0, 0}));
+    TeacherForcedRequest bad{x, y};
+    bad.roles = {1, 2};
+    EXPECT_THROW(em.teacher_forced({bad}), Error);
+  }
+  {
+    ModelEval em(*m, tok, nullptr, {2048, 2, 2});
+    em.begin_task("g");
+    const auto prompt = tok.encode("Let");
+    GenRequest a{prompt, 5, {}}, b{prompt, 5, {}};  // roles by name: members may be added before them
+    a.roles = {code(TokenRole::Other), code(TokenRole::Needle), code(TokenRole::Question)};
+    em.generate({a, b});
+    TokenSequences r = em.records("g");
+    ASSERT_EQ(r.lengths.size(), 2u);
+    ASSERT_EQ(r.role.size(), r.token_ids.size());
+    const auto L0 = static_cast<size_t>(r.lengths[0]);
+    ASSERT_GT(L0, prompt.size());
+    EXPECT_EQ(std::vector<uint8_t>(r.role.begin(), r.role.begin() + 3),
+              (std::vector<uint8_t>{code(TokenRole::Other), code(TokenRole::Needle), code(TokenRole::Question)}));
+    for (size_t t = 3; t < L0; ++t) EXPECT_EQ(r.role[t], code(TokenRole::Answer));
+    for (size_t t = L0; t < r.role.size(); ++t) EXPECT_EQ(r.role[t], 0);
+  }
+  {  // mqar: the generator's roles, key / value / query / filler, position by position.
+    ModelEval em(*m, tok, nullptr, {2048, 4, 3});
+    TaskSpec spec;
+    spec.name = "mqar";
+    spec.mqar_vocab_size = 128;
+    spec.mqar_seq_len = 32;
+    spec.mqar_kv_pairs = 4;
+    spec.mqar_examples = 5;
+    run_task(spec, em);
+    synthetic::MqarConfig c;
+    c.vocab_size = 128;
+    c.input_seq_len = 32;
+    c.num_kv_pairs = 4;
+    c.num_examples = 3;
+    c.seed = spec.seed + 10;
+    const auto task = synthetic::mqar(c);
+    TokenSequences r = em.records("mqar");
+    ASSERT_EQ(r.role.size(), 96u);
+    EXPECT_EQ(r.role, std::vector<uint8_t>(task.roles.data<uint8_t>(), task.roles.data<uint8_t>() + 96));
+    EXPECT_EQ(std::count(r.role.begin(), r.role.end(), code(TokenRole::Query)), 12);
+  }
+  {  // passkey with byte tokens: the needle's bytes are the pass key sentence.
+    ModelEval em(*m, tok, nullptr, {2048, 2, 1});
+    TaskSpec spec;
+    spec.name = "passkey";
+    spec.lengths = {400};
+    spec.depths = {50};
+    run_task(spec, em);
+    TokenSequences r = em.records("passkey");
+    ASSERT_EQ(r.role.size(), r.token_ids.size());
+    std::string needle, question;
+    for (size_t t = 0; t < r.role.size(); ++t) {
+      if (r.role[t] == code(TokenRole::Needle)) needle += static_cast<char>(r.token_ids[t]);
+      if (r.role[t] == code(TokenRole::Question)) question += static_cast<char>(r.token_ids[t]);
+    }
+    EXPECT_EQ(needle.substr(0, 16), "The pass key is ");
+    EXPECT_EQ(needle.substr(needle.size() - 17), " is the pass key.");
+    EXPECT_EQ(question, "\nWhat is the pass key? The pass key is");
+    EXPECT_EQ(r.role.front(), code(TokenRole::Other));
+    // Whatever was generated and read back is a suffix of answers.
+    const auto first = std::find(r.role.begin(), r.role.end(), code(TokenRole::Answer));
+    EXPECT_TRUE(std::all_of(first, r.role.end(), [&](uint8_t c) { return c == code(TokenRole::Answer); }));
   }
 }
 

@@ -3,6 +3,7 @@
 // multiquery_ar test split (data/synthetic/mqar.h, seed + 10 as Zoology's test split), scored
 // teacher-forced in one pass each.
 //   acc = correct / labelled over all examples; per example: that example's own fraction
+// Recorded tokens carry MQAR's roles (key, value, query, filler: data/synthetic/token_roles.h).
 #include "data/synthetic/mqar.h"
 #include "kernels/core/error.h"
 #include "runner/eval/task_runners.h"
@@ -24,9 +25,13 @@ TaskResult run_mqar(const TaskSpec& spec, EvalModel& model) {
   const int32_t* tokens = task.tokens.data<int32_t>();
   const int32_t* targets = task.targets.data<int32_t>();
   std::vector<TeacherForcedRequest> requests;
-  for (int64_t i = 0; i < n; ++i)
-    requests.push_back({std::vector<int32_t>(tokens + i * T, tokens + (i + 1) * T),
-                        std::vector<int32_t>(targets + i * T, targets + (i + 1) * T)});
+  const uint8_t* roles = task.roles.data<uint8_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    TeacherForcedRequest r{std::vector<int32_t>(tokens + i * T, tokens + (i + 1) * T),
+                           std::vector<int32_t>(targets + i * T, targets + (i + 1) * T)};
+    r.roles.assign(roles + i * T, roles + (i + 1) * T);
+    requests.push_back(std::move(r));
+  }
   model.begin_task(spec.name);
   const auto results = model.teacher_forced(requests);
   AMOR_CHECK(results.size() == requests.size(), "mqar: the model answered {} of {} requests",

@@ -6,6 +6,8 @@
 // never truncated (the grid's lengths are the experiment).
 //   score = mean over every sample of every cell
 //   per example: score, length (prompt tokens), depth (the cell's needle depth / 100, in [0, 1])
+// Recorded tokens carry the prompt's roles (other, haystack, needle, distractor, question) and
+// `answer` for the generated tokens read back (data/synthetic/token_roles.h).
 #include <fstream>
 #include <sstream>
 
@@ -35,6 +37,18 @@ std::string essay_text(const TaskSpec& spec) {
 }
 
 }  // namespace
+
+std::vector<uint8_t> prompt_token_roles(const synthetic::TextSample& sample, const std::vector<int32_t>& ids,
+                                        const Tokenizer& tok) {
+  std::vector<size_t> bytes;
+  bytes.reserve(ids.size());
+  size_t sum = 0;
+  for (int32_t id : ids) sum += bytes.emplace_back(tok.token_bytes(id).size());
+  // Ill-formed UTF-8 in the prompt (an essay file) is encoded as U+FFFD: the tokens' bytes are
+  // no longer the prompt's, so its roles cannot be placed.
+  if (sample.roles.empty() || sum != sample.prompt.size()) return {};
+  return synthetic::token_roles(sample.roles, sample.prompt.size(), bytes);
+}
 
 TaskResult run_needle_task(const TaskSpec& spec, EvalModel& model) {
   AMOR_CHECK(!spec.lengths.empty() && !spec.depths.empty() && spec.samples_per_cell > 0,
@@ -70,7 +84,11 @@ TaskResult run_needle_task(const TaskSpec& spec, EvalModel& model) {
   AMOR_CHECK(!samples.empty(), "{}: no samples (limit {})", spec.name, spec.limit);
 
   std::vector<GenRequest> requests;
-  for (const auto& s : samples) requests.push_back({tok.encode(s.prompt), s.tokens_to_generate, {}});
+  for (const auto& s : samples) {
+    GenRequest r{tok.encode(s.prompt), s.tokens_to_generate, {}};
+    r.roles = prompt_token_roles(s, r.context, tok);
+    requests.push_back(std::move(r));
+  }
   model.begin_task(spec.name);
   const auto predictions = model.generate(requests);
   AMOR_CHECK(predictions.size() == samples.size(), "{}: the model answered {} of {} requests",

@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "data/synthetic/text_task.h"
 #include "runner/eval/eval_tasks.h"
 
 namespace amor::eval {
@@ -21,6 +22,12 @@ TaskResult run_oryx_switch(const TaskSpec& spec, EvalModel& model);  // needs mo
 std::vector<std::vector<int32_t>> packed_sequences(const std::string& task, const std::string& path,
                                                    int64_t seq_len, int64_t num_sequences,
                                                    const Tokenizer& tokenizer);
+
+// Each prompt token's role (data/synthetic/token_roles.h) from the sample's byte spans and the
+// tokens' bytes; empty where the sample has no roles or the tokens' bytes are not the prompt's
+// (ill-formed UTF-8 encoded as U+FFFD).
+std::vector<uint8_t> prompt_token_roles(const synthetic::TextSample& sample, const std::vector<int32_t>& ids,
+                                        const Tokenizer& tok);
 
 // The bucket boundaries [a, b) of ppl_by_position: bucket_size wide, the last one cut at seq_len.
 std::vector<std::pair<int64_t, int64_t>> position_buckets(int64_t seq_len, int64_t bucket_size);

@@ -126,6 +126,35 @@ void create_int_attr(hid_t obj, const std::string& name, int64_t value) {
   create_attr(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
 }
 
+void create_string_array_attr(hid_t obj, const std::string& name, const std::vector<std::string>& values) {
+  std::string where = fmt::format("attribute '{}' on {}", name, name_of(obj));
+  Handle t = vlen_utf8();
+  const hsize_t n = values.size();
+  Handle space(check(H5Screate_simple(1, &n, nullptr), "H5Screate_simple"), H5Sclose);
+  Handle a(check(H5Acreate2(obj, name.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                 "cannot create " + where),
+           H5Aclose);
+  std::vector<const char*> p;
+  for (const auto& v : values) p.push_back(v.c_str());
+  check(H5Awrite(a.get(), t.get(), p.data()), "cannot write " + where);
+}
+
+std::vector<std::string> read_string_array_attr(hid_t obj, const std::string& name) {
+  std::string where = fmt::format("attribute '{}' on {}", name, name_of(obj));
+  Handle a = open_attr(obj, name);
+  Handle space(check(H5Aget_space(a.get()), "cannot get the space of " + where), H5Sclose);
+  AMOR_CHECK(H5Sget_simple_extent_ndims(space.get()) == 1, "{} is not a 1-D array", where);
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space.get(), &n, nullptr);
+  Handle t = vlen_utf8();
+  std::vector<char*> p(n, nullptr);
+  check(H5Aread(a.get(), t.get(), p.data()), "cannot read " + where + " (not strings?)");
+  std::vector<std::string> out;
+  for (char* c : p) out.emplace_back(c ? c : "");
+  H5Dvlen_reclaim(t.get(), space.get(), H5P_DEFAULT, p.data());
+  return out;
+}
+
 void write_string_attr(hid_t obj, const std::string& name, const std::string& value) {
   Handle t = vlen_utf8();
   const char* p = value.c_str();

@@ -65,6 +65,9 @@ void write_int_attr(hid_t obj, const std::string& name, int64_t value);
 std::string read_string_attr(hid_t obj, const std::string& name);
 double read_double_attr(hid_t obj, const std::string& name);
 int64_t read_int_attr(hid_t obj, const std::string& name);
+// A 1-D attribute of variable-length UTF-8 strings (h5py reads it as an array of str).
+void create_string_array_attr(hid_t obj, const std::string& name, const std::vector<std::string>& values);
+std::vector<std::string> read_string_array_attr(hid_t obj, const std::string& name);
 
 // ---- Groups and datasets.
 Handle create_group(hid_t loc, const std::string& name);

@@ -26,7 +26,7 @@ using h5::Handle;
 constexpr const char* kTrainInt[] = {"step", "tokens"};
 constexpr const char* kTrainFloat[] = {"loss", "lr", "grad_norm", "tokens_per_s"};
 // The runner's datasets of a token set; the rest are the model's token columns.
-constexpr const char* kTokenOwn[] = {"token_ids", "entropy", "loss", "offsets"};
+constexpr const char* kTokenOwn[] = {"token_ids", "entropy", "loss", "offsets", "role"};
 bool token_own(const std::string& name) {
   return std::find(std::begin(kTokenOwn), std::end(kTokenOwn), name) != std::end(kTokenOwn);
 }
@@ -89,6 +89,8 @@ void validate(const std::string& path, const RunLayout& layout) {
   }
   check_unique(path, "eval task", tasks);
   check_unique(path, "token set", layout.token_sets);
+  AMOR_CHECK(layout.role_names.size() <= 256, "{}: {} token role names; a uint8 role holds 256", path,
+             layout.role_names.size());
 }
 
 Handle file_access(bool clear_status_flags) {
@@ -187,6 +189,10 @@ void build_layout(hid_t file, const RunAttrs& a, const RunLayout& layout) {
       const hsize_t k_chunk = std::max<hsize_t>(K, 1);  // chunks cannot be 0 wide, even for K = 0
       h5::create_dataset(g.get(), c.name, H5T_STD_U8LE, {{K, 0}, {k_chunk, kTokenChunk / k_chunk}, true});
     }
+    if (!layout.role_names.empty()) {
+      Handle role = create_1d(g.get(), "role", H5T_STD_U8LE, kTokenChunk, true);
+      h5::create_string_array_attr(role.get(), "names", layout.role_names);
+    }
     Handle offsets = create_1d(g.get(), "offsets", H5T_STD_I64LE, kSmallChunk, true);
     int64_t zero = 0;
     h5::append(offsets.get(), H5T_NATIVE_INT64, &zero, 0, 1);
@@ -225,6 +231,7 @@ struct TokenCol {
 
 struct TokenSet {
   Handle group, token_ids, entropy, loss, offsets;
+  Handle role;  // invalid in files made before roles were recorded
   std::vector<TokenCol> cols;
   int64_t step = -1, total = 0;
 };
@@ -293,6 +300,7 @@ void RunFile::Impl::bind() {
     s.entropy = h5::open_dataset(s.group.get(), "entropy");
     s.loss = h5::open_dataset(s.group.get(), "loss");
     for (const auto& n : link_names(s.group.get())) {
+      if (n == "role") s.role = h5::open_dataset(s.group.get(), n);
       if (token_own(n)) continue;
       TokenCol c{n, h5::open_dataset(s.group.get(), n)};
       const std::vector<hsize_t> dims = h5::extent(c.ds.get());
@@ -308,6 +316,7 @@ void RunFile::Impl::bind() {
 
 void RunFile::Impl::clear_tokens(TokenSet& s) {
   for (hid_t ds : {s.token_ids.get(), s.entropy.get(), s.loss.get()}) h5::set_extent(ds, {0});
+  if (s.role.valid()) h5::set_extent(s.role.get(), {0});
   for (auto& c : s.cols) {
     if (c.flat)
       h5::set_extent(c.ds.get(), {0});
@@ -358,6 +367,7 @@ void RunFile::Impl::truncate(int64_t resume_step) {
     for (hid_t ds : {s.entropy.get(), s.loss.get()})
       consistent = consistent && static_cast<int64_t>(h5::extent(ds)[0]) == s.total;
     for (const auto& c : s.cols) consistent = consistent && c.extent() == s.total;
+    if (s.role.valid()) consistent = consistent && static_cast<int64_t>(h5::extent(s.role.get())[0]) == s.total;
     if (s.step > resume_step || !consistent) clear_tokens(s);
   }
   h5::write_string_attr(file.get(), "finished", "");
@@ -562,6 +572,7 @@ void RunFile::write_tokens(const std::string& set, int64_t step, const TokenSequ
   expect("token_ids", seqs.token_ids.size(), total);
   expect("entropy", seqs.entropy.size(), total);
   expect("loss", seqs.loss.size(), total);
+  if (!seqs.role.empty()) expect("role", seqs.role.size(), total);
   static const std::vector<uint8_t> kNone;
   auto values = [&](const std::string& name) -> const std::vector<uint8_t>& {
     auto it = seqs.columns.find(name);
@@ -584,6 +595,10 @@ void RunFile::write_tokens(const std::string& set, int64_t step, const TokenSequ
   h5::append(s.token_ids.get(), H5T_NATIVE_INT32, seqs.token_ids.data(), 0, n);
   h5::append(s.entropy.get(), H5T_NATIVE_FLOAT, seqs.entropy.data(), 0, n);
   h5::append(s.loss.get(), H5T_NATIVE_FLOAT, seqs.loss.data(), 0, n);
+  if (s.role.valid()) {  // roles left out are none (0)
+    const std::vector<uint8_t> none(seqs.role.empty() ? n : 0, 0);
+    h5::append(s.role.get(), H5T_NATIVE_UINT8, seqs.role.empty() ? none.data() : seqs.role.data(), 0, n);
+  }
   for (const auto& c : s.cols) {
     const auto& v = values(c.name);
     const std::vector<uint8_t> zeros(v.empty() && c.flat ? n : 0, 0);  // a [total] column left out

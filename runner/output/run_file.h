@@ -20,7 +20,13 @@
 //                        model's token columns (RunLayout::token_columns) uint8 [total] or
 //                        [rows, total]: every model kind today declares mode [total] and gate
 //                        [K, total] (models/lm/run_contract.h); offsets int64 [sequences + 1],
-//                        offsets[0] = 0
+//                        offsets[0] = 0;
+//                        role uint8 [total]: each token's role in its synthetic task
+//                        (data/synthetic/token_roles.h: MQAR key/value/query/filler, NIAH and
+//                        passkey other/needle/distractor/haystack/question/answer; 0 = none for
+//                        tasks without roles), with attribute `names`: an array of strings,
+//                        names[code] the role's name. Absent in files made before roles were
+//                        recorded (a run resumed in such a file records none)
 //                        (chunked, shuffle + gzip)
 //
 // HDF5 1.10's SWMR cannot create objects or attributes once a writer is in SWMR mode, so every
@@ -71,6 +77,9 @@ struct RunLayout {
   // The model's per-token columns of every token set, created after the runner's own.
   std::vector<TokenColumn> token_columns;
   std::vector<TrainColumn> train_columns;  // created after the runner's own, in this order
+  // The names of the token role codes (names[code]): every token set gets a `role` dataset with
+  // them as its `names` attribute; empty: no role dataset.
+  std::vector<std::string> role_names;
 };
 
 // One logged training step: the runner's values, then the model's columns by name (a column not
@@ -85,12 +94,14 @@ struct TrainRow {
 // One or more sequences back to back (total = sum of lengths tokens). Per token: its id, the
 // normalised entropy of the model's next-token distribution, the next-token loss (NaN where there
 // is no target), and the model's token columns by name: a [total] column, or [rows, total]
-// row-major (column[k * total + t]); a [total] column left out or empty is written as 0.
+// row-major (column[k * total + t]); a [total] column left out or empty is written as 0. role:
+// each token's role code ([total]; empty: written as 0, none).
 struct TokenSequences {
   std::vector<int64_t> lengths;
   std::vector<int32_t> token_ids;
   std::vector<float> entropy;
   std::vector<float> loss;
+  std::vector<uint8_t> role;
   std::map<std::string, std::vector<uint8_t>> columns;
 };
 

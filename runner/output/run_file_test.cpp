@@ -187,6 +187,82 @@ TEST_F(RunFileTest, AModelsOwnTokenColumnsAreWrittenByName) {
 
 // A clean close, then resuming from step 3: later training rows, evaluations and token sets go;
 // the run appends again from step 4 with no duplicated rows.
+// Token roles: every token set gets `role` uint8 [total] with the code names as its `names`
+// attribute (what h5py users decode with); roles left out are 0; a resume truncates them with
+// the rest; a file made without roles (an older layout) takes sequences with roles and drops them.
+TEST_F(RunFileTest, TokenRolesAreWrittenWithTheirNames) {
+  const std::string file = path("run.h5");
+  RunLayout L;
+  L.token_sets = {"mqar", "lambada"};
+  L.token_columns = gate_token_columns(1);
+  L.role_names = {"none", "other", "key", "value", "query"};
+  auto seqs = [](std::vector<uint8_t> role) {
+    TokenSequences s;
+    s.lengths = {3};
+    s.token_ids = {1, 2, 3};
+    s.entropy = {0.5f, 0.5f, 0.5f};
+    s.loss = {1.f, 1.f, 1.f};
+    s.columns["gate"] = {0, 1, 0};
+    s.role = std::move(role);
+    return s;
+  };
+  {
+    RunFile f = RunFile::create(file, attrs_for("roles"), L);
+    f.write_tokens("mqar", 1, seqs({2, 3, 4}));
+    f.write_tokens("mqar", 1, seqs({4, 4, 1}));
+    f.write_tokens("lambada", 1, seqs({}));  // no roles: none
+    EXPECT_ERROR(f.write_tokens("mqar", 1, seqs({1, 2})), "role has 2 values, expected 3");
+    f.close();
+  }
+  auto read = [&](const std::string& set) {
+    h5::silence_errors();
+    h5::Handle h(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    h5::Handle g = h5::open_group(h.get(), "tokens/" + set);
+    h5::Handle ds = h5::open_dataset(g.get(), "role");
+    return std::make_pair(h5::read_1d<uint8_t>(ds.get()), h5::read_string_array_attr(ds.get(), "names"));
+  };
+  EXPECT_EQ(read("mqar").first, (std::vector<uint8_t>{2, 3, 4, 4, 4, 1}));
+  EXPECT_EQ(read("mqar").second, L.role_names);
+  EXPECT_EQ(read("lambada").first, (std::vector<uint8_t>{0, 0, 0}));
+  {  // Resume before the tokens' step: the roles are emptied with the other arrays.
+    RunFile f = RunFile::open(file, 0);
+    f.close();
+  }
+  EXPECT_TRUE(read("mqar").first.empty());
+  EXPECT_EQ(read("mqar").second, L.role_names);
+  // h5py reads the names as str and decodes the codes with them.
+  {
+    RunFile f = RunFile::open(file, 0);
+    f.write_tokens("mqar", 2, seqs({2, 3, 4}));
+    f.close();
+  }
+  write_text(path("check.py"),
+             "import sys, h5py\n"
+             "with h5py.File(sys.argv[1], 'r') as f:\n"
+             "    ds = f['tokens/mqar/role']\n"
+             "    names = list(ds.attrs['names'])\n"
+             "    got = [names[c] for c in ds[()]]\n"
+             "    assert ds.dtype == 'uint8', ds.dtype\n"
+             "    assert got == ['key', 'value', 'query'], got\n");
+  EXPECT_EQ(std::system(fmt::format("{} {} {}", AMOR_PYTHON, path("check.py"), file).c_str()), 0);
+
+  // A layout without role names (files made before roles): no role dataset; roles are dropped.
+  const std::string old = path("old.h5");
+  L.role_names.clear();
+  {
+    RunFile f = RunFile::create(old, attrs_for("old"), L);
+    f.write_tokens("mqar", 1, seqs({2, 3, 4}));
+    f.close();
+  }
+  h5::Handle h(H5Fopen(old.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  h5::Handle g = h5::open_group(h.get(), "tokens/mqar");
+  EXPECT_EQ(H5Lexists(g.get(), "role", H5P_DEFAULT), 0);
+  // A model's token column cannot take the runner's name.
+  RunLayout bad = L;
+  bad.token_columns.push_back({"role", "", 1});
+  EXPECT_ERROR(RunFile::create(path("bad.h5"), attrs_for("bad"), bad), "token column 'role' is one of the runner's own");
+}
+
 TEST_F(RunFileTest, ReopenForResumeTruncatesToTheCheckpointStep) {
   const std::string file = path("run.h5");
   RunLayout L = amor_layout();

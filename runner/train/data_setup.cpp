@@ -67,6 +67,9 @@ RunData make_run_data(const config::RunConfig& cfg, int rank, int world) {
     out.train = example_source(std::move(train), cfg.train.micro_batch, rank, world, seed, true);
     out.valid = example_source(std::move(valid), cfg.train.micro_batch, rank, world, seed, false);
     out.recall_task = true;
+    out.roles = [k = m.num_kv_pairs](std::span<const int32_t>, std::span<const int32_t> targets) {
+      return synthetic::mqar_roles(targets, k);
+    };
     return out;
   }
   std::string path = d.path;

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "data/synthetic/token_roles.h"
 #include "runner/config/run_config.h"
 #include "runner/train/batch_source.h"
 
@@ -13,6 +14,7 @@ struct RunData {
   std::unique_ptr<BatchSource> train;
   std::unique_ptr<BatchSource> valid;  // stream order, no shuffle
   bool recall_task = false;            // targets only at answers (MQAR): score accuracy
+  synthetic::RoleRule roles;           // the validation sequences' token roles (MQAR); empty: none
 };
 
 // rank/world: this rank in the run's group. Data-dependent errors name the config key.

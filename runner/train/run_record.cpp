@@ -1,5 +1,6 @@
 #include "runner/train/run_record.h"
 
+#include "data/synthetic/token_roles.h"
 #include "runner/app/version.h"
 #include "runner/config/canonical.h"
 
@@ -34,6 +35,7 @@ RunFile open_run_record(const std::filesystem::path& path, const config::RunSpec
     layout.token_sets.push_back(ts.name);
   }
   layout.token_columns = model.token_columns();
+  layout.role_names = synthetic::token_role_names();
   for (const auto& c : model.metric_columns()) layout.train_columns.push_back({c.name, c.shape});
   return RunFile::create(path.string(), attrs, layout);
 }

@@ -217,7 +217,7 @@ void Trainer::require_finite(double v, const std::string& what, int64_t step) co
 
 ValidResult Trainer::evaluate(int64_t step) {
   ValidResult e = evaluate_valid(*fsdp_, *model_, *data_.valid, data_.recall_task, cfg_.train.micro_batch,
-                                 cfg_.eval.max_examples, comm_, dev_);
+                                 cfg_.eval.max_examples, comm_, dev_, data_.roles);
   result_.metrics["valid_loss"] = e.loss;
   for (const auto& [name, v] : e.summary)
     if (!std::isnan(v)) result_.metrics["valid_" + name] = v;

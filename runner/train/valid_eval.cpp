@@ -25,7 +25,7 @@ std::vector<std::pair<std::string, double>> summary_values(const model::Language
 
 ValidResult evaluate_valid(dist::Fsdp& fsdp, const model::LanguageModel& model, BatchSource& valid,
                            bool recall, int64_t micro_batch, int64_t max_examples,
-                           dist::Communicator& comm, Device dev) {
+                           dist::Communicator& comm, Device dev, const synthetic::RoleRule& roles) {
   const std::vector<model::TokenColumn> columns = model.token_columns();
   ValidResult r;
   valid.set_position("0:0");
@@ -58,6 +58,14 @@ ValidResult evaluate_valid(dist::Fsdp& fsdp, const model::LanguageModel& model, 
     for (Tensor& t : out_rows) t = host(t);
     for (int64_t i = 0; i < B && static_cast<int64_t>(r.sequences.lengths.size()) < kTokenSequencesSaved; ++i) {
       r.sequences.lengths.push_back(T);
+      if (roles) {
+        const std::span<const int32_t> x(batch.tokens.data<int32_t>() + i * T, static_cast<size_t>(T));
+        const std::span<const int32_t> y(batch.targets.data<int32_t>() + i * T, static_cast<size_t>(T));
+        std::vector<uint8_t> rr = roles(x, y);
+        if (rr.empty()) rr.assign(static_cast<size_t>(T), 0);
+        AMOR_CHECK(static_cast<int64_t>(rr.size()) == T, "valid: {} token roles for a sequence of {}", rr.size(), T);
+        r.sequences.role.insert(r.sequences.role.end(), rr.begin(), rr.end());
+      }
       for (int64_t t = 0; t < T; ++t) {
         const int64_t j = i * T + t;
         r.sequences.token_ids.push_back(batch.tokens.data<int32_t>()[j]);

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/synthetic/token_roles.h"
 #include "models/lm/language_model.h"
 #include "runner/dist/communicator.h"
 #include "runner/dist/fsdp.h"
@@ -28,8 +29,9 @@ std::vector<std::pair<std::string, double>> summary_values(const model::Language
                                                            const model::MetricRow& row);
 
 // Collective over comm. Rewinds `valid` to its start; max_examples > 0 caps the sequences.
+// roles (may be empty) labels the recorded sequences' tokens (TokenSequences::role).
 ValidResult evaluate_valid(dist::Fsdp& fsdp, const model::LanguageModel& model, BatchSource& valid,
                            bool recall, int64_t micro_batch, int64_t max_examples,
-                           dist::Communicator& comm, Device dev);
+                           dist::Communicator& comm, Device dev, const synthetic::RoleRule& roles = {});
 
 }  // namespace amor

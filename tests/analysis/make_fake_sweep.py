@@ -7,7 +7,8 @@ Usage: /usr/bin/python3 tests/analysis/make_fake_sweep.py OUT   -> OUT/fake/{ind
 Layout: runner/output/run_file.h (root attributes, /train, /eval/<task> with metric attributes,
 per-example datasets and history, /tokens/<set>). Runs: two scales (a preset "<kind>-180m" and a
 preset-less d64xL2), four models (Transformer, GDN, AMOR-GDN with K=3 gates, Oryx-TG), a second
-seed for the small AMOR run, and a failed run listed in index.csv without a run folder. Numbers
+seed for the small AMOR run, and a failed run listed in index.csv without a run folder. Token sets
+valid and lambada (roles all none) and mqar (MQAR's key/value/query/filler roles). Numbers
 are random but self-consistent: every metric attribute is the mean of its per-example dataset,
 valid's fire_rate is the share of 1s in /tokens/valid/gate, and gates fire where entropy > tau.
 """
@@ -59,7 +60,21 @@ def write_eval(f, task, metrics, per_example, step=STEPS):
         h.create_dataset(k, data=np.array([v * 0.9 if k != "ppl" else v * 1.2, v]), maxshape=(None,), chunks=True)
 
 
-def write_tokens(f, name, lengths, rng, kind, tau, quality):
+ROLE_NAMES = ["none", "other", "key", "value", "query", "filler", "needle", "distractor", "haystack", "question",
+              "answer"]  # data/synthetic/token_roles.h
+
+
+def mqar_roles(rng, T, pairs):
+    """MQAR's roles of one sequence: key/value over the pairs, `pairs` queries at even offsets after
+    them, filler elsewhere (codes of ROLE_NAMES)."""
+    roles = np.full(T, 5, np.uint8)
+    roles[0:2 * pairs:2], roles[1:2 * pairs:2] = 2, 3
+    gaps = rng.choice((T - 2 * pairs) // 2, pairs, replace=False)
+    roles[2 * pairs + 2 * gaps] = 4
+    return roles
+
+
+def write_tokens(f, name, lengths, rng, kind, tau, quality, mqar=False):
     total = int(sum(lengths))
     g = f.create_group("tokens/" + name)
     g.attrs["step"] = np.int64(STEPS)
@@ -80,6 +95,10 @@ def write_tokens(f, name, lengths, rng, kind, tau, quality):
     # Block k fires where the entropy exceeds its threshold (later blocks a little higher).
     gate = np.stack([(entropy > tau + 0.02 * b) for b in range(k)]).astype(np.uint8) if k else np.zeros((0, total), np.uint8)
     g.create_dataset("gate", data=gate, maxshape=(k, None), **kw)
+    roles = (np.concatenate([mqar_roles(rng, n, 8) for n in lengths]) if mqar
+             else np.zeros(total, np.uint8))
+    r = g.create_dataset("role", data=roles, maxshape=(None,), **kw)
+    r.attrs.create("names", ROLE_NAMES, dtype=h5py.string_dtype())
     g.create_dataset("offsets", data=offsets, maxshape=(None,), chunks=True)
     return gate
 
@@ -125,6 +144,7 @@ def make_run(sweep_dir, sweep, name, kind, preset, d_model, n_layers, seed):
         final_tau = float(tau[-1])
         gate = write_tokens(f, "valid", [64] * 8, rng, kind, final_tau, quality)
         write_tokens(f, "lambada", [30, 45, 52, 38], rng, kind, final_tau, quality)
+        write_tokens(f, "mqar", [64] * 4, rng, kind, final_tau, quality, mqar=True)
         valid_loss = 3.2 - quality
         write_eval(f, "valid", {"loss": valid_loss, "ppl": np.exp(valid_loss),
                                 "fire_rate": gate.mean() if k else np.nan}, {})

@@ -142,7 +142,7 @@ class FakeSweepTables(unittest.TestCase):
         for (scale, model), row in table.iterrows():
             run = self.rows_of(scale, model)[0]
             if model.startswith("Oryx"):
-                modes = [h5_array(self.paths[run], f"tokens/{s}/mode") for s in ("valid", "lambada")]
+                modes = [h5_array(self.paths[run], f"tokens/{s}/mode") for s in ("valid", "lambada", "mqar")]
                 expected = sum((m == 1).sum() for m in modes) / sum(m.size for m in modes)
                 self.assertAlmostEqual(row["attention share"], expected, places=12)
                 sw = h5_attrs(self.paths[run], "eval/oryx_switch")
@@ -151,6 +151,32 @@ class FakeSweepTables(unittest.TestCase):
                 self.assertEqual(row["attention share"], 1.0)
             elif model == "GDN":
                 self.assertEqual(row["attention share"], 0.0)
+
+    def test_gate_by_role(self):
+        table = tables.gate_by_role(self.sweep)
+        # Only the mqar set holds roles (valid and lambada are all 'none'); every run has it.
+        self.assertEqual(set(table.index.get_level_values("token set")), {"mqar"})
+        self.assertEqual(list(table.index.get_level_values("run").unique()), list(self.sweep.runs))
+        self.assertEqual(table.attrs["percent"], ["fire rate", "fire b0", "fire b1", "fire b2"])
+        names = [n.decode() if isinstance(n, bytes) else n
+                 for n in h5py.File(self.paths["amor-small-seed0"], "r")["tokens/mqar/role"].attrs["names"]]
+        for run, path in self.paths.items():
+            roles = np.asarray(names, dtype=object)[h5_array(path, "tokens/mqar/role")]
+            entropy = h5_array(path, "tokens/mqar/entropy").astype(np.float64)
+            gate = h5_array(path, "tokens/mqar/gate")
+            got = table.xs(run, level="run").loc["mqar"]
+            self.assertEqual(list(got.index), ["key", "value", "query", "filler"])  # ROLE_ORDER
+            for role, row in got.iterrows():
+                m = roles == role
+                self.assertEqual(row["tokens"], m.sum())
+                self.assertAlmostEqual(row["mean entropy"], entropy[m].mean(), places=12)
+                if gate.shape[0]:
+                    self.assertAlmostEqual(row["fire rate"], gate[:, m].mean(), places=12)
+                    for k in range(gate.shape[0]):
+                        self.assertAlmostEqual(row[f"fire b{k}"], gate[k, m].mean(), places=12)
+                else:
+                    self.assertTrue(np.isnan(row["fire rate"]) and np.isnan(row["fire b0"]))
+            self.assertEqual(got.loc["query", "tokens"], 4 * 8)  # 4 sequences x 8 queries
 
     def test_training_summary(self):
         table = tables.training_summary(self.sweep)
@@ -229,6 +255,52 @@ class RealSweep(unittest.TestCase):
             self.assertEqual(row["valid ppl"], h5_attrs(run.path, "eval/valid")["ppl"])
         self.assertTrue(tables.oryx_table(s).empty)
 
+    def test_token_roles_recorded(self):
+        """run.h5 labels the synthetic tasks' tokens: MQAR's layout (queries exactly where a
+        target is scored, i.e. the loss is finite), and NIAH / passkey needles and questions that
+        decode (byte tokenizer) to the generators' sentences; the role table matches the raw
+        arrays."""
+        s = load_sweep(REAL)
+        pairs = 4  # quickstart's data.mqar.num_kv_pairs
+        checked = set()
+        for name, run in s.runs.items():
+            for set_name in run.token_sets():
+                ts = run.tokens(set_name)
+                self.assertEqual(ts.role_names[:6], ["none", "other", "key", "value", "query", "filler"])
+                roles = ts.roles()
+                self.assertEqual(len(roles), ts.total)
+                if set_name == "ppl_by_position" or (set_name == "valid" and run.config["data.source"] == "corpus"):
+                    self.assertTrue((roles == "none").all(), (name, set_name))
+                    continue
+                loss = ts.array("loss")
+                ids = ts.array("token_ids")
+                for i in range(len(ts)):
+                    a, b = int(ts.offsets[i]), int(ts.offsets[i + 1])
+                    r = roles[a:b]
+                    if set_name in ("valid", "mqar"):
+                        self.assertEqual(list(r[:2 * pairs]), ["key", "value"] * pairs)
+                        np.testing.assert_array_equal(r[2 * pairs:] == "query", np.isfinite(loss[a + 2 * pairs:b]))
+                        self.assertTrue(set(r[2 * pairs:]) <= {"query", "filler"})
+                        checked.add("mqar")
+                    else:
+                        text = lambda role: bytes(ids[a:b][r == role].astype(np.uint8)).decode()  # noqa: E731
+                        self.assertEqual(r[0], "other")
+                        if set_name == "passkey":
+                            self.assertRegex(text("needle"), r"^The pass key is (\d+)\. Remember it\. \1 is the pass key\.$")
+                            self.assertEqual(text("question"), "\nWhat is the pass key? The pass key is")
+                        else:
+                            self.assertRegex(text("needle"), r"^One of the special magic numbers for [a-z-]+ is: \d+\.$")
+                            self.assertTrue(text("question").startswith("\nWhat is the special magic number for "))
+                        self.assertTrue(set(r) <= {"other", "haystack", "needle", "question", "answer"})
+                        checked.add(set_name)
+        self.assertEqual(checked, {"mqar", "niah_single_1", "passkey"})
+        table = tables.gate_by_role(s)
+        amor = next(n for n, r in s.runs.items() if r.amor_blocks and r.config["data.source"] == "mqar")
+        ts = s.runs[amor].tokens("valid")
+        roles, gate = ts.roles(), ts.array("gate")
+        for role in ("key", "value", "query", "filler"):
+            self.assertAlmostEqual(table.loc[("valid", amor, role), "fire rate"], gate[:, roles == role].mean(), places=12)
+
 
 class ReportAndNotebooks(unittest.TestCase):
     def report(self, sweep_dir, name):
@@ -260,7 +332,9 @@ class ReportAndNotebooks(unittest.TestCase):
 
     def test_report_fake(self):
         md, pngs = self.report(FAKE, "fake")
-        self.assertEqual(len(pngs), 8, pngs)
+        self.assertEqual(len(pngs), 9, pngs)
+        self.assertIn("## Gate and entropy by token role", md)
+        self.assertIn("| token set | run | role | model | tokens | fire rate (%) |", md)
         self.assertIn("## Oryx table", md)
         self.assertNotIn("Skipped", md)
 
@@ -270,9 +344,12 @@ class ReportAndNotebooks(unittest.TestCase):
         # drawn; it has no Oryx run and no file-based task, which the report says.
         for p in ("loss_curves.png", "fire_rate_threshold.png", "entropy_fired_skipped.png",
                   "gate_rate_by_position.png", "gate_rate_by_task.png", "niah_heatmaps.png",
-                  "ppl_by_position.png"):
+                  "ppl_by_position.png", "fire_rate_by_role.png"):
             self.assertIn(p, pngs)
         self.assertIn("_Skipped: no Oryx run", md)
+        self.assertIn("## Gate and entropy by token role", md)
+        for role in ("| query |", "| filler |", "| needle |", "| question |"):
+            self.assertIn(role, md)
         self.assertIn("no multiple-choice task", md)
 
     def run_notebooks(self, sweep_dir, name):
