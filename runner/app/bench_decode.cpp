@@ -32,7 +32,9 @@ const char* kUsage =
     "  Prefill and greedy-decode speed of every run's model (random weights); see\n"
     "  runner/app/bench_decode.h.\n";
 
-constexpr int64_t kCalibrationTokens = 2048;  // one sequence, for the gates' quantiles
+// The gates' calibration (calibrate_gates): 8 sequences, a 64-token random prompt, 128 decode
+// steps, so 1024 entropies per block.
+constexpr int64_t kCalibrationBatch = 8, kCalibrationPrompt = 64, kCalibrationSteps = 128;
 
 struct Usage : Error {
   using Error::Error;
@@ -159,10 +161,10 @@ void prefill(model::InferenceSession& s, int64_t T, int64_t chunk, int64_t vocab
   }
 }
 
-// The gates' thresholds for a fire rate r: block by block, tau_k = the (1 - r) quantile of block
-// k's gate entropies over a calibration prefill (earlier blocks already set); r = 0: +inf, 1: -inf.
-void calibrate_gates(model::AmorModel& m, double rate, int64_t tokens, int64_t chunk, Device dev,
-                     const model::ModelConfig& cfg) {
+// The gates' thresholds for a fire rate r: block by block (earlier blocks already set), tau_k =
+// the (1 - r) quantile of block k's gate entropies over calibration decode steps of random
+// tokens (as the timed steps); r = 0: +inf, r = 1: -inf.
+void calibrate_gates(model::AmorModel& m, double rate, Device dev, const model::ModelConfig& cfg) {
   const int64_t K = m.num_blocks();
   std::vector<model::AmorGateState> st = m.gate_state();
   const double offset = cfg.amor.offset_mode == "fixed" ? cfg.amor.fixed_offset : 0.0;
@@ -176,11 +178,13 @@ void calibrate_gates(model::AmorModel& m, double rate, int64_t tokens, int64_t c
       continue;
     }
     std::vector<double> h;
-    model::InferenceSession s(m, 1);
-    prefill(s, tokens, chunk, cfg.vocab, 12345, dev, [&](const model::StepOutput& o) {
+    model::InferenceSession s(m, kCalibrationBatch);
+    prefill(s, kCalibrationPrompt, kCalibrationPrompt, cfg.vocab, 12345, dev, [](const model::StepOutput&) {});
+    for (int64_t i = 0; i < kCalibrationSteps; ++i) {
+      model::StepOutput o = s.step(random_tokens(kCalibrationBatch, 1, cfg.vocab, 20000 + uint64_t(i), dev));
       auto v = o.gate_entropy[static_cast<size_t>(k)].to(Device::CPU).to(DType::F64).to_vector<double>();
       h.insert(h.end(), v.begin(), v.end());
-    });
+    }
     std::sort(h.begin(), h.end());
     const auto idx = static_cast<size_t>(std::clamp<double>(std::floor((1.0 - rate) * double(h.size())), 0.0,
                                                             double(h.size() - 1)));
@@ -238,14 +242,17 @@ void measure(model::LanguageModel& m, const Options& o, Device dev, Row& r) {
   r.prefill_ms = 1e3 * prefill_s;
   r.prefill_tok_s = double(r.batch * r.context) / prefill_s;
 
-  Tensor next = random_tokens(r.batch, 1, m.config().vocab, 1u << 30, dev);
-  for (int w = 0; w < 2; ++w) next = s.step(next).predictions;  // untimed warm-up
+  // The steps' tokens, made before the clock starts (random, as the calibration's: a random
+  // model's greedy tokens fall into a loop of one entropy value, which no threshold splits).
+  std::vector<Tensor> tokens;
+  for (int64_t i = 0; i < o.steps + 2; ++i)
+    tokens.push_back(random_tokens(r.batch, 1, m.config().vocab, (1u << 30) + uint64_t(i), dev));
+  for (int w = 0; w < 2; ++w) s.step(tokens[static_cast<size_t>(o.steps + w)]);  // untimed warm-up
   std::vector<Tensor> gates;
   be.synchronize();
   t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < o.steps; ++i) {
-    model::StepOutput out = s.step(next);
-    next = out.predictions;
+    model::StepOutput out = s.step(tokens[static_cast<size_t>(i)]);
     if (amor_m) gates.insert(gates.end(), out.gates.begin(), out.gates.end());
   }
   be.synchronize();
@@ -275,11 +282,12 @@ int run(const Options& o, std::ostream& out) {
   for (const config::RunSpec& spec : runs) {
     const model::ModelConfig& mc = spec.config.model;
     auto m = model::build_model(mc, dt);
+    m->params().initialize(static_cast<uint64_t>(spec.config.train.seed));  // the run's init
     for (const auto& p : m->params().params()) p->value = p->value.to(dev);
     auto* amor_m = dynamic_cast<model::AmorModel*>(m.get());
     const std::vector<double> rates = amor_m ? o.fire_rates : std::vector<double>{NAN};
     for (double rate : rates) {
-      if (amor_m) calibrate_gates(*amor_m, rate, kCalibrationTokens, o.prefill_chunk, dev, mc);
+      if (amor_m) calibrate_gates(*amor_m, rate, dev, mc);
       for (int64_t B : o.batches) {
         for (int64_t C : o.contexts) {
           Row r;

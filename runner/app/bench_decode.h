@@ -12,13 +12,17 @@
 //   prefill  InferenceSession::prefill over C random tokens per sequence, in calls of
 //            --prefill-chunk tokens (4096; the caches and states carry across calls, and no call
 //            holds more than [B, chunk, V] logits), timed between device synchronisations;
-//   decode   --steps (32) steps after two untimed ones, each feeding the previous step's greedy
-//            predictions: ms per step (per-token latency) and B / that (tokens/s).
+//   decode   --steps (32) steps after two untimed ones, each a random token per sequence (made
+//            before the clock starts; every step still computes its greedy prediction): ms per
+//            step (per-token latency) and B / that (tokens/s). Random, not the model's own
+//            greedy tokens: a random model's greedy tokens fall into a loop of one entropy value,
+//            which would leave AMOR's gates all on or all off.
 // AMOR models run once per --fire-rate r (0.22 by default, the paper's rate): the gates'
-// thresholds are set so that a fraction r of the prefill's tokens fire in every block (tau the
-// (1 - r) quantile of the block's gate entropies over a calibration prefill of 2048 random
-// tokens, block by block, each block calibrated with the earlier ones already set); r = 0 sets
-// tau = +inf (the gate's own cost: every LM-head gate runs, no attention does), r = 1 -inf. The
+// thresholds are set so that a fraction r of decode tokens fire in every block (tau the (1 - r)
+// quantile of the block's gate entropies over 128 calibration decode steps of 8 sequences after
+// a 64-token prompt, random tokens as in the timed steps; block by block, each block
+// calibrated with the earlier ones already set); r = 0 sets tau = +inf (the gate's own cost:
+// every LM-head gate runs, no attention does), r = 1 -inf. The
 // rate measured over the timed decode steps is reported next to it. A context that does not fit
 // (an out-of-memory error) ends that batch size's sweep of contexts with a row saying so.
 //

@@ -1,6 +1,7 @@
 // amor-run bench-decode on the CPU with tiny models: one CSV row per (run, batch, context, fire
 // rate) with positive times, AMOR's gates at fire rates 0 and 1 fire on none and on every decode
-// token (the calibration sets tau = +inf / -inf) and at 0.5 on some, and usage errors exit 2.
+// token (the calibration sets tau = +inf / -inf) and at 0.5 on some (so the weights are
+// initialised: zero weights would make every entropy exactly 1), and usage errors exit 2.
 #include "runner/app/bench_decode.h"
 
 #include <gtest/gtest.h>
@@ -28,7 +29,7 @@ base:
     head_dim: 8
     mamba2: {head_dim: 8, d_state: 4, chunk: 8}
     gdn: {head_dim: 8, chunk: 8}
-    amor: {blocks: 2, backbone: gdn}
+    amor: {blocks: 3, backbone: gdn}
 sweep:
   zip:
     model.kind: [transformer, amor]
