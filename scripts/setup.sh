@@ -36,7 +36,7 @@ done
 packages=(
   cmake ninja-build g++ pkg-config git
   libgtest-dev libopenblas-dev libfmt-dev libyaml-cpp-dev libhdf5-dev
-  libboost-program-options-dev libopenmpi-dev openmpi-bin libpcre2-dev
+  libboost-program-options-dev libopenmpi-dev openmpi-bin libpcre2-dev libutf8proc-dev
   python3-torch python3-numpy python3-h5py python3-pandas python3-matplotlib python3-nbconvert python3-ipykernel
   bible-kjv bible-kjv-text
   slurm-wlm munge   # tests/slurm: a real slurmctld/slurmd for the Slurm templates

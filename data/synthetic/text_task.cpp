@@ -3,33 +3,25 @@
 
 #include <algorithm>
 
+#include "data/text/unicode_text.h"
 #include "kernels/core/error.h"
 
 namespace amor::synthetic {
-namespace {
-
-std::string ascii_lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
-
-}  // namespace
 
 double string_match_all(std::string_view prediction, const std::vector<std::string>& references) {
   AMOR_CHECK(!references.empty(), "string_match_all: a sample has no reference answers");
-  const std::string pred = ascii_lower(prediction);
+  // Substrings of valid UTF-8 by bytes are substrings by code points (lower() returns valid UTF-8).
+  const std::string pred = text::lower(prediction);
   double hits = 0;
-  for (const auto& r : references) hits += pred.find(ascii_lower(r)) != std::string::npos;
+  for (const auto& r : references) hits += pred.find(text::lower(r)) != std::string::npos;
   return hits / static_cast<double>(references.size());
 }
 
 double string_match_part(std::string_view prediction, const std::vector<std::string>& references) {
   AMOR_CHECK(!references.empty(), "string_match_part: a sample has no reference answers");
-  const std::string pred = ascii_lower(prediction);
+  const std::string pred = text::lower(prediction);
   for (const auto& r : references)
-    if (pred.find(ascii_lower(r)) != std::string::npos) return 1.0;
+    if (pred.find(text::lower(r)) != std::string::npos) return 1.0;
   return 0.0;
 }
 

@@ -33,9 +33,10 @@ struct TextSample {
   std::vector<RoleSpan> roles{};
 };
 
-// RULER's string_match_all for one sample: the fraction of references that occur in the
-// prediction, case-insensitively (ASCII case folding; RULER's references are digits, uuids and
-// ASCII words). string_match_part: 1 if any reference occurs (RULER's QA metric).
+// RULER's string_match_all for one sample: the fraction of references r with r.lower() in
+// pred.lower() (Python's str.lower(), data/text/unicode_text.h: the Kelvin sign K matches k, 'İ'
+// lowers to "i̇" and so does not match "i" alone, ...). string_match_part: 1 if any reference
+// occurs (RULER's QA metric).
 double string_match_all(std::string_view prediction, const std::vector<std::string>& references);
 double string_match_part(std::string_view prediction, const std::vector<std::string>& references);
 

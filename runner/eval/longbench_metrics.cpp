@@ -6,39 +6,14 @@
 #include <map>
 #include <set>
 
-#include "data/tokenizer/utf8.h"
+#include "data/text/unicode_text.h"
 #include "kernels/core/error.h"
-#include "runner/eval/pair_encoding.h"
 
 namespace amor::eval {
 namespace {
 
-bool is_ascii_punct(char c) {
-  return (c >= '!' && c <= '/') || (c >= ':' && c <= '@') || (c >= '[' && c <= '`') ||
-         (c >= '{' && c <= '~');
-}
-
-// Python's \w for our purposes: ASCII letters, digits, '_', and any non-ASCII byte (letters of
-// other scripts are word characters in Python's Unicode regexes).
-bool is_word_byte(char c) {
-  const auto u = static_cast<unsigned char>(c);
-  return u >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '_';
-}
-
-// str.split() with no argument: runs of whitespace separate, no empty pieces.
-std::vector<std::string> split_whitespace(std::string_view s) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && is_python_space(s[i])) ++i;
-    size_t j = i;
-    while (j < s.size() && !is_python_space(s[j])) ++j;
-    if (j > i) out.emplace_back(s.substr(i, j - i));
-    i = j;
-  }
-  return out;
-}
+// str.split() with no argument: runs of (Unicode) whitespace separate, no empty pieces.
+std::vector<std::string> split_whitespace(std::string_view s) { return text::split(s); }
 
 // str.split(sep) with an explicit separator: empty pieces kept.
 std::vector<std::string> split_on(std::string_view s, char sep) {
@@ -58,22 +33,8 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
   return out;
 }
 
-// re.findall(r"\d+", s) over ASCII digits.
-std::vector<std::string> digit_runs(std::string_view s) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < s.size()) {
-    if (s[i] >= '0' && s[i] <= '9') {
-      size_t j = i;
-      while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
-      out.emplace_back(s.substr(i, j - i));
-      i = j;
-    } else {
-      ++i;
-    }
-  }
-  return out;
-}
+// re.findall(r"\d+", s): runs of Unicode decimal digits (category Nd), as written.
+std::vector<std::string> digit_runs(std::string_view s) { return text::decimal_runs(s); }
 
 double fraction_equal(const std::vector<std::string>& numbers, std::string_view target) {
   if (numbers.empty()) return 0.0;
@@ -116,30 +77,24 @@ std::set<std::string> lcs_words(const std::vector<std::string>& x, const std::ve
   return words;
 }
 
-std::vector<uint32_t> code_points(std::string_view s) {
-  const std::string valid = tokenizer::sanitize_utf8(s);
-  std::vector<uint32_t> out;
-  for (size_t i = 0; i < valid.size();) out.push_back(tokenizer::next_code_point(valid, i));
-  return out;
-}
-
 }  // namespace
 
 std::string normalize_answer(std::string_view s) {
-  std::string t;
-  for (char c : s) {
-    if (is_ascii_punct(c)) continue;
-    t += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-  }
-  // re.sub(r"\b(a|an|the)\b", " ", t): an article is a whole word between non-word characters.
-  std::string u;
+  // lower() first (the final-sigma rule sees the punctuation still in place), then drop
+  // string.punctuation.
+  std::u32string t;
+  for (char32_t c : text::lower(text::decode(s)))
+    if (!text::is_ascii_punctuation(c)) t += c;
+  // re.sub(r"\b(a|an|the)\b", " ", t): an article is a whole word between characters that are
+  // not \w (Unicode letters, digits and '_'; a quotation mark or a combining mark is not one).
+  std::u32string u;
   for (size_t i = 0; i < t.size();) {
     bool replaced = false;
-    if (i == 0 || !is_word_byte(t[i - 1])) {
-      for (std::string_view w : {"a", "an", "the"}) {
+    if (i == 0 || !text::is_word(t[i - 1])) {
+      for (std::u32string_view w : {U"a", U"an", U"the"}) {
         const size_t e = i + w.size();
-        if (t.compare(i, w.size(), w) == 0 && (e == t.size() || !is_word_byte(t[e]))) {
-          u += ' ';
+        if (t.compare(i, w.size(), w) == 0 && (e == t.size() || !text::is_word(t[e]))) {
+          u += U' ';
           i = e;
           replaced = true;
           break;
@@ -148,7 +103,7 @@ std::string normalize_answer(std::string_view s) {
     }
     if (!replaced) u += t[i++];
   }
-  return join(split_whitespace(u), " ");
+  return join(split_whitespace(text::encode(u)), " ");
 }
 
 double token_f1(const std::vector<std::string>& prediction, const std::vector<std::string>& truth) {
@@ -197,7 +152,7 @@ double rouge_l_score(std::string_view prediction, std::string_view truth) {
 
 int fuzz_ratio(std::string_view a, std::string_view b) {
   if (a == b) return 100;
-  const auto x = code_points(a), y = code_points(b);
+  const auto x = text::decode(a), y = text::decode(b);
   if (x.empty() || y.empty()) return 0;
   // LCS by rows; the indel distance is |x| + |y| - 2 LCS.
   std::vector<int64_t> prev(y.size() + 1, 0), cur(y.size() + 1, 0);
@@ -242,13 +197,16 @@ double classification_score(std::string_view prediction, std::string_view truth,
 }
 
 double retrieval_score(std::string_view prediction, std::string_view truth) {
-  // re.findall(r'Paragraph (\d+)', truth)[0]
+  // re.findall(r'Paragraph (\d+)', truth)[0]: the digit run right after the first "Paragraph "
+  // that has one (\d: Unicode decimal digits).
   const std::string_view key = "Paragraph ";
   for (size_t at = truth.find(key); at != std::string_view::npos; at = truth.find(key, at + 1)) {
-    size_t j = at + key.size();
-    size_t k = j;
-    while (k < truth.size() && truth[k] >= '0' && truth[k] <= '9') ++k;
-    if (k > j) return fraction_equal(digit_runs(prediction), truth.substr(j, k - j));
+    const std::string_view after = truth.substr(at + key.size());
+    const auto runs = digit_runs(after);
+    // The first run starts right after the key (it is a prefix of `after`; a run that starts
+    // later cannot be, as `after` then starts with a non-digit).
+    if (!runs.empty() && after.substr(0, runs[0].size()) == runs[0])
+      return fraction_equal(digit_runs(prediction), runs[0]);
   }
   throw Error(fmt::format("retrieval_score: the answer '{}' holds no \"Paragraph N\"", truth));
 }

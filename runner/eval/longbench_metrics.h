@@ -1,8 +1,10 @@
 // LongBench's scoring functions (THUDM/LongBench, LongBench/metrics.py), reimplemented. Each takes
 // one prediction and one reference answer; LongBench scores an example by the maximum over its
-// answers (longbench_score.h). Text is UTF-8; where Python works on Unicode we use ASCII rules
-// (lowercasing, punctuation, whitespace) and count characters as code points. LongBench's English
-// datasets are ASCII up to a few quotation marks, which these rules leave alone as Python does.
+// answers (longbench_score.h). Text is UTF-8 with Python's str semantics (data/text/
+// unicode_text.h): str.lower() with its full mappings and final sigma, str.split() on Unicode
+// whitespace, re's \d and \w over Unicode; characters are code points. string.punctuation alone
+// is ASCII, as in Python. tests/eval_reference checks every function against a transcription of
+// metrics.py on Unicode-heavy cases.
 #pragma once
 #include <string>
 #include <string_view>
@@ -10,9 +12,10 @@
 
 namespace amor::eval {
 
-// SQuAD's normalisation as LongBench's normalize_answer: lower case, drop ASCII punctuation
-// (Python's string.punctuation), replace the words a/an/the (regex \b(a|an|the)\b) by a space,
-// collapse whitespace to single spaces.
+// SQuAD's normalisation as LongBench's normalize_answer: str.lower() (CAFÉ -> café, İ -> i̇, Σ ->
+// ς at a word's end), drop ASCII punctuation (string.punctuation; “ ” ‘ ’ stay), replace the words
+// a/an/the (regex \b(a|an|the)\b, with Unicode \w: “the” loses its "the") by a space, collapse
+// Unicode whitespace (str.split(): NBSP, U+3000, ...) to single spaces.
 std::string normalize_answer(std::string_view s);
 // Bag-of-tokens F1 (collections.Counter intersection); 0 when nothing is shared.
 double token_f1(const std::vector<std::string>& prediction, const std::vector<std::string>& truth);
@@ -20,8 +23,9 @@ double token_f1(const std::vector<std::string>& prediction, const std::vector<st
 double qa_f1_score(std::string_view prediction, std::string_view truth);
 
 // rouge_score: ROUGE-L F as the `rouge` package (pltrdy/rouge 1.0.1, Rouge().get_scores(..)
-// ["rouge-l"]["f"]) computes it, i.e. summary-level LCS over sentences split at '.', words split
-// at single spaces, counted as sets (its default `exclusive`):
+// ["rouge-l"]["f"]) computes it, i.e. summary-level LCS over sentences split at '.' with each
+// sentence's whitespace collapsed (" ".join(s.split()), Unicode whitespace), words split at single
+// spaces, counted as sets (its default `exclusive`); no case folding:
 //   m = |distinct reference words|, n = |distinct prediction words|,
 //   U = union over (reference sentence r, prediction sentence c) of the words of the LCS of r and
 //       c reconstructed by its backtrack (diagonal on a match, else up when the upper cell is
@@ -46,9 +50,11 @@ double code_sim_score(std::string_view prediction, std::string_view truth);
 double classification_score(std::string_view prediction, std::string_view truth,
                             const std::vector<std::string>& all_classes);
 // retrieval_score: the id N of the truth's first "Paragraph N"; the fraction of the prediction's
-// digit runs equal to N (0 if it has none). A truth without "Paragraph N" is an error.
+// digit runs equal to N as strings (0 if it has none). A truth without "Paragraph N" is an error.
+// Digits are re's \d, any Unicode decimal digit: "١٢" and "１２" are runs, which never equal "12".
 double retrieval_score(std::string_view prediction, std::string_view truth);
-// count_score: the fraction of the prediction's digit runs equal to the truth (0 if none).
+// count_score: the fraction of the prediction's digit runs (as retrieval_score's) equal to the
+// truth (0 if none).
 double count_score(std::string_view prediction, std::string_view truth);
 
 // LongBench's post-processing for trec, triviaqa, samsum and lsht: the first line after leading

@@ -14,8 +14,10 @@
 // Scores: ll_j = log p(" " + choice_j | query); acc = [argmax_j ll_j == gold]; acc_norm =
 // [argmax_j ll_j / len(choice_j) == gold] with len in characters (code points) of the choice
 // without the delimiter; argmax takes the first of equal values (np.argmax).
+// strip() and capitalize() are Python's over Unicode (data/text/unicode_text.h).
 #include <algorithm>
 
+#include "data/text/unicode_text.h"
 #include "kernels/core/error.h"
 #include "runner/eval/jsonl_records.h"
 #include "runner/eval/pair_encoding.h"
@@ -32,13 +34,6 @@ struct ChoiceDoc {
   std::string where;
 };
 
-std::string strip(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && is_python_space(s[b])) ++b;
-  while (e > b && is_python_space(s[e - 1])) --e;
-  return std::string(s.substr(b, e - b));
-}
-
 // Python's str.replace(old, new): every non-overlapping occurrence, left to right.
 std::string replace_all(std::string_view s, std::string_view old, std::string_view repl) {
   std::string out;
@@ -50,9 +45,10 @@ std::string replace_all(std::string_view s, std::string_view old, std::string_vi
   return out.append(s.substr(i));
 }
 
-// HellaSwag's preprocess (lm_eval/tasks/hellaswag/utils.py).
+}  // namespace
+
 std::string hellaswag_preprocess(std::string_view text) {
-  std::string t = replace_all(strip(text), " [title]", ". ");
+  std::string t = replace_all(text::strip(text), " [title]", ". ");
   std::string u;
   for (size_t i = 0; i < t.size(); ++i) {
     if (t[i] == '[') {  // \[.*?\]: the nearest ']' on the same line ('.' excludes '\n')
@@ -67,16 +63,19 @@ std::string hellaswag_preprocess(std::string_view text) {
   return replace_all(u, "  ", " ");
 }
 
-// str.capitalize() for ASCII: the first character upper case, the rest lower case.
-std::string capitalize(std::string_view s) {
-  std::string out(s);
-  for (size_t i = 0; i < out.size(); ++i) {
-    char& c = out[i];
-    if (i == 0 && c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-    if (i > 0 && c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
+std::string hellaswag_query(std::string_view activity_label, std::string_view ctx_a,
+                            std::string_view ctx_b) {
+  const std::string ctx = std::string(ctx_a) + " " + text::capitalize(ctx_b);
+  return hellaswag_preprocess(std::string(activity_label) + ": " + ctx);
 }
+
+std::string winogrande_continuation(std::string_view sentence) {
+  const size_t blank = sentence.find('_');
+  AMOR_CHECK(blank != std::string_view::npos, "winogrande: the sentence has no '_' blank");
+  return " " + std::string(text::strip(sentence.substr(blank + 1)));
+}
+
+namespace {
 
 size_t code_point_count(std::string_view s) {
   return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) {
@@ -99,10 +98,10 @@ ChoiceDoc same_context(const JsonlRecord& r, const std::string& query,
 
 ChoiceDoc read_doc(const std::string& task, const JsonlRecord& r) {
   if (task == "hellaswag") {
-    const std::string ctx = r.string("ctx_a") + " " + capitalize(r.string("ctx_b"));
     std::vector<std::string> choices;
     for (const auto& e : r.strings("endings")) choices.push_back(hellaswag_preprocess(e));
-    return same_context(r, hellaswag_preprocess(r.string("activity_label") + ": " + ctx),
+    return same_context(r, hellaswag_query(r.string("activity_label"), r.string("ctx_a"),
+                                           r.string("ctx_b")),
                         std::move(choices), r.integer_or_digits("label"));
   }
   if (task == "piqa")
@@ -129,7 +128,7 @@ ChoiceDoc read_doc(const std::string& task, const JsonlRecord& r) {
   if (answer != "1" && answer != "2") r.fail("answer", fmt::format("must be \"1\" or \"2\", got \"{}\"", answer));
   ChoiceDoc d;
   d.where = r.where();
-  const std::string target = " " + strip(std::string_view(sentence).substr(blank + 1));
+  const std::string target = winogrande_continuation(sentence);
   for (const std::string& option : {r.string("option1"), r.string("option2")}) {
     d.contexts.push_back(sentence.substr(0, blank) + option);
     d.continuations.push_back(target);

@@ -4,13 +4,10 @@
 #include <string>
 
 #include "data/json/json.h"
+#include "data/text/unicode_text.h"
 #include "kernels/core/error.h"
 
 namespace amor::eval {
-
-bool is_python_space(char c) {
-  return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
-}
 
 LoglikRequest encode_pair(const Tokenizer& tokenizer, std::string_view context,
                           std::string_view continuation) {
@@ -26,8 +23,8 @@ LoglikRequest encode_pair(const Tokenizer& tokenizer, std::string_view context,
     r.continuation = tokenizer.encode(continuation);
     return r;
   }
-  size_t keep = context.size();
-  while (keep > 0 && is_python_space(context[keep - 1])) --keep;
+  // n_spaces = len(context) - len(context.rstrip())
+  const size_t keep = text::rstrip(context).size();
   const std::string cont = std::string(context.substr(keep)) + std::string(continuation);
   const std::string_view ctx = context.substr(0, keep);
   // A context of whitespace only: lm-eval moves all of it, leaving "" to be encoded as no tokens.

@@ -9,7 +9,8 @@
 //      <|endoftext|>), and the continuation is encoded alone;
 //   4. the pair is cut from the left to max_length + 1 tokens (the model reads at most
 //      max_length of them; the last is only a target).
-// Whitespace is Python's str.isspace() restricted to ASCII (space, \t \n \v \f \r, \x1c-\x1f).
+// Whitespace in step 1 is Python's str.rstrip() (Unicode: also \x85, NBSP, U+2000-U+200A, U+3000,
+// ...; data/text/unicode_text.h).
 #pragma once
 #include <cstdint>
 #include <string_view>
@@ -27,7 +28,5 @@ LoglikRequest encode_pair(const Tokenizer& tokenizer, std::string_view context,
 LoglikRequest make_loglik_request(const Tokenizer& tokenizer, std::string_view context,
                                   std::string_view continuation, int64_t max_length,
                                   std::string_view what);
-
-bool is_python_space(char c);
 
 }  // namespace amor::eval

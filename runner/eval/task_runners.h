@@ -2,6 +2,8 @@
 #pragma once
 #include <cmath>
 #include <limits>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "data/synthetic/text_task.h"
@@ -28,6 +30,14 @@ std::vector<std::vector<int32_t>> packed_sequences(const std::string& task, cons
 // (ill-formed UTF-8 encoded as U+FFFD).
 std::vector<uint8_t> prompt_token_roles(const synthetic::TextSample& sample, const std::vector<int32_t>& ids,
                                         const Tokenizer& tok);
+
+// lm-eval's request texts (multiple_choice_task.cpp; also checked by tests/eval_reference):
+// hellaswag's preprocess and query, preprocess(activity_label + ": " + ctx_a + " " +
+// ctx_b.capitalize()), and winogrande's continuation " " + sentence[sentence.index("_")+1:].strip().
+std::string hellaswag_preprocess(std::string_view text);
+std::string hellaswag_query(std::string_view activity_label, std::string_view ctx_a,
+                            std::string_view ctx_b);
+std::string winogrande_continuation(std::string_view sentence);
 
 // The bucket boundaries [a, b) of ppl_by_position: bucket_size wide, the last one cut at seq_len.
 std::vector<std::pair<int64_t, int64_t>> position_buckets(int64_t seq_len, int64_t bucket_size);
