@@ -196,9 +196,14 @@ TEST(ModelEval, LongBenchSamsumDecodesAsPredPy) {
     EXPECT_NE(g.tokens[0], tok.eos_id());
     const std::string text = tok.decode(g.tokens, true);
     EXPECT_EQ(rec.outputs[i], text);
-    if (g.stop_reason == "stop_id") EXPECT_EQ(text.back(), '\n');
+    if (g.stop_reason == "stop_id") {
+      EXPECT_EQ(text.back(), '\n');
+    }
     EXPECT_EQ(text.find('\n'), g.stop_reason == "stop_id" ? text.size() - 1 : std::string::npos);
     EXPECT_EQ(r.per_example.at("score")[i], rouge_l_score(first_line(text), answers[i])) << i;
+  }
+}
+
 // Token roles travel with the records: a request's roles (none where it has none), the generated
 // tokens read back as `answer`; the mqar and passkey tasks label their tokens from the generators.
 TEST(ModelEval, RecordsCarryTokenRoles) {
