@@ -8,7 +8,8 @@
 # Fetch them on a Debian 12 machine (README "Building"):
 #
 #   mkdir -p .carry/debs && cd .carry/debs && apt-get download libboost-program-options1.74.0 \
-#     libboost-program-options1.74-dev libboost1.74-dev libpcre2-dev libutf8proc-dev libutf8proc2
+#     libboost-program-options1.74-dev libboost1.74-dev libpcre2-dev libutf8proc-dev libutf8proc2 \
+#     bible-kjv bible-kjv-text
 #
 # Boost.Program_options: its library and headers (the prefix becomes Boost_ROOT). PCRE2:
 # libpcre2-dev's headers and pkg-config files; the files are pointed at the prefix and its
@@ -21,7 +22,9 @@
 # "utf8proc not found".
 #
 #   scripts/gpu_machine_build.sh BUILD_DIR [setup.sh options]
-# Writes BUILD_DIR/env.sh (LD_LIBRARY_PATH for the unpacked libraries); source it before running.
+# Writes BUILD_DIR/env.sh (LD_LIBRARY_PATH for the unpacked libraries, AMOR_BIBLE when the
+# bible-kjv and bible-kjv-text debs are carried too: the built-in corpus needs them); source it
+# before running (and pass both to mpirun's ranks: -x LD_LIBRARY_PATH -x AMOR_BIBLE).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=$(realpath -m "$1"); shift
@@ -51,4 +54,12 @@ if [ -d "$prefix/usr/include/boost" ]; then
   cmake_args+=(-DBoost_ROOT="$prefix/usr" -DBoost_NO_SYSTEM_PATHS=ON)
 fi
 echo "export LD_LIBRARY_PATH=$lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" > "$build_dir/env.sh"
+# The built-in corpus (data.source corpus) reads Debian's `bible` program (bible-kjv and
+# bible-kjv-text, carried like the libraries). Unpacked into the prefix it must be told where its
+# data is (-p), so env.sh points AMOR_BIBLE at a wrapper that does.
+if [ -x "$prefix/usr/bin/bible" ]; then
+  printf '#!/bin/sh\nexec %s -p %s/ "$@"\n' "$prefix/usr/bin/bible" "$prefix/usr/lib" > "$build_dir/bible"
+  chmod +x "$build_dir/bible"
+  echo "export AMOR_BIBLE=$build_dir/bible" >> "$build_dir/env.sh"
+fi
 "$root/scripts/setup.sh" --no-install --build-dir "$build_dir" "$@" -- "${cmake_args[@]}"
