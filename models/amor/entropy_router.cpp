@@ -5,7 +5,9 @@
 
 #include "kernels/core/check.h"
 #include "kernels/core/error.h"
+#include "kernels/elementwise/elementwise.h"
 #include "kernels/linear/gemm_cpu.h"
+#include "kernels/linear/linear.h"
 #include "models/io/safetensors.h"
 
 namespace amor::model {
@@ -195,6 +197,34 @@ double router_fit(RouterParams& p, const Tensor& x, const Tensor& h, const Route
   return router_mse(p, x, h);
 }
 
+RouterParams router_params_to(const RouterParams& p, DType dtype, Device device) {
+  RouterParams q;
+  q.w1 = p.w1.to(dtype).to(device);
+  q.b1 = p.b1.to(dtype).to(device);
+  q.w2 = p.w2.to(dtype).to(device);
+  q.b2 = p.b2.to(dtype).to(device);
+  q.u = p.u.to(dtype).to(device);
+  return q;
+}
+
+Tensor router_forward_ops(const RouterParams& p, const Tensor& x) {
+  const char* op = "router_forward_ops";
+  check_dim(op, "x", x, 2);
+  const int64_t n = x.size(0), d = p.d(), W = p.width();
+  AMOR_CHECK(x.size(1) == d, "{}: x is {} but the router's input width is {}", op, x.str(), d);
+  AMOR_CHECK(p.w1.dtype() == x.dtype() && p.w1.device() == x.device(),
+             "{}: the parameters are {} on {}, x {} on {}: convert them with router_params_to", op,
+             dtype_name(p.w1.dtype()), device_name(p.w1.device()), dtype_name(x.dtype()),
+             device_name(x.device()));
+  std::vector<double> one(static_cast<size_t>(n), 1.0);
+  const Tensor ones = Tensor::from_vector<double>({n, 1}, one).to(x.dtype()).to(x.device());
+  // a = x W1^T + 1 b1^T;  y = SiLU(a) w2^T + x u^T + 1 b2
+  const Tensor a = add(linear_forward(x, p.w1), linear_forward(ones, p.b1.view({W, 1})));
+  Tensor y = add(linear_forward(silu_forward(a), p.w2), linear_forward(x, p.u));
+  y = add(y, linear_forward(ones, p.b2.view({1, 1})));
+  return y.view({n});
+}
+
 Tensor EntropyRouter::predict(int64_t k, const Tensor& hn) const {
   const char* op = "EntropyRouter::predict";
   AMOR_CHECK(k >= 0 && k < static_cast<int64_t>(blocks.size()), "{}: block {} of a router for {} blocks",
@@ -203,13 +233,23 @@ Tensor EntropyRouter::predict(int64_t k, const Tensor& hn) const {
   AMOR_CHECK(hn.dim() >= 1 && hn.size(-1) == d(), "{}: hn is {} but the router reads width {}", op,
              hn.str(), d());
   const int64_t n = hn.numel() / d();
-  Tensor host = hn.is_cpu() ? hn : hn.to(Device::CPU);
+  if (!hn.is_cpu()) {  // f32 through the tensor ops, the parameters copied to hn's device once
+    if (device_blocks_.empty() || device_ != hn.device()) {
+      device_blocks_.clear();
+      for (const RouterParams& p : blocks) device_blocks_.push_back(router_params_to(p, DType::F32, hn.device()));
+      device_ = hn.device();
+    }
+    const Tensor x = hn.dtype() == DType::F32 ? hn.view({n, d()}) : hn.view({n, d()}).to(DType::F32);
+    Shape shape(hn.shape().begin(), hn.shape().end() - 1);
+    return router_forward_ops(device_blocks_[static_cast<size_t>(k)], x).view(shape);
+  }
+  Tensor host = hn;
   Tensor x = host.dtype() == DType::F64 ? host.view({n, d()}) : host.view({n, d()}).to(DType::F64);
   Tensor y = router_forward(blocks[static_cast<size_t>(k)], x);
   Shape shape(hn.shape().begin(), hn.shape().end() - 1);
   y = y.view(shape);
   if (hn.dtype() != DType::F64) y = y.to(DType::F32);  // f32 statistics, as the LM head's
-  return hn.is_cpu() ? y : y.to(hn.device());
+  return y;
 }
 
 void save_entropy_router(const std::string& path, const EntropyRouter& r) {

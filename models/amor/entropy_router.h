@@ -13,7 +13,7 @@
 //
 // Plain CPU code in double (matrix products through gemm_cpu); the forward and backward are
 // checked against finite differences (entropy_router_test). predict() accepts hn on any device
-// and dtype (copied to the host, computed in double, copied back).
+// and dtype: on the CPU computed in double, on the GPU in f32 with the tensor ops.
 //
 // File (safetensors, written atomically): per block k
 //   router.{k}.fc1.weight [W, d]   router.{k}.fc1.bias [W]
@@ -76,6 +76,13 @@ double router_fit(RouterParams& p, const Tensor& x, const Tensor& h, const Route
 // The mean squared error of p on (x, h).
 double router_mse(const RouterParams& p, const Tensor& x, const Tensor& h);
 
+// The same r(x) through the tensor ops (linear, silu, add), on whatever device x is: what predict
+// runs on the GPU, so the decode step's gate does not copy hn to the host. p's tensors must have
+// x's dtype and device (router_params_to); the biases enter as rank-1 products with a column of
+// ones (the ops have no broadcast add). x [n, d] -> [n].
+Tensor router_forward_ops(const RouterParams& p, const Tensor& x);
+RouterParams router_params_to(const RouterParams& p, DType dtype, Device device);
+
 // Every block's router, with the file's metadata.
 struct EntropyRouter {
   std::vector<RouterParams> blocks;
@@ -85,8 +92,15 @@ struct EntropyRouter {
   int64_t width() const { return blocks.empty() ? 0 : blocks[0].width(); }
   // hn [B,T,d] (or [N,d]) of block k, any device and float dtype -> the predicted entropies,
   // hn's shape without the last dimension, on hn's device, f64 for f64 hn and f32 otherwise (as
-  // the LM head's entropies on cuda).
+  // the LM head's entropies on cuda). On the CPU in f64 (router_forward, the reference); on the
+  // GPU in f32 through router_forward_ops with the parameters copied there once (within 1e-5 of
+  // the f64 values: entropy_router_test), so a token whose r(hn) sits that close to tau may gate
+  // the other way than on the CPU.
   Tensor predict(int64_t k, const Tensor& hn) const;
+
+ private:
+  mutable std::vector<RouterParams> device_blocks_;  // f32 copies on device_ (predict on the GPU)
+  mutable Device device_ = Device::CPU;
 };
 
 // Writes the router atomically (temp file + rename); metadata is added to the file's.
