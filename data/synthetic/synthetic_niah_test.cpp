@@ -18,14 +18,7 @@ const std::string& essay() {
   return e;
 }
 
-std::string error_of(auto f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 // The context is what lies between the template's first line and its question.
 std::string_view context_of(const std::string& prompt) {

@@ -19,14 +19,7 @@ std::vector<std::string> lines_of(const std::string& s) {
   return out;
 }
 
-std::string error_of(auto f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 TEST(SyntheticPasskey, PromptLinesLengthAndDepth) {
   for (double depth : {0.0, 33.0, 100.0}) {

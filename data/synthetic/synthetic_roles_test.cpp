@@ -18,14 +18,7 @@ namespace {
 
 using testing::word_count;
 
-std::string error_of(auto f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 uint8_t code(TokenRole r) { return static_cast<uint8_t>(r); }
 

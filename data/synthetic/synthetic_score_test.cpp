@@ -11,14 +11,7 @@
 namespace amor::synthetic {
 namespace {
 
-std::string error_of(auto f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 TEST(SyntheticScore, TokenAccuracyCountsLabelledPositionsOnly) {
   const int32_t I = kIgnore;

@@ -7,7 +7,19 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/core/error.h"
+
 namespace amor::synthetic::testing {
+
+// The message of the amor::Error f throws, or "no error".
+inline std::string error_of(auto f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
 
 // One token per run of letters/digits and one per other non-space byte, like a word-level
 // pre-tokenizer: "One of the magic numbers is: 12." -> 9 tokens.

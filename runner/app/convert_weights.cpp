@@ -11,6 +11,7 @@
 #include "models/lm/language_model.h"
 #include "runner/app/preset_resolve.h"
 #include "runner/app/version.h"
+#include "runner/app/text_file.h"
 #include "runner/config/canonical.h"
 #include "runner/config/sweep.h"
 
@@ -28,14 +29,6 @@ struct Usage : Error {
   using Error::Error;
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  AMOR_CHECK(f, "cannot read '{}'", path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -44,7 +37,7 @@ bool ends_with(const std::string& s, const std::string& tail) {
 // (the one that evaluates the checkpoint), expanded as amor-run does, presets included; its runs
 // must agree on the model.
 model::ModelConfig model_from_run_config(const std::string& path) {
-  if (ends_with(path, ".json")) return config::load_run_config_json(read_text(path), path).model;
+  if (ends_with(path, ".json")) return config::load_run_config_json(read_text_file(path), path).model;
   config::ExpandOptions eo;
   eo.resolve = [](config::RunConfig& cfg, const config::KeyLocations& set_at) { apply_model_preset(cfg, set_at); };
   eo.check_tokenizer_vocab = false;  // the data is the run's business; a conversion reads the model only

@@ -13,6 +13,7 @@
 #include "models/io/model_weights.h"
 #include "models/io/safetensors.h"
 #include "runner/app/version.h"
+#include "runner/app/text_file.h"
 #include "runner/config/canonical.h"
 #include "runner/train/checkpoints.h"
 #include "runner/train/data_setup.h"
@@ -32,14 +33,6 @@ const char* kUsage =
 struct Usage : Error {
   using Error::Error;
 };
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  AMOR_CHECK(f, "cannot read '{}'", path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 struct Options {
   std::string run_dir, data_config;
@@ -122,11 +115,11 @@ struct BlockData {
 json::Value run_fit(const Options& o, std::ostream& out) {
   const fs::path run_dir(o.run_dir);
   config::RunConfig cfg =
-      config::load_run_config_json(read_text((run_dir / "config.json").string()), (run_dir / "config.json").string());
+      config::load_run_config_json(read_text_file((run_dir / "config.json").string()), (run_dir / "config.json").string());
   AMOR_CHECK(cfg.model.kind == "amor", "fit-router: {} is a model.kind '{}' run; the router replaces AMOR's gates",
              o.run_dir, cfg.model.kind);
   if (!o.data_config.empty())
-    cfg.data = config::load_run_config_json(read_text(o.data_config), o.data_config).data;
+    cfg.data = config::load_run_config_json(read_text_file(o.data_config), o.data_config).data;
 
   auto built = model::build_model(cfg.model, DType::F32);
   auto* m = dynamic_cast<model::AmorModel*>(built.get());
