@@ -18,6 +18,7 @@
 #include "models/lm/language_model.h"
 #include "models/presets/param_count.h"
 #include "runner/app/preset_resolve.h"
+#include "runner/app/subcommand.h"
 #include "runner/config/sweep.h"
 
 namespace amor {
@@ -36,9 +37,7 @@ const char* kUsage =
 // steps, so 1024 entropies per block.
 constexpr int64_t kCalibrationBatch = 8, kCalibrationPrompt = 64, kCalibrationSteps = 128;
 
-struct Usage : Error {
-  using Error::Error;
-};
+using Usage = UsageError;
 
 struct Options {
   std::string sweep;
@@ -326,16 +325,7 @@ bool is_bench_decode(int argc, const char* const* argv) {
 }
 
 int bench_decode_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  try {
-    return run(parse(args), out);
-  } catch (const Usage& u) {
-    if (std::strlen(u.what()) > 0) err << "amor-run bench-decode: " << u.what() << "\n";
-    err << kUsage;
-    return 2;
-  } catch (const std::exception& e) {
-    err << "amor-run bench-decode: " << e.what() << "\n";
-    return 1;
-  }
+  return run_subcommand("bench-decode", kUsage, out, err, [&] { return run(parse(args), out); });
 }
 
 }  // namespace amor

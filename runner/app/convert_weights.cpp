@@ -11,6 +11,7 @@
 #include "models/lm/language_model.h"
 #include "runner/app/preset_resolve.h"
 #include "runner/app/version.h"
+#include "runner/app/subcommand.h"
 #include "runner/app/text_file.h"
 #include "runner/config/canonical.h"
 #include "runner/config/sweep.h"
@@ -25,9 +26,7 @@ const char* kUsage =
     "  RUN_CONFIG: the sweep file (.yaml/.yml, presets resolved; its runs share one model) or a run's\n"
     "  config.json whose model (model.kind amor) describes the checkpoint; --gates: the gates' EMA state [{\"m\":..,\"s\":..} per block] when IN has none.\n";
 
-struct Usage : Error {
-  using Error::Error;
-};
+using Usage = UsageError;
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -128,19 +127,7 @@ bool is_convert_weights(int argc, const char* const* argv) {
 }
 
 int convert_weights_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  try {
-    return run(args, out);
-  } catch (const Usage& e) {
-    if (!*e.what()) {  // --help
-      out << kUsage;
-      return 0;
-    }
-    err << "amor-run convert-weights: " << e.what() << "\n" << kUsage;
-    return 2;
-  } catch (const std::exception& e) {
-    err << "amor-run convert-weights: " << e.what() << "\n";
-    return 1;
-  }
+  return run_subcommand("convert-weights", kUsage, out, err, [&] { return run(args, out); });
 }
 
 }  // namespace amor

@@ -13,6 +13,7 @@
 #include "models/io/model_weights.h"
 #include "models/io/safetensors.h"
 #include "runner/app/version.h"
+#include "runner/app/subcommand.h"
 #include "runner/app/text_file.h"
 #include "runner/config/canonical.h"
 #include "runner/train/checkpoints.h"
@@ -30,9 +31,7 @@ const char* kUsage =
     "  the block's normed input) and writes RUN_DIR/router.safetensors and RUN_DIR/router_fit.json;\n"
     "  evaluate with eval.router=RUN_DIR/router.safetensors.\n";
 
-struct Usage : Error {
-  using Error::Error;
-};
+using Usage = UsageError;
 
 struct Options {
   std::string run_dir, data_config;
@@ -252,20 +251,10 @@ bool is_fit_router(int argc, const char* const* argv) {
 }
 
 int fit_router_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  try {
+  return run_subcommand("fit-router", kUsage, out, err, [&] {
     run_fit(parse(args), out);
     return 0;
-  } catch (const Usage& e) {
-    if (!*e.what()) {
-      out << kUsage;
-      return 0;
-    }
-    err << "amor-run fit-router: " << e.what() << "\n" << kUsage;
-    return 2;
-  } catch (const std::exception& e) {
-    err << "amor-run fit-router: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }
 
 }  // namespace amor
