@@ -21,11 +21,16 @@ struct KindThroughput {
 // later measurements of the same session where there are any: transformer-1.5b on cuDNN attention
 // and amor-180m (call 3), mamba2-1.5b and gdn-1.5b with the faster scans (call 4). fused has no
 // 180M preset: its 440M point stands in. amor-1.5b predates call 4's faster GDN scans (slow side).
+//
+// The 3-4M points: experiments/amor-mini.yaml's MQAR runs (2026-12-02, session 4, call 3: seq 256,
+// micro-batch 128, bf16, d 256, 2 layers), the median of each kind's runs' /train/tokens_per_s,
+// measured while six runs shared the one H200: a lower bound of a run alone (the dry run's
+// 180M-rate estimate had been 4.4 GPU-hours for a sweep whose 13 runs took 7.2 minutes).
 const std::vector<KindThroughput> kH200Throughput = {
-    {"transformer", {{180e6, 203456}, {1496e6, 43939}}},
-    {"mamba2", {{181e6, 139558}, {1497e6, 32289}}},
-    {"gdn", {{180e6, 70965}, {1502e6, 27234}}},
-    {"amor", {{182e6, 59378}, {1524e6, 15528}}},
+    {"transformer", {{3.41e6, 697478}, {180e6, 203456}, {1496e6, 43939}}},
+    {"mamba2", {{3.82e6, 550616}, {181e6, 139558}, {1497e6, 32289}}},
+    {"gdn", {{3.68e6, 616394}, {180e6, 70965}, {1502e6, 27234}}},
+    {"amor", {{4.0e6, 425929}, {182e6, 59378}, {1524e6, 15528}}},
     {"serial", {{180e6, 79574}, {1496e6, 18676}}},
     {"fused", {{438e6, 51695}, {1503e6, 24812}}},
     {"oryx", {{180e6, 70129}, {1503e6, 17313}}},
@@ -42,6 +47,7 @@ std::optional<double> h200_tokens_per_s(const std::string& kind, int64_t params)
     if (n >= p.back().params) return p.back().tokens_per_s * p.back().params / n;
     for (size_t i = 1; i < p.size(); ++i)
       if (n <= p[i].params) {
+        if (n == p[i].params) return p[i].tokens_per_s;  // a measured size: its own rate, exactly
         const double t = std::log(n / p[i - 1].params) / std::log(p[i].params / p[i - 1].params);
         return std::exp(std::log(p[i - 1].tokens_per_s) + t * std::log(p[i].tokens_per_s / p[i - 1].tokens_per_s));
       }

@@ -2,7 +2,8 @@
 //
 // The throughput is a table (kH200Throughput in gpu_hours.cpp): tokens/s of one H200 per model
 // kind at about 180M and 1.5B parameters, measured by tests/cuda/bench_train.py (seq 2048,
-// micro-batch 4, bf16; tests/cuda/RESULTS.md). Between two measured sizes tokens/s is interpolated
+// micro-batch 4, bf16; tests/cuda/RESULTS.md), and for transformer, mamba2, gdn and amor also at
+// 3-4M (experiments/amor-mini.yaml's MQAR runs, six sharing the GPU: a lower bound). Between two measured sizes tokens/s is interpolated
 // log-log in the parameter count; below the smallest the smallest's tokens/s is used (a small
 // model does not fill the GPU); above the largest tokens/s falls as 1/parameters (FLOPs per token
 // grow as 6N). It is an estimate: it ignores the run's sequence length, batch, dtype, attention

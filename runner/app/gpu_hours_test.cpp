@@ -15,7 +15,7 @@ TEST(GpuHours, MeasuredPointsAndInterpolation) {
   const double mid = std::sqrt(180e6 * 1496e6);
   EXPECT_NEAR(*h200_tokens_per_s("transformer", static_cast<int64_t>(mid)), std::sqrt(203456.0 * 43939.0), 1.0);
   double last = 1e18;
-  for (int64_t n = 100'000'000; n <= 3'000'000'000; n += 100'000'000) {  // never faster for a bigger model
+  for (int64_t n = 1'000'000; n <= 3'000'000'000; n += n < 100'000'000 ? 1'000'000 : 100'000'000) {  // never faster for a bigger model
     const double t = *h200_tokens_per_s("gdn", n);
     EXPECT_LE(t, last) << n;
     last = t;
@@ -23,7 +23,8 @@ TEST(GpuHours, MeasuredPointsAndInterpolation) {
 }
 
 TEST(GpuHours, Ends) {
-  EXPECT_DOUBLE_EQ(*h200_tokens_per_s("mamba2", 1'000'000), 139558);  // small: the smallest's rate
+  EXPECT_DOUBLE_EQ(*h200_tokens_per_s("mamba2", 1'000'000), 550616);  // small: the smallest's rate
+  EXPECT_DOUBLE_EQ(*h200_tokens_per_s("serial", 1'000'000), 79574);   // (serial: 180M is its smallest)
   EXPECT_DOUBLE_EQ(*h200_tokens_per_s("mamba2", 2 * 1'497'000'000LL), 32289.0 / 2);  // big: 1/N
   EXPECT_FALSE(h200_tokens_per_s("no-such-kind", 180'000'000).has_value());
   for (const char* k : {"transformer", "mamba2", "gdn", "amor", "serial", "fused", "oryx"})
