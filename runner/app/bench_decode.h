@@ -6,9 +6,10 @@
 //                         [--dtype bf16|f32] [--out FILE.csv] [key=value ...]
 //
 // Each run of the sweep (expanded as amor-run does, presets resolved, key=value overrides applied;
-// experiments/bench-decode.yaml) gives one model, built with random weights (the init of its
-// config: speed does not depend on the values) in --dtype (bf16 by default on the GPU, f32 on the
-// CPU) on --device (cuda where a GPU exists). Per batch B and context C (ascending):
+// experiments/bench-decode.yaml) gives one model, built with random weights (drawn from its
+// config's init, one stream per parameter on every core: speed does not depend on the values)
+// in --dtype (bf16 by default on the GPU, f32 on the CPU) on --device (cuda where a GPU exists).
+// Per batch B and context C (ascending):
 //   prefill  InferenceSession::prefill over C random tokens per sequence, in calls of
 //            --prefill-chunk tokens (4096; the caches and states carry across calls, and no call
 //            holds more than [B, chunk, V] logits), timed between device synchronisations;
