@@ -1,6 +1,8 @@
 #include "kernels/gated_delta/gated_delta.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/cast/cuda_args.h"
 #include "kernels/core/check.h"
@@ -136,6 +138,14 @@ GatedDeltaOut gated_delta_forward(const Tensor& q, const Tensor& k, const Tensor
                                        out.final_state.data<T>(), d);
   });
   return out;
+}
+
+bool gated_delta_keep_for_backward_default() {
+  static const bool keep = [] {
+    const char* e = std::getenv("AMOR_GDN_RECOMPUTE");
+    return !(e && std::string(e) == "1");
+  }();
+  return keep;
 }
 
 GatedDeltaGrads gated_delta_backward(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -35,6 +35,10 @@ GatedDeltaOut gated_delta_forward(const Tensor& q, const Tensor& k, const Tensor
 struct GatedDeltaGrads {
   Tensor dq, dk, dv, dg, dbeta, dinitial_state;
 };
+// Whether a training forward should keep its intermediates for the backward (keep_for_backward):
+// yes unless the environment sets AMOR_GDN_RECOMPUTE=1 (recompute in the backward, the memory
+// back). Read once per process; GdnMixer and bench-gdn ask it.
+bool gated_delta_keep_for_backward_default();
 GatedDeltaGrads gated_delta_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                      const Tensor& g, const Tensor& beta,
                                      const Tensor& initial_state, double scale, const Tensor& do_,

@@ -1,8 +1,6 @@
 #include "models/mixers/gdn_mixer.h"
 
 #include <cmath>
-#include <cstdlib>
-#include <string>
 
 #include "kernels/conv1d/conv1d.h"
 #include "kernels/elementwise/elementwise.h"
@@ -120,21 +118,6 @@ void GdnMixer::ConvBranch::drop_saved() {
   pre_conv_ = Tensor();
 }
 
-// In training the GPU scan keeps its intermediates (gam, W, Tm, chunk states, Vn: about 0.75 KB
-// per token and head for K 64, V 128 in bf16) from forward to backward, so the backward does not
-// run the forward's prepare and state passes again (15% of the scan's forward + backward time at
-// the 1.5B preset's shape, tests/cuda/RESULTS.md); AMOR_GDN_RECOMPUTE=1 trades that time back for
-// the memory. The same bits either way.
-namespace {
-bool keep_scan_intermediates() {
-  static const bool keep = [] {
-    const char* e = std::getenv("AMOR_GDN_RECOMPUTE");
-    return !(e && std::string(e) == "1");
-  }();
-  return keep;
-}
-}  // namespace
-
 GdnMixer::GdnMixer(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg)
     : GdnMixer(ps, prefix, cfg, gdn_dims(cfg)) {}
 
@@ -178,8 +161,14 @@ Tensor GdnMixer::forward(const Tensor& x, const MixerContext& ctx) {
   g_ = scan_input(channel_scale_forward(dt_, neg_a_));
 
   const double scale = gated_delta_default_scale(K);
-  GatedDeltaOut so = gated_delta_forward(qn_, kn_, v4_, g_, scan_input(beta_), Tensor(), scale,
-                                         chunk_, ctx.training && keep_scan_intermediates());
+  // In training the GPU scan keeps its intermediates (gam, W, Tm, chunk states, Vn: about 0.75 KB
+  // per token and head for K 64, V 128 in bf16) from forward to backward, so the backward does not
+  // run the forward's prepare and state passes again (15% of the scan's forward + backward time at
+  // the 1.5B preset's shape, tests/cuda/RESULTS.md); AMOR_GDN_RECOMPUTE=1 trades that time back for
+  // the memory (gated_delta_keep_for_backward_default). The same bits either way.
+  const bool keep = ctx.training && gated_delta_keep_for_backward_default();
+  GatedDeltaOut so =
+      gated_delta_forward(qn_, kn_, v4_, g_, scan_input(beta_), Tensor(), scale, chunk_, keep);
   scan_o_ = so.o;
   scan_saved_ = so.saved;
   z_ = gate_.forward(x).view({B, T, H, V});

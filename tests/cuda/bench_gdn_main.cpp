@@ -114,8 +114,7 @@ void bench_scan(int64_t T, int reps, std::vector<Row>& rows) {
   // As in training (GdnMixer): the forward keeps its intermediates and the backward reads them;
   // AMOR_GDN_RECOMPUTE=1 times the backward that recomputes them instead (and a forward that
   // keeps nothing). "gdn fwd" alone is the forward that keeps nothing (inference).
-  const bool keep = !(std::getenv("AMOR_GDN_RECOMPUTE") &&
-                      std::string(std::getenv("AMOR_GDN_RECOMPUTE")) == "1");
+  const bool keep = gated_delta_keep_for_backward_default();
   auto fwd = [&] { gated_delta_forward(q, k, v, g, beta, Tensor(), scale, kL); };
   auto fwd_keep = [&] { return gated_delta_forward(q, k, v, g, beta, Tensor(), scale, kL, keep); };
   const Tensor saved = fwd_keep().saved;
