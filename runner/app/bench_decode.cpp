@@ -53,28 +53,15 @@ struct Options {
 };
 
 int64_t parse_int(const std::string& flag, const std::string& s) {
-  size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != s.size() || v <= 0) throw Usage(fmt::format("{} '{}': expected a positive integer", flag, s));
-  return v;
+  const std::optional<int64_t> v = whole_integer(s);
+  if (!v || *v <= 0) throw Usage(fmt::format("{} '{}': expected a positive integer", flag, s));
+  return *v;
 }
 
 double parse_rate(const std::string& s) {
-  size_t used = 0;
-  double v = -1;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != s.size() || !(v >= 0 && v <= 1))
-    throw Usage(fmt::format("--fire-rate '{}': expected a number in [0, 1]", s));
-  return v;
+  const std::optional<double> v = whole_number(s);
+  if (!v || !(*v >= 0 && *v <= 1)) throw Usage(fmt::format("--fire-rate '{}': expected a number in [0, 1]", s));
+  return *v;
 }
 
 std::vector<std::string> split_commas(const std::string& flag, const std::string& s) {

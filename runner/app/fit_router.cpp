@@ -51,23 +51,16 @@ Options parse(const std::vector<std::string>& args) {
     };
     auto integer = [&](int64_t lo) {
       const std::string v = value();
-      try {
-        size_t used = 0;
-        const int64_t x = std::stoll(v, &used);
-        if (used == v.size() && x >= lo) return x;
-      } catch (const std::exception&) {
-      }
-      throw Usage(fmt::format("{} '{}': expected a whole number >= {}", a, v, lo));
+      const std::optional<int64_t> x = whole_integer(v);
+      if (!x || *x < lo) throw Usage(fmt::format("{} '{}': expected a whole number >= {}", a, v, lo));
+      return *x;
     };
     auto real = [&](double lo, double hi) {
       const std::string v = value();
-      try {
-        size_t used = 0;
-        const double x = std::stod(v, &used);
-        if (used == v.size() && x > lo && x < hi) return x;
-      } catch (const std::exception&) {
-      }
-      throw Usage(fmt::format("{} '{}': expected a number in ({}, {})", a, v, lo, hi));
+      const std::optional<double> x = whole_number(v);
+      if (!x || !(*x > lo && *x < hi))
+        throw Usage(fmt::format("{} '{}': expected a number in ({}, {})", a, v, lo, hi));
+      return *x;
     };
     if (a == "--tokens") o.tokens = integer(2);
     else if (a == "--steps") o.fit.steps = integer(0);
