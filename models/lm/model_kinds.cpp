@@ -18,7 +18,7 @@ const std::vector<std::pair<std::string, KindTraits>>& table() {
       {"gdn", {false, false, kGateSummary, {"gdn."}}},
       {"serial", {true, false, kGateSummary, {"pattern", "mamba2.", "gdn."}}},
       {"fused", {false, false, kGateSummary, {"fused_linear", "mamba2.", "gdn."}}},
-      {"amor", {false, false, kGateSummary, {"amor.", "mamba2.", "gdn."}}},
+      {"amor", {false, false, kGateSummary, {"amor.", "mamba2.", "gdn."}, true}},
       {"oryx", {false, true, kGateSummary, {"oryx.", "mamba2.", "gdn."}}}};
   return t;
 }

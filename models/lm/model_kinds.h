@@ -25,6 +25,9 @@ struct KindTraits {
   // that may hold such a mixer (amor whatever its backbone), since run names drop only the keys a
   // kind never reads (runner/config/run_name.h).
   std::vector<std::string> key_prefixes;
+  // Per-token entropy gates a fitted router can drive (LanguageModel::use_entropy_router; AMOR):
+  // what eval.router needs.
+  bool has_entropy_gates = false;
 };
 
 // The traits of model.kind `kind` (an unknown kind: the defaults; the schema rejects it anyway).

@@ -135,22 +135,31 @@ int64_t ranks_per_run(const std::vector<config::RunSpec>& runs, int world_size, 
   return per_run;
 }
 
-// Every eval.weights file of the runs still to do is read (names and shapes against the run's
-// model) by world rank 0 before anything is created, so a path that does not exist or a file that
-// does not fit is refused like a bad config (exit 2) and leaves no folder, config or index.csv
-// behind. Each (file, model) pair is read once; the runs read their file again when they start.
-// Returns the first problem, "" when all load.
-std::string check_eval_weights(const std::vector<config::RunSpec>& runs, const fs::path& output) {
+// Every eval.weights and eval.router file of the runs still to do is read (names and shapes against
+// the run's model) by world rank 0 before anything is created, also under --dry-run, so a path
+// that does not exist or a file that does not fit is refused like a bad config (exit 2) and leaves
+// no folder, config or index.csv behind. Each (file, model) pair is read once; the runs read their
+// files again when they start. Returns the first problem, "" when all load.
+std::string check_eval_files(const std::vector<config::RunSpec>& runs, const fs::path& output) {
   std::set<std::string> checked;
   for (const auto& r : runs) {
     const config::RunConfig& cfg = r.config;
-    if (cfg.eval.weights.empty() || fs::exists(r.dir(output) / "DONE")) continue;
-    if (!checked.insert(cfg.eval.weights + "\n" + model::to_json(cfg.model).dump()).second) continue;
+    if ((cfg.eval.weights.empty() && cfg.eval.router.empty()) || fs::exists(r.dir(output) / "DONE"))
+      continue;
+    const std::string model = model::to_json(cfg.model).dump();
+    const bool weights = !cfg.eval.weights.empty() && checked.insert(cfg.eval.weights + "\n" + model).second;
+    const bool router = !cfg.eval.router.empty() && checked.insert(cfg.eval.router + "\n" + model).second;
+    if (!weights && !router) continue;
+    auto m = model::build_model(cfg.model, DType::F32);
     try {
-      auto m = model::build_model(cfg.model, DType::F32);
-      model::load_model_weights(cfg.eval.weights, m->params());
+      if (weights) model::load_model_weights(cfg.eval.weights, m->params());
     } catch (const Error& e) {
       return fmt::format("run '{}': eval.weights: {}", r.id(), e.what());
+    }
+    try {
+      if (router) m->use_entropy_router(cfg.eval.router);
+    } catch (const Error& e) {
+      return fmt::format("run '{}': eval.router: {}", r.id(), e.what());
     }
   }
   return "";
@@ -244,6 +253,16 @@ int run_sweeps(const CliOptions& o) {
   if (o.shard && world_root && !o.quiet)
     std::printf("amor-run: shard %s: %zu of the %zu runs (run k belongs to shard k mod %lld)\n",
                 o.shard->str().c_str(), runs.size(), all_runs.size(), static_cast<long long>(o.shard->count));
+  {
+    std::string bad = world_root ? check_eval_files(runs, output) : "";
+    int n = static_cast<int>(bad.size());
+    MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (n > 0) {
+      if (world_root) std::fprintf(stderr, "amor-run: %s\n", bad.c_str());
+      return 2;
+    }
+  }
+
   if (o.dry_run) {
     if (world_root) print_dry_run(runs, params, output);
     return 0;
@@ -254,16 +273,6 @@ int run_sweeps(const CliOptions& o) {
   }
   const int64_t per_run = ranks_per_run(runs, world_size, world_root);
   if (per_run == 0) return 2;
-  {
-    std::string bad = world_root ? check_eval_weights(runs, output) : "";
-    int n = static_cast<int>(bad.size());
-    MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (n > 0) {
-      if (world_root) std::fprintf(stderr, "amor-run: %s\n", bad.c_str());
-      return 2;
-    }
-  }
-
   const int groups = world_size / static_cast<int>(per_run);
   const int group = world_rank / static_cast<int>(per_run);
   MPI_Comm group_comm;

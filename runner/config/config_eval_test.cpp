@@ -94,6 +94,10 @@ TEST_F(ConfigEval, EvalRules) {
   EXPECT_EQ(error("name: s\nbase:\n  train.steps: 0\n  eval: {checkpoint: a, weights: b.safetensors}\n"),
             file_ + ":4: key 'eval.checkpoint': eval.weights and eval.checkpoint both name weights to "
                     "evaluate; set one");
+  // eval.router drives entropy gates: only kinds that have them.
+  EXPECT_EQ(error("name: s\nbase:\n  model.kind: gdn\n  eval.router: r.safetensors\n"),
+            file_ + ":4: key 'eval.router': eval.router replaces the entropy gates of model.kind "
+                    "amor; this run's model.kind gdn has none");
   // On the command line too.
   EXPECT_EQ(error("name: s\nbase: {}\n", {"eval.tasks=[nope]"}).rfind(
                 "override 'eval.tasks=[nope]': key 'eval.tasks': unknown task 'nope'", 0), 0u);

@@ -47,6 +47,12 @@ void check_eval_config(const RunConfig& c, const KeyLocations& set_at, const Loc
     fail(at(k), "key '" + k + "': eval.weights and eval.checkpoint both name weights to "
                 "evaluate; set one");
   }
+  if (!c.eval.router.empty() && !model::kind_traits(c.model.kind).has_entropy_gates) {
+    std::string k = blame("model.kind", "eval.router");
+    fail(at(k), fmt::format("key '{}': eval.router replaces the entropy gates of model.kind {}; "
+                            "this run's model.kind {} has none", k,
+                            model::kinds_with(&model::KindTraits::has_entropy_gates), c.model.kind));
+  }
   if (!c.eval.checkpoint.empty() && c.train.steps != 0) {
     std::string k = blame("train.steps", "eval.checkpoint");
     fail(at(k), fmt::format("key '{}': eval.checkpoint evaluates a checkpoint without training and "

@@ -211,4 +211,18 @@ def unreadable_eval_weights_exit_2_and_create_nothing():
         assert not os.path.exists(out), f"{name}: {out} was created"
 
 
+@scenario
+def unreadable_eval_files_refused_by_dry_run_too():
+    # eval.weights and eval.router are read before anything is created, --dry-run included.
+    router = os.path.join(TMP, "missing_router.safetensors")
+    for key, path, extra in [("eval.weights", os.path.join(TMP, "missing.safetensors"), []),
+                             ("eval.router", router, ["model.kind=amor"])]:
+        out = os.path.join(TMP, "dry_" + key.replace(".", "_"))
+        r = amor_run([write_sweep(os.path.join(TMP, "ref_sweep")), "--output", out, "--dry-run",
+                      f"{key}={path}"] + extra, np_=1)
+        assert r.returncode == 2, (key, r.returncode, r.stderr[-2000:])
+        assert key in r.stderr and path in r.stderr, (key, r.stderr)
+        assert not os.path.exists(out), f"{key}: {out} was created"
+
+
 scenario.finish(TMP)
