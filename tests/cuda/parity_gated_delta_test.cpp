@@ -238,6 +238,14 @@ TEST(CudaParity, GatedDeltaSmallErrors) {
   const Tensor gt = up(input_uniform({1, 1}, 8003, DType::F32, -0.5, -0.01), DType::F32);
   EXPECT_NE(error_of([&] { gated_delta_step(qt, qt, qt, gt, gt, 0.3, bf_state); }).find("'state'"),
             std::string::npos);
+  // A `saved` buffer that is not the forward's for these shapes (one element short).
+  const Tensor d_o = up(x.d_o, DType::BF16);
+  const Tensor saved = gated_delta_forward(q, k, v, g, beta, Tensor(), 0.3, 8, true).saved;
+  const Tensor short_saved = Tensor::empty({saved.numel() - 1}, DType::F32, Device::CUDA);
+  EXPECT_NE(error_of([&] {
+              gated_delta_backward(q, k, v, g, beta, Tensor(), 0.3, d_o, Tensor(), 8, short_saved);
+            }).find("saved must be the f32 buffer"),
+            std::string::npos);
 }
 
 }  // namespace
