@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/core/error.h"
+
 namespace amor {
 
 size_t CachingAllocator::round_size(size_t bytes) {
@@ -32,7 +34,15 @@ std::shared_ptr<void> CachingAllocator::allocate(size_t bytes) {
     }
   }
   if (!p) {
-    p = backend_.raw_allocate(rounded);
+    try {
+      p = backend_.raw_allocate(rounded);
+    } catch (const OutOfMemory&) {
+      // Free blocks of other size classes may add up to what is asked: give them all back to the
+      // device and try once more (what PyTorch's allocator does before it reports OOM).
+      if (stats().bytes_cached == 0) throw;
+      release_cached();
+      p = backend_.raw_allocate(rounded);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     stats_.raw_allocations++;
   }

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <string>
 
 #include "kernels/core/backend.h"
 #include "kernels/core/caching_allocator.h"
@@ -76,6 +78,46 @@ TEST(CachingAllocator, SteadyStateMakesNoRawAllocations) {
   EXPECT_GT(s.bytes_cached, 0u);
   alloc.release_cached();
   EXPECT_EQ(alloc.stats().bytes_cached, 0u);
+}
+
+// A device of `capacity` bytes: raw_allocate throws OutOfMemory past it, as the CUDA backend does.
+class SmallDevice final : public Backend {
+ public:
+  explicit SmallDevice(size_t capacity) : capacity_(capacity) {}
+  Device device() const override { return Device::CPU; }
+  void* raw_allocate(size_t bytes) override {
+    if (used_ + bytes > capacity_) throw OutOfMemory("out of memory: " + std::to_string(bytes) + " bytes");
+    used_ += bytes;
+    void* p = ::operator new(bytes);
+    sizes_[p] = bytes;
+    return p;
+  }
+  void raw_free(void* p) override {
+    used_ -= sizes_.at(p);
+    sizes_.erase(p);
+    ::operator delete(p);
+  }
+  void memset_zero(void*, size_t) override {}
+  void copy_to_host(void*, const void*, size_t) override {}
+  void copy_from_host(void*, const void*, size_t) override {}
+  void copy_within(void*, const void*, size_t) override {}
+  void synchronize() override {}
+
+ private:
+  size_t capacity_, used_ = 0;
+  std::map<void*, size_t> sizes_;
+};
+
+TEST(CachingAllocator, OutOfMemoryGivesCachedBlocksBackAndRetries) {
+  SmallDevice dev(8 << 20);
+  CachingAllocator alloc(dev);
+  { auto a = alloc.allocate(3 << 20), b = alloc.allocate(3 << 20); }  // 6 MiB cached, in one size class
+  EXPECT_EQ(alloc.stats().bytes_cached, size_t(6) << 20);
+  auto c = alloc.allocate(5 << 20);  // another class: fits only once the cache is given back
+  EXPECT_EQ(alloc.stats().bytes_cached, 0u);
+  EXPECT_EQ(alloc.stats().bytes_in_use, size_t(5) << 20);
+  EXPECT_THROW(alloc.allocate(4 << 20), OutOfMemory);  // nothing cached left to give back
+  EXPECT_EQ(alloc.stats().bytes_in_use, size_t(5) << 20);
 }
 
 TEST(CachingAllocator, SizeClasses) {

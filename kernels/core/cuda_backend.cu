@@ -14,7 +14,14 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::CUDA; }
   void* raw_allocate(size_t bytes) override {
     void* p = nullptr;
-    AMOR_CUDA_CHECK(cudaMalloc(&p, bytes));  // out of memory names the call; the caller knows the size
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky, but the next launch check would read it as its own error
+      size_t free = 0, total = 0;
+      cudaMemGetInfo(&free, &total);
+      cuda_out_of_memory(bytes, free, total);
+    }
+    AMOR_CUDA_CHECK(err);
     return p;
   }
   void raw_free(void* p) override { AMOR_CUDA_CHECK(cudaFree(p)); }

@@ -6,8 +6,13 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 namespace amor {
 [[noreturn]] void cuda_fail(const char* file, int line, const char* call, const char* what);
+// Throws OutOfMemory (error.h) for a device allocation of `bytes` that failed with `free` of
+// `total` bytes left on the device.
+[[noreturn]] void cuda_out_of_memory(size_t bytes, size_t free, size_t total);
 }
 
 #define AMOR_CUDA_CHECK(call)                                                               \

@@ -15,6 +15,15 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// A device allocation the device could not satisfy (its message says "out of memory", the bytes
+// asked and what the device had free). The caching allocator gives its cached blocks back and
+// retries once before letting it through, so callers that can shrink their work (bench-decode's
+// larger contexts) catch this type rather than matching messages.
+class OutOfMemory : public Error {
+ public:
+  explicit OutOfMemory(const std::string& what) : Error(what) {}
+};
+
 }  // namespace amor
 
 #define AMOR_CHECK(cond, ...)                                  \

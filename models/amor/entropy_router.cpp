@@ -3,6 +3,7 @@
 #include <cmath>
 #include <random>
 
+#include "kernels/cast/cast.h"
 #include "kernels/core/check.h"
 #include "kernels/core/error.h"
 #include "kernels/elementwise/elementwise.h"
@@ -239,7 +240,8 @@ Tensor EntropyRouter::predict(int64_t k, const Tensor& hn) const {
       for (const RouterParams& p : blocks) device_blocks_.push_back(router_params_to(p, DType::F32, hn.device()));
       device_ = hn.device();
     }
-    const Tensor x = hn.dtype() == DType::F32 ? hn.view({n, d()}) : hn.view({n, d()}).to(DType::F32);
+    // (Tensor::to converts dtypes on the host only: the cast op converts on the device.)
+    const Tensor x = hn.dtype() == DType::F32 ? hn.view({n, d()}) : cast(hn.view({n, d()}), DType::F32);
     Shape shape(hn.shape().begin(), hn.shape().end() - 1);
     return router_forward_ops(device_blocks_[static_cast<size_t>(k)], x).view(shape);
   }

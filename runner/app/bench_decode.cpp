@@ -127,7 +127,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-bool is_oom(const std::exception& e) { return std::strstr(e.what(), "out of memory") != nullptr; }
+bool is_oom(const std::exception& e) {
+  return dynamic_cast<const OutOfMemory*>(&e) != nullptr || std::strstr(e.what(), "out of memory") != nullptr;
+}
 
 // Random tokens i32 [B,T] in [0, vocab) on dev.
 Tensor random_tokens(int64_t B, int64_t T, int64_t vocab, uint64_t seed, Device dev) {

@@ -15,7 +15,9 @@ Prints one line per kind and writes the curves and errors to OUT.json when given
 --steps=N (default 30) trains longer: a diagnosis of how the GPU's curve drifts from the CPU's
 over hundreds of steps (e.g. --kinds=amor_mamba2,mamba2 --steps=400, experiments/README.md,
 amor-mini). The tolerances above are for 30 steps; past that a FAIL says the curves left them,
-and OUT.json holds both curves to compare.
+and OUT.json holds both curves to compare. --kinds also takes the diagnostic kinds below
+(DIAGNOSTIC_KINDS: e.g. amor_mamba2_always, AMOR with gates that always fire), which the default
+set leaves out.
 """
 import glob
 import json
@@ -39,6 +41,11 @@ KINDS = {
     "amor_gdn": "{kind: amor, amor: {backbone: gdn, blocks: 1, momentum: 0.9}}",
     "amor_mamba2": "{kind: amor, amor: {backbone: mamba2, blocks: 1, momentum: 0.9}}",
     "oryx": "{kind: oryx}",
+}
+# For diagnoses only (--kinds=...; not in the default set): AMOR whose gates always fire.
+DIAGNOSTIC_KINDS = {
+    "amor_mamba2_always": "{kind: amor, amor: {backbone: mamba2, blocks: 1, momentum: 0.9, "
+                          "offset_mode: fixed, fixed_offset: -10.0}}",
 }
 
 SWEEP = """name: train-parity
@@ -81,9 +88,10 @@ def main():
         elif a.startswith("--"):
             print("train_parity.py: unknown option %s" % a, file=sys.stderr)
             return 2
-    unknown = [k for k in kinds if k not in KINDS]
+    known = dict(KINDS, **DIAGNOSTIC_KINDS)
+    unknown = [k for k in kinds if k not in known]
     if unknown:
-        print("train_parity.py: unknown kind(s) %s; known: %s" % (",".join(unknown), ",".join(KINDS)),
+        print("train_parity.py: unknown kind(s) %s; known: %s" % (",".join(unknown), ",".join(known)),
               file=sys.stderr)
         return 2
     if not has_gpu():
@@ -96,7 +104,7 @@ def main():
     try:
         for kind in kinds:
             sweep = os.path.join(work, kind + ".yaml")
-            model_items = "".join("    %s\n" % kv for kv in yaml_items(KINDS[kind]))
+            model_items = "".join("    %s\n" % kv for kv in yaml_items(known[kind]))
             text = SWEEP.replace("name: train-parity", "name: " + kind)
             text = text.replace("train: {steps: 30,", "train: {steps: %d," % steps)
             with open(sweep, "w") as f:
