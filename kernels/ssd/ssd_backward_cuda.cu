@@ -28,7 +28,8 @@
 // f32 state gradients [B,H,nc,P,N] (written by (3'), rewritten by (2'), read by dx and dB) and
 // the per-head dB, dC [B,T,H,N] in f32 (written once, read once by the sum over heads).
 // bf16 by spans (backward_spans, the default where the forward runs by spans): the states S_c
-// and gradients G_{c+1} come from span passes (ssd_state_tc_cuda.cu) as bf16 per chunk, written
+// and gradients G_{c+1} come from span passes (ssd_state_tc_cuda.cu) as bf16 per chunk (S_c
+// instead from the forward's `saved`, where its chunk scan kept them), written
 // once and read by the dx and dB/dC kernels (2 P N bytes per chunk each instead of the f32
 // rewrites above), and dB, dC are summed over splits of 8 heads inside the dB/dC blocks
 // (dbc_heads_tc_kernel: f32 partials per split, G * ceil(H / G / 8) per token instead of H
