@@ -1,5 +1,8 @@
 #include "kernels/ssd/ssd.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cast/cuda_args.h"
 #include "kernels/core/check.h"
 #include "kernels/ssd/ssd_chunked_ref.h"
@@ -85,24 +88,30 @@ cuda::SsdDims check_cuda_scan(const char* op, const ref::SsdLayout& L, int64_t c
 
 SsdOut ssd_forward(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& B,
                    const Tensor& C, const Tensor& D, const Tensor& initial_state,
-                   int64_t chunk_size) {
+                   int64_t chunk_size, bool keep_for_backward) {
   const char* op = "ssd_forward";
   ref::SsdLayout L = check_scan_args(op, x, dt, A, B, C, D, initial_state, chunk_size);
   if (!x.is_cpu()) {
     AMOR_ON_CUDA(op, x, cuda::SsdDims d = check_cuda_scan(op, L, chunk_size, x);
                  SsdOut o{Tensor::empty(x.shape(), x.dtype(), x.device()),
                           Tensor::empty({L.batch, L.heads, L.headdim, L.dstate}, DType::F32,
-                                        x.device())};
-                 Tensor scratch = Tensor::empty({cuda::ssd_forward_scratch_floats(x.dtype(), d)},
-                                                DType::F32, x.device());
+                                        x.device()),
+                          {}};
+                 if (keep_for_backward) o.saved = Tensor::empty(
+                     {cuda::ssd_saved_floats(x.dtype(), d)}, DType::F32, x.device());
+                 Tensor scratch = Tensor::empty(
+                     {cuda::ssd_forward_scratch_floats(x.dtype(), d, keep_for_backward)},
+                     DType::F32, x.device());
                  cuda::ssd_forward(x.dtype(), d, x.raw_data(), dt.data<float>(),
                                    A.data<float>(), B.raw_data(), C.raw_data(), D.data<float>(),
                                    data_or_null<float>(initial_state), o.y.raw_data(),
-                                   o.final_state.data<float>(), scratch.data<float>());
+                                   o.final_state.data<float>(), scratch.data<float>(), 0,
+                                   keep_for_backward ? o.saved.data<float>() : nullptr);
                  return o);
   }
   SsdOut out{Tensor::empty(x.shape(), x.dtype()),
-             Tensor::empty({L.batch, L.heads, L.headdim, L.dstate}, x.dtype())};
+             Tensor::empty({L.batch, L.heads, L.headdim, L.dstate}, x.dtype()),
+             {}};
   dispatch_float(op, x, [&](auto tag) {
     using T = decltype(tag);
     if (chunk_size == 0)
@@ -117,9 +126,18 @@ SsdOut ssd_forward(const Tensor& x, const Tensor& dt, const Tensor& A, const Ten
   return out;
 }
 
+bool ssd_keep_for_backward_default() {
+  static const bool keep = [] {
+    const char* e = std::getenv("AMOR_SSD_RECOMPUTE");
+    return !(e && std::string(e) == "1");
+  }();
+  return keep;
+}
+
 SsdGrads ssd_backward(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& B,
                       const Tensor& C, const Tensor& D, const Tensor& initial_state,
-                      const Tensor& dy, const Tensor& d_final_state, int64_t chunk_size) {
+                      const Tensor& dy, const Tensor& d_final_state, int64_t chunk_size,
+                      const Tensor& saved) {
   const char* op = "ssd_backward";
   ref::SsdLayout L = check_scan_args(op, x, dt, A, B, C, D, initial_state, chunk_size);
   check_float_args(op, {{"x", &x}, {"dy", &dy}});
@@ -143,8 +161,15 @@ SsdGrads ssd_backward(const Tensor& x, const Tensor& dt, const Tensor& A, const 
         r.dD = Tensor::empty(D.shape(), DType::F32, dev);
         if (initial_state.defined())
             r.dinitial_state = Tensor::empty(initial_state.shape(), DType::F32, dev);
-        Tensor scratch =
-            Tensor::empty({cuda::ssd_backward_scratch_floats(x.dtype(), d)}, DType::F32, dev);
+        if (saved.defined()) {
+          AMOR_CHECK(saved.dtype() == DType::F32 && saved.device() == dev &&
+                         saved.numel() == cuda::ssd_saved_floats(x.dtype(), d),
+                     "{}: saved must be the f32 buffer that ssd_forward(keep_for_backward) "
+                     "returned for these inputs ({} elements on their device), not {}",
+                     op, cuda::ssd_saved_floats(x.dtype(), d), saved.str());
+        }
+        Tensor scratch = Tensor::empty(
+            {cuda::ssd_backward_scratch_floats(x.dtype(), d, saved.defined())}, DType::F32, dev);
         cuda::ssd_backward(x.dtype(), d, x.raw_data(), dt.data<float>(), A.data<float>(),
                            B.raw_data(), C.raw_data(), D.data<float>(),
                            data_or_null<float>(initial_state), dy.raw_data(),
@@ -152,7 +177,8 @@ SsdGrads ssd_backward(const Tensor& x, const Tensor& dt, const Tensor& A, const 
                            r.ddt.data<float>(), r.dA.data<float>(), r.dB.raw_data(),
                            r.dC.raw_data(), r.dD.data<float>(),
                            r.dinitial_state.defined() ? r.dinitial_state.data<float>() : nullptr,
-                           scratch.data<float>());
+                           scratch.data<float>(), 0,
+                           saved.defined() ? saved.data<float>() : nullptr);
         return r);
   }
   SsdGrads g;

@@ -1,6 +1,7 @@
 // Mamba2 SSD scan on the GPU, backward (the math and notation of ssd_chunked_ref.h). In order:
 //
-//   rerun    cum, chunk states, states S_c entering each chunk      (ssd_forward_cuda.cu)
+//   rerun    cum, chunk states, states S_c entering each chunk      (ssd_forward_cuda.cu);
+//            skipped where the forward kept them (`saved`, ssd_cuda.h)
 //   (3')     dS_c = sum_i exp(cum_i) dy_i C_i^T                     one block per chunk
 //   (2')     G_{nc} = dL/dfinal, G_c = exp(cum_last) G_{c+1} + dS_c  one thread per (b,h,p,n);
 //            in place, so slot c ends up holding G_{c+1} (the gradient of chunk c's end state);
@@ -27,7 +28,8 @@
 // f32 state gradients [B,H,nc,P,N] (written by (3'), rewritten by (2'), read by dx and dB) and
 // the per-head dB, dC [B,T,H,N] in f32 (written once, read once by the sum over heads).
 // bf16 by spans (backward_spans, the default where the forward runs by spans): the states S_c
-// and gradients G_{c+1} come from span passes (ssd_state_tc_cuda.cu) as bf16 per chunk, written
+// and gradients G_{c+1} come from span passes (ssd_state_tc_cuda.cu) as bf16 per chunk (S_c
+// instead from the forward's `saved`, where its chunk scan kept them), written
 // once and read by the dx and dB/dC kernels (2 P N bytes per chunk each instead of the f32
 // rewrites above), and dB, dC are summed over splits of 8 heads inside the dB/dC blocks
 // (dbc_heads_tc_kernel: f32 partials per split, G * ceil(H / G / 8) per token instead of H
@@ -404,18 +406,24 @@ void backward_spans(const Dims& k, const bf16_t* x, const float* dt, const float
                     const bf16_t* Bm, const bf16_t* Cm, const float* D, const float* h0,
                     const bf16_t* dy, const float* dhT, bf16_t* dx, float* ddt, float* dA,
                     bf16_t* dB, bf16_t* dC, float* dD, float* dh0, float* scratch,
-                    cudaStream_t s) {
-  const SpanScratch sc = span_scratch(k, scratch);
+                    cudaStream_t s, const float* saved) {
+  SpanScratch sc = span_scratch(k, scratch, saved != nullptr);
   const int m = span_len(k);
   mark("start", s);
-  launch_chunk_cumsum(k, dt, A, sc.cum, s);
-  mark("bwd cumsum", s);
-  launch_span_states_tc(k, m, x, Bm, dt, sc.cum, true, false, nullptr, sc.spans, nullptr, s);
-  mark("bwd span_states (x, B)", s);
-  launch_span_passing(k, m, sc.cum, h0, sc.spans, nullptr, false, s);
-  mark("bwd span_passing", s);
-  launch_span_states_tc(k, m, x, Bm, dt, sc.cum, true, false, sc.spans, nullptr, sc.states, s);
-  mark("bwd span_states (x, B) -> S_c", s);
+  if (saved) {  // the forward's cum and S_c (ssd_forward_cuda.cu): nothing to rerun
+    const SpanSaved kept = span_saved(k, const_cast<float*>(saved));
+    sc.cum = kept.cum;
+    sc.states = kept.states;
+  } else {
+    launch_chunk_cumsum(k, dt, A, sc.cum, s);
+    mark("bwd cumsum", s);
+    launch_span_states_tc(k, m, x, Bm, dt, sc.cum, true, false, nullptr, sc.spans, nullptr, s);
+    mark("bwd span_states (x, B)", s);
+    launch_span_passing(k, m, sc.cum, h0, sc.spans, nullptr, false, s);
+    mark("bwd span_passing", s);
+    launch_span_states_tc(k, m, x, Bm, dt, sc.cum, true, false, sc.spans, nullptr, sc.states, s);
+    mark("bwd span_states (x, B) -> S_c", s);
+  }
   launch_span_states_tc(k, m, dy, Cm, dt, sc.cum, false, true, nullptr, sc.spans, nullptr, s);
   mark("bwd span_states (dy, C)", s);
   launch_span_passing(k, m, sc.cum, dhT, sc.spans, dh0, true, s);
@@ -475,31 +483,35 @@ int64_t ssd_smem_bytes(const SsdDims& d) {
   return m > ssd::dbc_smem(k) ? m : ssd::dbc_smem(k);
 }
 
-int64_t ssd_backward_scratch_floats(DType t, const SsdDims& d) {
+int64_t ssd_backward_scratch_floats(DType t, const SsdDims& d, bool saved) {
   const ssd::Dims k = ssd::dims_of(d);
-  if (t == DType::BF16 && ssd::use_spans(k)) return ssd::span_scratch(k, nullptr).floats;
-  return ssd::scratch_floats(k, true);
+  if (t == DType::BF16 && ssd::use_spans(k)) return ssd::span_scratch(k, nullptr, saved).floats;
+  return ssd::scratch_floats(k, true) - (saved ? ssd::scratch_floats(k, false) : 0);
 }
 
 void ssd_backward(DType t, const SsdDims& d, const void* x, const float* dt, const float* A,
                   const void* Bm, const void* Cm, const float* D, const float* h0, const void* dy,
                   const float* dhT, void* dx, float* ddt, float* dA, void* dB, void* dC,
-                  float* dD, float* dh0, float* scratch, cudaStream_t s) {
+                  float* dD, float* dh0, float* scratch, cudaStream_t s, const float* saved) {
   using namespace ssd;
   const Dims k = dims_of(d);
   if (t == DType::BF16 && use_spans(k)) {
     backward_spans(k, static_cast<const bf16_t*>(x), dt, A, static_cast<const bf16_t*>(Bm),
                    static_cast<const bf16_t*>(Cm), D, h0, static_cast<const bf16_t*>(dy), dhT,
                    static_cast<bf16_t*>(dx), ddt, dA, static_cast<bf16_t*>(dB),
-                   static_cast<bf16_t*>(dC), dD, dh0, scratch, s);
+                   static_cast<bf16_t*>(dC), dD, dh0, scratch, s, saved);
     return;
   }
-  const Scratch sc = carve(k, scratch, true);
+  // With saved: the forward's cum and entering states (read only), the rest in scratch.
+  const Scratch sc =
+      saved ? carve_saved(k, const_cast<float*>(saved), scratch) : carve(k, scratch, true);
   mark("start", s);
-  launch_chunk_cumsum(k, dt, A, sc.cum, s);
-  launch_chunk_outer(t, k, x, Bm, dt, sc.cum, true, sc.states, s);
-  launch_state_passing(k, sc.cum, h0, sc.states, nullptr, s);
-  mark("bwd rerun (cumsum, chunk_outer, state_passing)", s);
+  if (!saved) {
+    launch_chunk_cumsum(k, dt, A, sc.cum, s);
+    launch_chunk_outer(t, k, x, Bm, dt, sc.cum, true, sc.states, s);
+    launch_state_passing(k, sc.cum, h0, sc.states, nullptr, s);
+    mark("bwd rerun (cumsum, chunk_outer, state_passing)", s);
+  }
   launch_chunk_outer(t, k, dy, Cm, dt, sc.cum, false, sc.grads, s);
   mark("bwd chunk_outer (dy, C)", s);
   if (k.B * k.H * k.P * k.N > 0) {

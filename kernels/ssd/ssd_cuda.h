@@ -28,22 +28,41 @@ inline constexpr int64_t kSsdMaxSmemBytes = 227 * 1024;
 int64_t ssd_smem_bytes(const SsdDims& d);
 
 // Floats of f32 scratch the forward / backward need on inputs of storage dtype t (chunk log
-// decays, chunk or span states, ...).
-int64_t ssd_forward_scratch_floats(DType t, const SsdDims& d);
-int64_t ssd_backward_scratch_floats(DType t, const SsdDims& d);
+// decays, chunk or span states, ...); saved: with a `saved` buffer (below), which holds part of
+// what the scratch would.
+//
+// A forward may keep what the backward would recompute in `saved`, ssd_saved_floats(t, d) floats
+// (f32 elements; the bf16 part packed inside): the backward given it skips its rerun of the
+// forward and gives the same bits (the same kernels computed the same values, or, on the span
+// path, the forward's chunk scan carries the very state span_states would rebuild). What it holds:
+//   bf16 by spans (the default bf16 path): cum [B,H,T] f32 and the state entering every chunk,
+//     S_c [B,H,nc,P,N] bf16: 4 + 2 P N / Q bytes per token and head (260 B at P 64, N 128, Q 64;
+//     nc = ceil(T / Q)); the backward skips cumsum, span_states (x, B), span_passing and
+//     span_states (x, B) -> S_c;
+//   f32, and bf16 per chunk: the forward's whole scratch, cum [B,H,T] and S_c [B,H,nc,P,N] f32:
+//     4 + 4 P N / Q bytes per token and head (516 B at the presets); the backward skips cumsum,
+//     chunk_outer (x, B) and state_passing.
+// The layout depends on the path, so on ssd_set_spans (not on the span length): a forward and
+// the backward given its saved run with the same setting.
+int64_t ssd_saved_floats(DType t, const SsdDims& d);
+int64_t ssd_forward_scratch_floats(DType t, const SsdDims& d, bool saved = false);
+int64_t ssd_backward_scratch_floats(DType t, const SsdDims& d, bool saved = false);
 
 // x [B,T,H,P], dt [B,T,H] f32, A [H] f32, Bm/Cm [B,T,G,N], D [H] f32, h0 [B,H,P,N] f32 or null
-// -> y [B,T,H,P], hT [B,H,P,N] f32 (null: not wanted).
+// -> y [B,T,H,P], hT [B,H,P,N] f32 (null: not wanted); and, when saved is not null, the
+// backward's intermediates into it.
 void ssd_forward(DType t, const SsdDims& d, const void* x, const float* dt, const float* A,
                  const void* Bm, const void* Cm, const float* D, const float* h0, void* y,
-                 float* hT, float* scratch, cudaStream_t s = 0);
+                 float* hT, float* scratch, cudaStream_t s = 0, float* saved = nullptr);
 
 // dy [B,T,H,P], dhT [B,H,P,N] f32 or null -> dx [B,T,H,P], ddt [B,T,H] f32, dA [H] f32,
-// dB/dC [B,T,G,N], dD [H] f32, dh0 [B,H,P,N] f32 (null: not wanted).
+// dB/dC [B,T,G,N], dD [H] f32, dh0 [B,H,P,N] f32 (null: not wanted). saved: null, or what the
+// forward with the same inputs kept.
 void ssd_backward(DType t, const SsdDims& d, const void* x, const float* dt, const float* A,
                   const void* Bm, const void* Cm, const float* D, const float* h0, const void* dy,
                   const float* dhT, void* dx, float* ddt, float* dA, void* dB, void* dC,
-                  float* dD, float* dh0, float* scratch, cudaStream_t s = 0);
+                  float* dD, float* dh0, float* scratch, cudaStream_t s = 0,
+                  const float* saved = nullptr);
 
 // Per-kernel timing (bench-ssd --kernels): while a hook is set, ssd_forward and ssd_backward call
 // it with "start" before their first kernel and then after each kernel they launch, with the

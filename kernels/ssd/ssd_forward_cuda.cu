@@ -258,40 +258,54 @@ int64_t forward_smem(const Dims& k) {
 
 void ssd_set_kernel_hook(SsdKernelHook hook) { ssd::g_hook = hook; }
 
-int64_t ssd_forward_scratch_floats(DType t, const SsdDims& d) {
+int64_t ssd_saved_floats(DType t, const SsdDims& d) {
   const ssd::Dims k = ssd::dims_of(d);
-  if (t == DType::BF16 && ssd::use_spans(k)) {  // cum, then the span states
-    return k.B * k.H * k.T + k.B * k.H * ceil_div(k.nc, ssd::span_len(k)) * k.P * k.N;
+  if (t == DType::BF16 && ssd::use_spans(k)) return ssd::span_saved(k, nullptr).floats;
+  return ssd::scratch_floats(k, false);  // the per-chunk paths keep their whole scratch
+}
+
+int64_t ssd_forward_scratch_floats(DType t, const SsdDims& d, bool saved) {
+  const ssd::Dims k = ssd::dims_of(d);
+  if (t == DType::BF16 && ssd::use_spans(k)) {  // cum (unless kept), then the span states
+    return (saved ? 0 : k.B * k.H * k.T) +
+           k.B * k.H * ceil_div(k.nc, ssd::span_len(k)) * k.P * k.N;
   }
-  return ssd::scratch_floats(k, false);
+  return saved ? 0 : ssd::scratch_floats(k, false);
 }
 
 void ssd_forward(DType t, const SsdDims& d, const void* x, const float* dt, const float* A,
                  const void* Bm, const void* Cm, const float* D, const float* h0, void* y,
-                 float* hT, float* scratch, cudaStream_t s) {
+                 float* hT, float* scratch, cudaStream_t s, float* saved) {
   using namespace ssd;
   const Dims k = dims_of(d);
-  const Scratch sc = carve(k, scratch, false);
-  mark("start", s);
-  launch_chunk_cumsum(k, dt, A, sc.cum, s);
-  mark("fwd cumsum", s);
   if (t == DType::BF16 && use_spans(k)) {
     // By spans of m chunks (ssd_state_tc_cuda.cu): each span's own state, the pass over spans
     // (slot s <- the state entering span s), then the chunk scan carrying the state through
-    // each span. Scratch: cum, then the span states (fewer than the chunk states).
+    // each span. Scratch: cum, then the span states (fewer than the chunk states); with saved,
+    // cum goes there instead, and the chunk scan writes every chunk's bf16 state S_c next to it.
+    const SpanSaved kept = span_saved(k, saved);
+    float* cum = saved ? kept.cum : scratch;
+    float* spans = saved ? scratch : scratch + k.B * k.H * k.T;
     const int m = span_len(k);
-    float* spans = sc.states;
+    mark("start", s);
+    launch_chunk_cumsum(k, dt, A, cum, s);
+    mark("fwd cumsum", s);
     launch_span_states_tc(k, m, static_cast<const bf16_t*>(x), static_cast<const bf16_t*>(Bm),
-                          dt, sc.cum, true, false, nullptr, spans, nullptr, s);
+                          dt, cum, true, false, nullptr, spans, nullptr, s);
     mark("fwd span_states (x, B)", s);
-    launch_span_passing(k, m, sc.cum, h0, spans, hT, false, s);
+    launch_span_passing(k, m, cum, h0, spans, hT, false, s);
     mark("fwd span_passing", s);
     launch_scan_spans_tc(k, m, static_cast<const bf16_t*>(x), dt, static_cast<const bf16_t*>(Bm),
-                         static_cast<const bf16_t*>(Cm), D, sc.cum, spans,
-                         static_cast<bf16_t*>(y), s);
-    mark("fwd scan_spans", s);
+                         static_cast<const bf16_t*>(Cm), D, cum, spans, static_cast<bf16_t*>(y),
+                         kept.states, s);
+    mark(saved ? "fwd scan_spans (S_c kept)" : "fwd scan_spans", s);
     return;
   }
+  // The per-chunk paths: with saved, their scratch (cum, the states entering each chunk) is kept.
+  const Scratch sc = carve(k, saved ? saved : scratch, false);
+  mark("start", s);
+  launch_chunk_cumsum(k, dt, A, sc.cum, s);
+  mark("fwd cumsum", s);
   launch_chunk_outer(t, k, x, Bm, dt, sc.cum, true, sc.states, s);
   mark("fwd chunk_outer", s);
   launch_state_passing(k, sc.cum, h0, sc.states, hT, s);

@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                          const float* __restrict__ dt, const bf16_t* __restrict__ Bm,
                          const bf16_t* __restrict__ Cm, const float* __restrict__ D,
                          const float* __restrict__ cum, const float* __restrict__ spans,
-                         bf16_t* __restrict__ y) {
+                         bf16_t* __restrict__ y, bf16_t* __restrict__ out_chunks) {
   extern __shared__ uint4 smem_raw[];
   Sh::fix(k);
   const int Q = int(k.Q), P = int(k.P), N = int(k.N), Qp = pad16(Q);
@@ -240,6 +240,23 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
     __syncthreads();
+    // Kept for the backward (out_chunks): S_c as the bf16 tile Ss holds it (the state entering
+    // chunk c rounded to bf16, the bits of span_states' materialised chunk states: the same
+    // carried f32 state, the same rounding), 16 bytes a piece where rows allow. Ss is complete
+    // after the barrier above and rewritten only after the next chunk's first barrier.
+    if (out_chunks) {
+      bf16_t* oc = out_chunks + (bh * k.nc + c0 + q) * int64_t(P) * N;
+      if (N % 8 == 0 && (reinterpret_cast<uintptr_t>(out_chunks) & 15u) == 0) {
+        const int per = N / 8;
+        for (int e = int(threadIdx.x); e < P * per; e += kThreads) {
+          const int r = e / per, c = 8 * (e % per);
+          *reinterpret_cast<uint4*>(oc + int64_t(r) * N + c) =
+              *reinterpret_cast<const uint4*>(Ss + r * sN + c);
+        }
+      } else {
+        for (int e = int(threadIdx.x); e < P * N; e += kThreads) oc[e] = Ss[(e / N) * sN + e % N];
+      }
+    }
     // y_i = exp(cum_i) (C S^T)_i + sum_{j <= i} M_ij x_j + D x_i, for the rows i < L.
     bf16_t* yc = y + ((b * k.T + t0) * k.H + h) * P;
     tc::for_warp_tiles<1, 2>(Lp, Pp, [&](int m0, int n0) {
@@ -329,7 +346,8 @@ int64_t scan_spans_smem(const Dims& k) {
 
 void launch_scan_spans_tc(const Dims& k, int m, const bf16_t* x, const float* dt,
                           const bf16_t* Bm, const bf16_t* Cm, const float* D, const float* cum,
-                          const float* spans, bf16_t* y, cudaStream_t s) {
+                          const float* spans, bf16_t* y, bf16_t* out_chunks,
+                          cudaStream_t s) {
   const int64_t ns = ceil_div(k.nc, m);
   if (ns * k.B * k.H == 0) return;
   const int64_t bytes = scan_spans_smem(k);
@@ -338,7 +356,7 @@ void launch_scan_spans_tc(const Dims& k, int m, const bf16_t* x, const float* dt
     AMOR_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
     kernel<<<dim3(unsigned(ns), unsigned(k.B * k.H)), kThreads, size_t(bytes), s>>>(
-        k, m, x, dt, Bm, Cm, D, cum, spans, y);
+        k, m, x, dt, Bm, Cm, D, cum, spans, y, out_chunks);
     AMOR_CUDA_CHECK_LAUNCH();
   });
 }

@@ -606,10 +606,12 @@ void launch_span_passing(const Dims& k, int m, const float* cum, const float* fi
                          float* spans, float* last, bool reverse, cudaStream_t s);
 int64_t span_smem(const Dims& k);
 // The forward's chunk scan by spans (ssd_forward_tc_cuda.cu): y of every chunk of a span from
-// the state entering the span (spans[b,h,s], f32), carrying the state across the span's chunks.
+// the state entering the span (spans[b,h,s], f32), carrying the state across the span's chunks;
+// out_chunks [B,H,nc,P,N] bf16 (when not null) = the state entering each chunk, the same bits as
+// launch_span_states_tc's out_chunks from the same entering span states (kept for the backward).
 void launch_scan_spans_tc(const Dims& k, int m, const bf16_t* x, const float* dt,
                           const bf16_t* Bm, const bf16_t* Cm, const float* D, const float* cum,
-                          const float* spans, bf16_t* y, cudaStream_t s);
+                          const float* spans, bf16_t* y, bf16_t* out_chunks, cudaStream_t s);
 int64_t scan_spans_smem(const Dims& k);
 // Whether the bf16 kernels run by spans: the state fits the register tiles and every span
 // kernel's shared memory fits a block (else the per-chunk kernels run).

@@ -128,6 +128,20 @@ TEST(Ssd, UndefinedStatesAreZeros) {
   }
 }
 
+// keep_for_backward keeps nothing on the CPU (saved is the GPU kernels'), and the results are
+// the same bits as without it.
+TEST(Ssd, KeepForBackwardKeepsNothingOnTheCpu) {
+  Inputs in = make_inputs(1, 9, 2, 3, 1, 4, true, 1320);
+  for (int64_t chunk : {0, 4}) {
+    SsdOut a = forward(in, chunk);
+    SsdOut k = ssd_forward(in.x, in.dt, in.A, in.B, in.C, in.D, in.h0, chunk,
+                           /*keep_for_backward=*/true);
+    EXPECT_FALSE(k.saved.defined());
+    EXPECT_EQ(testing::max_abs_diff(a.y, k.y), 0.0);
+    EXPECT_EQ(testing::max_abs_diff(a.final_state, k.final_state), 0.0);
+  }
+}
+
 // With T = 0 the final state is the initial state, and its gradient passes straight back.
 TEST(Ssd, EmptySequencePassesTheStateThrough) {
   Inputs in = make_inputs(2, 0, 4, 3, 2, 5, true, 1350);

@@ -222,10 +222,26 @@ inline int64_t scratch_floats(const Dims& k, bool backward) {
   return n;
 }
 
+// With a forward's `saved` buffer (ssd_cuda.h) on the per-chunk paths: saved is the forward's
+// scratch (cum, then the states entering each chunk, as carve(k, saved, false) lays them out),
+// and the backward's scratch holds the rest (grads, dcum, dBh, dCh, partials) in carve's order.
+inline Scratch carve_saved(const Dims& k, float* saved, float* base) {
+  Scratch s{};
+  s.cum = saved;
+  s.states = saved + k.B * k.H * k.T;
+  s.grads = base;
+  s.dcum = s.grads + state_floats(k);
+  s.dBh = s.dcum + k.B * k.H * k.T;
+  s.dCh = s.dBh + k.B * k.T * k.H * k.N;
+  s.partials = s.dCh + k.B * k.T * k.H * k.N;
+  return s;
+}
+
 // The bf16 span path's backward scratch (ssd_backward_cuda.cu): cum and dcum [B,H,T], the span
 // states [B,H,ns,P,N] f32 (the forward's, then reused for the gradients'), the chunk states S_c
 // and gradients G_{c+1} [B,H,nc,P,N] bf16, dBh and dCh [B,T,H,N] bf16, partials [B*nc, 2H];
-// every piece 16-byte aligned. With base null, only .floats (the total) is meaningful.
+// every piece 16-byte aligned. With base null, only .floats (the total) is meaningful. saved:
+// the forward kept cum and S_c (span_saved below), so the scratch has neither (both null here).
 struct SpanScratch {
   float *cum, *dcum, *spans, *partials;
   bf16_t *states, *grads, *dBh, *dCh;
@@ -234,7 +250,7 @@ struct SpanScratch {
 
 int span_len(const Dims& k);  // ssd_state_tc_cuda.cu
 
-inline SpanScratch span_scratch(const Dims& k, float* base) {
+inline SpanScratch span_scratch(const Dims& k, float* base, bool saved = false) {
   SpanScratch s{};
   int64_t at = 0;
   auto take = [&](int64_t floats) {
@@ -244,11 +260,11 @@ inline SpanScratch span_scratch(const Dims& k, float* base) {
   };
   const int64_t m = span_len(k), ns = (k.nc + m - 1) / m;
   const int64_t chunk_states = k.B * k.H * k.nc * k.P * k.N, bhn = k.B * k.T * k.H * k.N;
-  s.cum = take(k.B * k.H * k.T);
+  if (!saved) s.cum = take(k.B * k.H * k.T);
   s.dcum = take(k.B * k.H * k.T);
   s.spans = take(k.B * k.H * ns * k.P * k.N);
   s.partials = take(k.B * k.nc * 2 * k.H);
-  s.states = reinterpret_cast<bf16_t*>(take((chunk_states + 1) / 2));
+  if (!saved) s.states = reinterpret_cast<bf16_t*>(take((chunk_states + 1) / 2));
   s.grads = reinterpret_cast<bf16_t*>(take((chunk_states + 1) / 2));
   // dBh, dCh: bf16 per head, or f32 per split of heads (dbc_heads_tc_kernel: 8 heads a split).
   const int64_t splits = k.G * ((k.H / (k.G > 0 ? k.G : 1) + 7) / 8);
@@ -258,6 +274,20 @@ inline SpanScratch span_scratch(const Dims& k, float* base) {
   s.dCh = reinterpret_cast<bf16_t*>(take(per));
   s.floats = at;
   return s;
+}
+
+// The span path's `saved` buffer (ssd_cuda.h): cum [B,H,T] f32 (the forward's), then the bf16
+// chunk states S_c [B,H,nc,P,N] (the state entering each chunk, as the forward's scan_spans
+// carries it), 16-byte aligned. floats: the size in f32 elements (base null: only that).
+struct SpanSaved {
+  float* cum;
+  bf16_t* states;
+  int64_t floats;
+};
+inline SpanSaved span_saved(const Dims& k, float* base) {
+  const int64_t cum = (k.B * k.H * k.T + 3) / 4 * 4;
+  const int64_t states = (k.B * k.H * k.nc * k.P * k.N + 1) / 2;
+  return {base, base ? reinterpret_cast<bf16_t*>(base + cum) : nullptr, cum + (states + 3) / 4 * 4};
 }
 
 // Calls the kernel hook (ssd_cuda.h) where one is set: mark("name", s) after each launch.

@@ -141,7 +141,7 @@ Tensor Mamba2Mixer::neg_exp_a_log() const {
   return a.to(a_log_->value.device());
 }
 
-Tensor Mamba2Mixer::forward(const Tensor& x, const MixerContext&) {
+Tensor Mamba2Mixer::forward(const Tensor& x, const MixerContext& ctx) {
   AMOR_CHECK(x.dim() == 3 && x.size(2) == d_model_, "Mamba2Mixer: input {} is not [B,T,{}]",
              x.str(), d_model_);
   const int64_t B = x.size(0), T = x.size(1);
@@ -151,11 +151,19 @@ Tensor Mamba2Mixer::forward(const Tensor& x, const MixerContext&) {
     post_[p] = conv1d_forward(pre_[p], conv_weight(p), conv_bias(p), /*silu=*/true).y;
   post_[kDt] = scan_input(bias_softplus_forward(pre_[kDt], dt_bias_->value));
   a_ = scan_input(neg_exp_a_log());
-  ssd_y_ = ssd_forward(post_[kX].view({B, T, heads_, head_dim_}), post_[kDt], a_,
-                       post_[kB].view({B, T, groups_, d_state_}),
-                       post_[kC].view({B, T, groups_, d_state_}), scan_input(d_skip_->value),
-                       Tensor(), chunk_)
-               .y.view({B, T, d_inner_});
+  // In training the GPU scan keeps its intermediates (the chunk log-decay cumsums and the bf16
+  // state entering every chunk: 260 B per token and head at P 64, N 128, chunk 64) from forward to
+  // backward, so the backward does not rerun the forward's state passes (~430 of 2820 us of the
+  // scan's forward + backward at the 1.5B preset's shape, tests/cuda/RESULTS.md's kernel table);
+  // AMOR_SSD_RECOMPUTE=1 trades that time back for the memory (ssd_keep_for_backward_default).
+  // The same bits either way; nothing is kept on the CPU.
+  const bool keep = ctx.training && ssd_keep_for_backward_default();
+  SsdOut so = ssd_forward(post_[kX].view({B, T, heads_, head_dim_}), post_[kDt], a_,
+                          post_[kB].view({B, T, groups_, d_state_}),
+                          post_[kC].view({B, T, groups_, d_state_}), scan_input(d_skip_->value),
+                          Tensor(), chunk_, keep);
+  ssd_y_ = so.y.view({B, T, d_inner_});
+  ssd_saved_ = so.saved;
   RMSNormOut n = rmsnorm_gated_forward(ssd_y_, pre_[kZ], norm_w_->value, d_inner_ / groups_, eps_,
                                        /*norm_before_gate=*/false);
   rstd_ = n.rstd;
@@ -175,7 +183,8 @@ Tensor Mamba2Mixer::backward(const Tensor& dy) {
   SsdGrads sg = ssd_backward(post_[kX].view({B, T, heads_, head_dim_}), post_[kDt], a_,
                              post_[kB].view({B, T, groups_, d_state_}),
                              post_[kC].view({B, T, groups_, d_state_}), scan_input(d_skip_->value),
-                             Tensor(), ng.dx.view({B, T, heads_, head_dim_}), Tensor(), chunk_);
+                             Tensor(), ng.dx.view({B, T, heads_, head_dim_}), Tensor(), chunk_,
+                             ssd_saved_);
   accumulate(d_skip_, sg.dD);
   accumulate(a_log_, mul(sg.dA, a_));  // dA/dA_log = -exp(A_log) = A
 
@@ -216,7 +225,7 @@ Tensor Mamba2Mixer::backward(const Tensor& dy) {
 
 void Mamba2Mixer::drop_saved() {
   out_proj_.drop_saved();
-  x_in_ = a_ = ssd_y_ = rstd_ = Tensor();
+  x_in_ = a_ = ssd_y_ = rstd_ = ssd_saved_ = Tensor();
   for (int p = kZ; p < kParts; ++p) pre_[p] = post_[p] = Tensor();
 }
 

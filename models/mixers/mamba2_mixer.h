@@ -69,6 +69,7 @@ class Mamba2Mixer final : public Mixer {
   Tensor pre_[kParts];                     // in_proj outputs: z, conv inputs x/B/C, raw dt
   Tensor post_[kParts];                    // conv outputs x/B/C (SSD inputs), dt after softplus
   Tensor a_, ssd_y_, rstd_;
+  Tensor ssd_saved_;                       // the GPU scan's intermediates for backward (training)
 };
 
 }  // namespace amor::model

@@ -17,6 +17,11 @@
 //   SSD backward 12 P N + 6 Q (N + P)     the rerun chunk state, dS, G B, S^T dy, G^T x, x B
 //                                         terms (6 x P N) and the Q x Q products (3 x each)
 //   attention forward 2 T D (causal half of 4 T D), backward 2.5 x the forward
+// As in training (Mamba2Mixer), the forward keeps its intermediates (ssd_forward's
+// keep_for_backward) and the backward reads them: "ssd backward" and "ssd fwd+bwd" time that,
+// "ssd fwd+bwd recompute" the pair that keeps nothing (the backward reruns the forward's state
+// passes), with the ratio on the line after; AMOR_SSD_RECOMPUTE=1 makes the recomputing pair the
+// main rows too. "ssd forward" alone keeps nothing (inference).
 // "vs attn" = attention's time / the SSD's time at the same B, T (> 1: the SSD is faster);
 // "n/a" where attention's CUDA path is not there (its error is printed once).
 // At T = 4K the f32 path (SIMT kernels) is timed too, as the reference of the bf16 path's tensor
@@ -25,9 +30,10 @@
 // ssd_set_spans(false)) is timed too, against the default path by spans of chunks.
 // --kernels: instead of the table, each kernel of the forward and the backward timed alone
 // (CUDA events between the launches, through ssd_set_kernel_hook; median of N calls) at
-// T = 2K and 16K, for the span path (as chosen; with 2 stages of copies in flight:
-// ssd_set_span_stages; with 4 and 16 chunks per span: ssd_set_span_len) and the per-chunk path;
-// printed, and written to OUT.csv.
+// T = 2K and 16K, for the span path (as chosen; recomputing instead of keeping: "spans-rc";
+// with 2 stages of copies in flight: ssd_set_span_stages; with 4 and 16 chunks per span:
+// ssd_set_span_len) and the per-chunk path; printed, and written to OUT.csv. Each variant keeps
+// the forward's intermediates for the backward as the table does, except spans-rc.
 // Decode step: B in {1, 16}, H = 64, P = 64, N = 128; GB/s counts the f32 state read and written
 // (8 P N bytes per (b, h)), the only traffic that matters.
 #include <cuda_runtime.h>
@@ -172,10 +178,13 @@ int run_kernels(const bench::Args& args) {
     const char* path;
     bool spans;
     int span_len, stages;
+    bool keep;  // the forward keeps its intermediates for the backward
   };
-  for (const Variant& v : {Variant{"spans", true, 0, 0}, Variant{"spans-s2", true, 0, 2},
-                           Variant{"spans4", true, 4, 0}, Variant{"spans16", true, 16, 0},
-                           Variant{"chunks", false, 0, 0}}) {
+  const bool keep = ssd_keep_for_backward_default();
+  for (const Variant& v :
+       {Variant{"spans", true, 0, 0, keep}, Variant{"spans-rc", true, 0, 0, false},
+        Variant{"spans-s2", true, 0, 2, keep}, Variant{"spans4", true, 4, 0, keep},
+        Variant{"spans16", true, 16, 0, keep}, Variant{"chunks", false, 0, 0, keep}}) {
     cuda::ssd_set_spans(v.spans);
     cuda::ssd_set_span_len(v.span_len);
     cuda::ssd_set_span_stages(v.stages);
@@ -187,8 +196,8 @@ int run_kernels(const bench::Args& args) {
       Tensor dt = dt_all.view({B, T, g_heads});
       double total = 0.0;
       auto both = kernel_times(args.reps, [&] {
-        ssd_forward(x, dt, A, Bm, Cm, D, Tensor(), kChunk);
-        ssd_backward(x, dt, A, Bm, Cm, D, Tensor(), dy, Tensor(), kChunk);
+        const SsdOut o = ssd_forward(x, dt, A, Bm, Cm, D, Tensor(), kChunk, v.keep);
+        ssd_backward(x, dt, A, Bm, Cm, D, Tensor(), dy, Tensor(), kChunk, o.saved);
       });
       for (auto& [name, us] : both) {
         const char* path = v.path;
@@ -243,13 +252,19 @@ int run(const bench::Args& args) {
     const double fwd_flops = tok_heads * (4.0 * kP * kN + 2.0 * kChunk * (kN + kP));
     const double bwd_flops = tok_heads * (12.0 * kP * kN + 6.0 * kChunk * (kN + kP));
     const double ssd_fwd = time_us(reps, [&] { ssd_forward(x, dt, A, Bm, Cm, D, Tensor(), kChunk); });
+    // fwd+bwd as in training: the forward keeps (unless AMOR_SSD_RECOMPUTE=1), the backward
+    // reads; then the recomputing pair.
+    const bool keep = ssd_keep_for_backward_default();
+    auto pair = [&](bool kept) {
+      const SsdOut o = ssd_forward(x, dt, A, Bm, Cm, D, Tensor(), kChunk, kept);
+      ssd_backward(x, dt, A, Bm, Cm, D, Tensor(), dy, Tensor(), kChunk, o.saved);
+    };
+    const Tensor saved = ssd_forward(x, dt, A, Bm, Cm, D, Tensor(), kChunk, keep).saved;
     const double ssd_bwd = time_us(reps, [&] {
-      ssd_backward(x, dt, A, Bm, Cm, D, Tensor(), dy, Tensor(), kChunk);
+      ssd_backward(x, dt, A, Bm, Cm, D, Tensor(), dy, Tensor(), kChunk, saved);
     });
-    const double ssd_both = time_us(reps, [&] {
-      ssd_forward(x, dt, A, Bm, Cm, D, Tensor(), kChunk);
-      ssd_backward(x, dt, A, Bm, Cm, D, Tensor(), dy, Tensor(), kChunk);
-    });
+    const double ssd_both = time_us(reps, [&] { pair(keep); });
+    const double ssd_both_rc = time_us(reps, [&] { pair(false); });
 
     // Attention at the same B, T: q, k, v, dout [B,T,32,64] cut from the same pools.
     double at_fwd = -1, at_bwd = -1, at_both = -1;
@@ -278,6 +293,8 @@ int run(const bench::Args& args) {
     rows.push_back({"ssd backward", shape, ssd_bwd, bwd_flops / ssd_bwd / 1e6, at_bwd, 0});
     rows.push_back({"ssd fwd+bwd", shape, ssd_both, (fwd_flops + bwd_flops) / ssd_both / 1e6,
                     at_both, 0});
+    rows.push_back({"ssd fwd+bwd recompute", shape, ssd_both_rc,
+                    (fwd_flops + bwd_flops) / ssd_both_rc / 1e6, at_both, 0});
     if (at_fwd > 0) {
       rows.push_back({"attention forward", shape, at_fwd, attn_fwd_flops / at_fwd / 1e6, -1, 0});
       rows.push_back({"attention backward", shape, at_bwd, 2.5 * attn_fwd_flops / at_bwd / 1e6,
@@ -285,15 +302,18 @@ int run(const bench::Args& args) {
       rows.push_back({"attention fwd+bwd", shape, at_both, 3.5 * attn_fwd_flops / at_both / 1e6,
                       -1, 0});
     }
-    for (size_t i = rows.size() - (at_fwd > 0 ? 6 : 3); i < rows.size(); ++i) print_row(rows[i]);
+    for (size_t i = rows.size() - (at_fwd > 0 ? 7 : 4); i < rows.size(); ++i) print_row(rows[i]);
+    std::printf("  fwd+bwd %s vs recompute at %s: %.2fx faster\n",
+                keep ? "keeping the forward's intermediates" : "(AMOR_SSD_RECOMPUTE=1: both recompute)",
+                shape.c_str(), ssd_both_rc / ssd_both);
     if (T == 4096) {
       // The f32 path (SIMT kernels) on the same values: the reference for the bf16 path's
       // tensor cores, measured in the same run.
       Tensor x32 = cast(x, DType::F32), dy32 = cast(dy, DType::F32);  // on the device
       Tensor B32 = cast(Bm, DType::F32), C32 = cast(Cm, DType::F32);
       const double f32_both = time_us(std::min(reps, 5), [&] {
-        ssd_forward(x32, dt, A, B32, C32, D, Tensor(), kChunk);
-        ssd_backward(x32, dt, A, B32, C32, D, Tensor(), dy32, Tensor(), kChunk);
+        const SsdOut o = ssd_forward(x32, dt, A, B32, C32, D, Tensor(), kChunk, keep);
+        ssd_backward(x32, dt, A, B32, C32, D, Tensor(), dy32, Tensor(), kChunk, o.saved);
       });
       rows.push_back({"ssd fwd+bwd f32 simt", shape, f32_both,
                       (fwd_flops + bwd_flops) / f32_both / 1e6, -1, 0});
@@ -302,10 +322,7 @@ int run(const bench::Args& args) {
                   shape.c_str(), f32_both / ssd_both);
       // The bf16 per-chunk kernels (the path before the spans), on the same values.
       cuda::ssd_set_spans(false);
-      const double chunks_both = time_us(reps, [&] {
-        ssd_forward(x, dt, A, Bm, Cm, D, Tensor(), kChunk);
-        ssd_backward(x, dt, A, Bm, Cm, D, Tensor(), dy, Tensor(), kChunk);
-      });
+      const double chunks_both = time_us(reps, [&] { pair(keep); });
       cuda::ssd_set_spans(true);
       rows.push_back({"ssd fwd+bwd per-chunk", shape, chunks_both,
                       (fwd_flops + bwd_flops) / chunks_both / 1e6, -1, 0});

@@ -17,6 +17,9 @@
 // of 8, SsdSmallSpanLengths spans of 1 and 3 chunks, SsdSpanWindows of 64; SsdSmallPerChunkPath
 // the per-chunk bf16 kernels.
 //
+// Every case also runs the forward with keep_for_backward and the backward on its `saved`, which
+// must give the same bits as the recomputing pair (y, final state and every gradient).
+//
 // CudaParity.SsdSmall* are small enough for the CPU emulator (tests/cuda/emu).
 #include <string>
 
@@ -83,6 +86,27 @@ void check_scan(const SsdCase& c, uint64_t seed) {
     } else {
       EXPECT_FALSE(gg.dinitial_state.defined());
     }
+
+    // The forward keeping its intermediates and the backward reading them instead of recomputing
+    // (what Mamba2Mixer does in training): the same bits as the two calls above.
+    const std::string kop = op + " kept";
+    poison({{xs, d}, {ss, DType::F32}});
+    SsdOut gk = ssd_forward(up(x, d), f32(dt), f32(A), up(Bm, d), up(Cm, d), f32(D), f32(h0),
+                            c.chunk, /*keep_for_backward=*/true);
+    ASSERT_TRUE(gk.saved.defined());
+    expect_equal(kop, "y", gk.y, down(g.y));
+    expect_equal(kop, "state", gk.final_state, down(g.final_state));
+    poison({{xs, d}, {dts, DType::F32}, {hs, DType::F32}, {bcs, d}, {ss, DType::F32}});
+    SsdGrads kk = ssd_backward(up(x, d), f32(dt), f32(A), up(Bm, d), up(Cm, d), f32(D), f32(h0),
+                               up(dy, d), f32(dhT), c.chunk, gk.saved);
+    expect_equal(kop, "dx", kk.dx, down(gg.dx));
+    expect_equal(kop, "ddt", kk.ddt, down(gg.ddt));
+    expect_equal(kop, "dA", kk.dA, down(gg.dA));
+    expect_equal(kop, "dB", kk.dB, down(gg.dB));
+    expect_equal(kop, "dC", kk.dC, down(gg.dC));
+    expect_equal(kop, "dD", kk.dD, down(gg.dD));
+    ASSERT_EQ(kk.dinitial_state.defined(), c.h0);
+    if (c.h0) expect_equal(kop, "dh0", kk.dinitial_state, down(gg.dinitial_state));
   }
 }
 
@@ -212,6 +236,25 @@ TEST(CudaParity, SsdSmallErrors) {
   Tensor x64 = up(input({1, 4, 2, 8}, 1, DType::F32), DType::F64);
   EXPECT_EQ(error_of([&] { ssd_forward(x64, dt32, h32, bc, bc, h32, Tensor(), 64); }),
             "ssd_forward: argument 'x' is f64[1,4,2,8]@cuda; on cuda this op takes f32 or bf16");
+  // A `saved` buffer that is not the forward's for these inputs (one element short; bf16 by
+  // spans, then f32): refused, naming the size it must have.
+  for (DType d : kDtypes) {
+    Tensor xd = up(input({1, 40, 2, 8}, 11, d), d), bcd = up(input({1, 40, 1, 16}, 12, d), d);
+    Tensor dtd = up(input_uniform({1, 40, 2}, 13, DType::F32, 0.01, 0.1), DType::F32);
+    const Tensor saved = ssd_forward(xd, dtd, h32, bcd, bcd, h32, Tensor(), 16, true).saved;
+    ASSERT_TRUE(saved.defined());
+    const Tensor short_saved = Tensor::empty({saved.numel() - 1}, DType::F32, Device::CUDA);
+    const std::string err = error_of([&] {
+      ssd_backward(xd, dtd, h32, bcd, bcd, h32, Tensor(), xd, Tensor(), 16, short_saved);
+    });
+    EXPECT_NE(err.find("ssd_backward: saved must be the f32 buffer that "
+                       "ssd_forward(keep_for_backward) returned for these inputs (" +
+                       std::to_string(saved.numel()) + " elements on their device)"),
+              std::string::npos)
+        << err;
+  }
+  // Without keep_for_backward nothing is kept.
+  EXPECT_FALSE(ssd_forward(x, dt32, h32, bc, bc, h32, Tensor(), 64).saved.defined());
 }
 
 // ---- realistic and awkward shapes (GPU only: too slow for the emulator)
