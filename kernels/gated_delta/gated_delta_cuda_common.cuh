@@ -570,6 +570,16 @@ inline bool qk_variant_reg() {
   }();
   return reg;
 }
+// The backward's bwd_wy (AMOR_GDN_WY, read once): "tile" the block-wide shared-memory kernel;
+// anything else (default) the register-fragment kernel where it applies (bf16, the register
+// passes' K, V and chunk multiples of 16).
+inline bool wy_variant_reg() {
+  static const bool reg = [] {
+    const char* e = std::getenv("AMOR_GDN_WY");
+    return !(e && std::string(e) == "tile");
+  }();
+  return reg;
+}
 inline int reg_state_warps() {
   static const int w = [] {
     const char* e = std::getenv("AMOR_GDN_STATE_WARPS");
@@ -632,6 +642,48 @@ struct BwdQkRegSmem {
     dKh = sums.take_as<float>(R * ldw);
     dW = sums.take_as<float>(R * ldw);
     c.take_as<float>(tiles.used > sums.used ? tiles.used : sums.used);
+  }
+};
+
+// gdn_bwd_wy_reg_kernel: a warp per 16-row block of the chunk (kWyWarps of them, L <= 64), the
+// products in MMA fragments. k, dW, Tm ([R, K], [R, R], bf16) stay for the whole block; the V
+// tiles (v, dVn: kWyVt columns, double-buffered) are only read in the loop over V, so N = dTm Tm^T
+// and E (bf16 [R, R], the two tiles the warps exchange) and the f32 dk partial take their place
+// after it. R = reg_rows(d) rows everywhere (zero-filled past the chunk). 67 KB for bf16, K 64,
+// V 128, L 64 (three blocks per SM); 98 KB for K 128, V 256 (two).
+constexpr int kWyWarps = int(kGdnMaxChunk) / 16;
+constexpr int kWyVt = 64;
+template <class T>
+struct BwdWyRegSmem {
+  int64_t ldk, ldl, ldv, ldp;  // k, dW: ldk; Tm, N, E: ldl; v, dVn: ldv (all T); dk part: ldp
+  T *k, *dW, *Tm, *N, *E;
+  T *v[2], *dVn[2];
+  float *dkp, *gam, *beta, *dgp, *dgam, *dbeta, *csp;  // csp: [kWyWarps, R] column sums
+  __host__ __device__ BwdWyRegSmem(Carve& c, const Dims& d)
+      : ldk(tile_ld<T>(d.K)),
+        ldl(tile_ld<T>(reg_rows(d))),
+        ldv(tile_ld<T>(kWyVt)),
+        ldp(tile_ld<float>(d.K)) {
+    const int64_t R = reg_rows(d);
+    k = c.take_as<T>(R * ldk);
+    dW = c.take_as<T>(R * ldk);
+    Tm = c.take_as<T>(R * ldl);
+    gam = c.take_as<float>(R);
+    beta = c.take_as<float>(R);
+    dgp = c.take_as<float>(R);
+    dgam = c.take_as<float>(R);
+    dbeta = c.take_as<float>(R);
+    csp = c.take_as<float>(kWyWarps * R);
+    float* const region = c.base ? c.base + c.used : nullptr;
+    Carve tiles{region}, after{region};
+    for (int i = 0; i < 2; ++i) {
+      v[i] = tiles.take_as<T>(R * ldv);
+      dVn[i] = tiles.take_as<T>(R * ldv);
+    }
+    N = after.take_as<T>(R * ldl);
+    E = after.take_as<T>(R * ldl);
+    dkp = after.take_as<float>(R * ldp);
+    c.take_as<float>(tiles.used > after.used ? tiles.used : after.used);
   }
 };
 
