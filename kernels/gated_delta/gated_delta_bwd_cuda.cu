@@ -26,7 +26,11 @@
 //     dW K^T diag(e)) diag(beta) (lower), dv = diag(beta) Tm^T dVn, z = Tm^T dW, dA = -Tm^T dTm
 //     Tm^T (strictly lower), then dk, dbeta, dgam from W, U and A, and dg as the reverse
 //     cumulative sum of dgam inside the chunk. Its V tiles are double-buffered (the next tile's
-//     copies in flight while one is multiplied).
+//     copies in flight while one is multiplied). For bf16 with the register passes' K (and V,
+//     chunk multiples of 16) gdn_bwd_wy_reg_kernel replaces it by default: a warp per 16 rows of
+//     the chunk with every product in MMA fragments, chained without shared memory except for
+//     the two [L, L] tiles the warps exchange (N = dTm Tm^T and E), five barriers plus the V
+//     tiles' (AMOR_GDN_WY=tile keeps this one; AMOR_GDN_VARIANT=tile implies it).
 // Tiles as in the forward: 16-byte cp.async copies, bf16 inputs and bf16 scratch kept bf16 in
 // shared memory, f32 accumulators. The products go through block_mm_t<T> (gated_delta_tc.cuh:
 // tensor cores with ldmatrix fragments, bf16 operands and f32 accumulation for bf16 inputs; exact
@@ -38,7 +42,8 @@
 // only multiplied later: stored in the input dtype) and the f32 dk and dgam partials; each written
 // once and read once or twice.
 // Occupancy (bf16, K 64, V 128, L 64): state_bwd, bwd_qk (either kernel), bwd_wy two blocks per SM
-// each (97, 112 or 111, and 91 KB of shared memory, <= 128 registers).
+// each (97, 112 or 111, and 91 KB of shared memory, <= 128 registers); bwd_wy_reg three blocks
+// of 4 warps (65 KB, <= 168 registers), two at K 128, V 256 (97 KB).
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
 #include "kernels/gated_delta/gated_delta_tc.cuh"
 
@@ -832,6 +837,15 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
+// The bf16 pair p[0], p[1] (4-byte aligned) as two floats, one 4-byte load.
+__device__ __forceinline__ float2 load_bf16x2(const bf16_t* p) {
+  const uint32_t u = load_pair(p), lo = u << 16, hi = u & 0xffff0000u;
+  float2 f;
+  memcpy(&f.x, &lo, 4);
+  memcpy(&f.y, &hi, 4);
+  return f;
+}
+
 // bwd_wy with the products in MMA fragments: bf16, K one of kRegStateK, V and the chunk multiples
 // of 16 (AMOR_GDN_WY=tile keeps the kernel above). Warp m of kWyWarps owns the chunk's rows
 // B = [16 m, 16 m + 16) and computes every row-indexed result of them, keeping each product's C
@@ -858,8 +872,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 //             B = K; + dk_part (prefetched into shared memory behind the V loop)
 //   dbeta_r = vy_r + w_r + ts_r,  dgam_r = dgam_part_r + beta_r (w_r + ts_r)
 //                                          - sum_{r' > r} beta_r' t_r'r (the csp of warps >= m)
-//   dg    = reverse cumulative sum of dgam inside the chunk (row r sums dgam_{n-1} .. dgam_r in
-//             that order: the sequential sum's rounding, as the kernel above)
+//   dg    = reverse cumulative sum of dgam inside the chunk (one warp, a suffix sum by shuffles)
 // The math is the kernel above's (M = Tm^T dTm there, N = dTm Tm^T here: dA = -Tm^T dTm Tm^T
 // either way). The triangles balance the warps of a full chunk: warp m's dTm takes m + 1 column
 // blocks and its Y, Z, dA 4 - m k blocks (together 5 per column of V or K), E K and E^T K m + 1
@@ -958,6 +971,9 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
     }
   }
   float vy0 = 0.0f, vy1 = 0.0f;  // the lane's parts of v_r . y_r, rows r0, r1
+  // Row r0's and r1's outputs in dv and dk (4-byte pairs: V and K are even).
+  bf16_t *const dv0 = dv + (x0 + r0 * H) * V, *const dv1 = dv + (x0 + r1 * H) * V;
+  bf16_t *const dk0 = dk + (x0 + r0 * H) * K, *const dk1 = dk + (x0 + r1 * H) * K;
   const float beta0 = s.beta[r0 < R ? r0 : 0], beta1 = s.beta[r1 < R ? r1 : 0];
   for (int it = 0; it < tiles; ++it) {
     const int buf = it & 1, w = width(it);
@@ -1013,10 +1029,15 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
       for (int j = 0; j < kWyVt / 8; ++j) {
         if (8 * j < w) {
           const int c = 8 * j + 2 * t;
-          vy0 += to_f32(vt[r0 * ldv + c]) * y[j][0] + to_f32(vt[r0 * ldv + c + 1]) * y[j][1];
-          vy1 += to_f32(vt[r1 * ldv + c]) * y[j][2] + to_f32(vt[r1 * ldv + c + 1]) * y[j][3];
-          if (r0 < n) store2(dv, (x0 + r0 * H) * V + c0 + c, beta0 * y[j][0], beta0 * y[j][1]);
-          if (r1 < n) store2(dv, (x0 + r1 * H) * V + c0 + c, beta1 * y[j][2], beta1 * y[j][3]);
+          const float2 v0 = load_bf16x2(vt + r0 * ldv + c), v1 = load_bf16x2(vt + r1 * ldv + c);
+          vy0 += v0.x * y[j][0] + v0.y * y[j][1];
+          vy1 += v1.x * y[j][2] + v1.y * y[j][3];
+          if (r0 < n)
+            *reinterpret_cast<uint32_t*>(dv0 + c0 + c) =
+                mma::pack_bf16x2(beta0 * y[j][0], beta0 * y[j][1]);
+          if (r1 < n)
+            *reinterpret_cast<uint32_t*>(dv1 + c0 + c) =
+                mma::pack_bf16x2(beta1 * y[j][2], beta1 * y[j][3]);
         }
       }
     }
@@ -1200,8 +1221,9 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
 #pragma unroll
       for (int j = 0; j < KPT; ++j) {
         const int c = h0 + 8 * j + 2 * t;
-        kz0 += to_f32(s.k[r0 * ldk + c]) * acc[j][0] + to_f32(s.k[r0 * ldk + c + 1]) * acc[j][1];
-        kz1 += to_f32(s.k[r1 * ldk + c]) * acc[j][2] + to_f32(s.k[r1 * ldk + c + 1]) * acc[j][3];
+        const float2 k0v = load_bf16x2(s.k + r0 * ldk + c), k1v = load_bf16x2(s.k + r1 * ldk + c);
+        kz0 += k0v.x * acc[j][0] + k0v.y * acc[j][1];
+        kz1 += k1v.x * acc[j][2] + k1v.y * acc[j][3];
         acc[j][0] *= be0;
         acc[j][1] *= be0;
         acc[j][2] *= be1;
@@ -1234,12 +1256,12 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
 #pragma unroll
       for (int j = 0; j < KPT; ++j) {
         const int c = h0 + 8 * j + 2 * t;
+        const float2 p0 = *reinterpret_cast<const float2*>(s.dkp + r0 * ldp + c);
+        const float2 p1 = *reinterpret_cast<const float2*>(s.dkp + r1 * ldp + c);
         if (r0 < n)
-          store2(dk, (x0 + r0 * H) * K + c, acc[j][0] + s.dkp[r0 * ldp + c],
-                 acc[j][1] + s.dkp[r0 * ldp + c + 1]);
+          *reinterpret_cast<uint32_t*>(dk0 + c) = mma::pack_bf16x2(acc[j][0] + p0.x, acc[j][1] + p0.y);
         if (r1 < n)
-          store2(dk, (x0 + r1 * H) * K + c, acc[j][2] + s.dkp[r1 * ldp + c],
-                 acc[j][3] + s.dkp[r1 * ldp + c + 1]);
+          *reinterpret_cast<uint32_t*>(dk1 + c) = mma::pack_bf16x2(acc[j][2] + p1.x, acc[j][3] + p1.y);
       }
     }
     // The row sums over the lanes of a row (t = 0..3), then dbeta and dgam of rows r0, r1.
@@ -1263,11 +1285,27 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
     }
   }
   __syncthreads();  // dgam, dbeta written
-  for (int r = int(threadIdx.x); r < n; r += int(blockDim.x)) {
-    float rev = 0.0f;
-    for (int m = n - 1; m >= r; --m) rev += s.dgam[m];
-    dg[x0 + r * H] = rev;
-    dbeta[x0 + r * H] = s.dbeta[r];
+  if (mb == 0) {
+    // dg_r = sum_{m >= r} dgam_m: lane l holds rows 2l, 2l + 1 (R <= 64); the sum over the lanes
+    // above l by a butterfly (the lower half of every group of 2 o lanes adds the upper half's
+    // total), then the lane's own rows.
+    const int ra = 2 * lane, rb = ra + 1;
+    const float a = ra < n ? s.dgam[ra] : 0.0f, b = rb < n ? s.dgam[rb] : 0.0f;
+    float above = 0.0f, total = a + b;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float other = __shfl_xor_sync(0xffffffffu, total, o);
+      if ((lane & o) == 0) above += other;
+      total += other;
+    }
+    if (ra < n) {
+      dg[x0 + ra * H] = above + b + a;
+      dbeta[x0 + ra * H] = s.dbeta[ra];
+    }
+    if (rb < n) {
+      dg[x0 + rb * H] = above + b;
+      dbeta[x0 + rb * H] = s.dbeta[rb];
+    }
   }
 }
 
