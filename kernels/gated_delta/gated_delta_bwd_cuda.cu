@@ -869,7 +869,8 @@ __device__ __forceinline__ float2 load_bf16x2(const bf16_t* p) {
 //             in passes of <= 64 columns of K (one accumulator tile): A = Tm^T (k blocks >= m),
 //             B = dW; w_r = e_r k_r . z_r from the lanes' partials before the row scaling;
 //             A = E_B (registers, k blocks <= m), B = K; A = E^T (ldmatrix.trans, k blocks >= m),
-//             B = K; + dk_part (prefetched into shared memory behind the V loop)
+//             B = K; + dk_part (copied into shared memory from the last V tile on, K <= 64,
+//             or after the V loop)
 //   dbeta_r = vy_r + w_r + ts_r,  dgam_r = dgam_part_r + beta_r (w_r + ts_r)
 //                                          - sum_{r' > r} beta_r' t_r'r (the csp of warps >= m)
 //   dg    = reverse cumulative sum of dgam inside the chunk (one warp, a suffix sum by shuffles)
@@ -877,9 +878,10 @@ __device__ __forceinline__ float2 load_bf16x2(const bf16_t* p) {
 // either way). The triangles balance the warps of a full chunk: warp m's dTm takes m + 1 column
 // blocks and its Y, Z, dA 4 - m k blocks (together 5 per column of V or K), E K and E^T K m + 1
 // and 4 - m. Rounding as the kernel above (bf16 operands, f32 sums), except that dTm, N and E
-// are rounded to bf16 as operands where the kernel above rounds M and E + E^T. Barriers: two per
-// V tile (one for V <= 2 tiles), N written, E written, dgam written. R = reg_rows(d) rows,
-// zero-filled past the chunk; a warp past R only joins the copies and barriers.
+// are rounded to bf16 as operands where the kernel above rounds M and E + E^T. Barriers: one per
+// V tile (two where its buffer is refilled), the V tiles done, N written, E written, dgam
+// written. R = reg_rows(d) rows, zero-filled past the chunk; a warp past R only joins the copies
+// and barriers.
 template <int K, class Sh>
 __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
     gdn_bwd_wy_reg_kernel(const bf16_t* __restrict__ k, const bf16_t* __restrict__ v,
@@ -902,6 +904,9 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
   const int64_t x0 = (p.b * d.T + p.t0) * H + p.h;  // token index of row 0 (row r: x0 + r H)
   const int64_t ldk = s.ldk, ldl = s.ldl, ldv = s.ldv, ldp = s.ldp;
   const int tiles = int((V + kWyVt - 1) / kWyVt);
+  // The dk partial's copies start in the last V tile when it fits buffer 0 (BwdWyRegSmem), else
+  // after the loop.
+  const bool early_dkp = K <= 64 && tiles % 2 == 0;
   auto width = [&](int it) {  // columns of V tile it
     const int64_t left = V - int64_t(it) * kWyVt;
     return int(left < kWyVt ? left : kWyVt);
@@ -983,6 +988,10 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
     else
       tile_wait<0>();
     __syncthreads();
+    if (early_dkp && it == tiles - 1) {  // buffer 0 (tile it - 1's) no longer read
+      tile_load_zfill(dk_part + row0 * K, K, n, R, K, s.dkp, ldp);
+      tile_commit();
+    }
     const bf16_t *vt = pick(s.v, buf), *dVnt = pick(s.dVn, buf);
     if (active) {
       // dTm_B += dVn_B V^T over this tile's columns
@@ -1048,8 +1057,10 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
     }
   }
   __syncthreads();  // the V tiles no longer read: N, E and the dk partial take their place
-  tile_load_zfill(dk_part + row0 * K, K, n, R, K, s.dkp, ldp);
-  tile_commit();
+  if (!early_dkp) {
+    tile_load_zfill(dk_part + row0 * K, K, n, R, K, s.dkp, ldp);
+    tile_commit();
+  }
   if (active) {
     // dTm_B's columns scaled by beta_c and masked to c <= r; N_B = dTm_B Tm^T (column blocks
     // jb <= mb; k blocks kb <= jb: Tm_jc = 0 for c > j) -> s.N.

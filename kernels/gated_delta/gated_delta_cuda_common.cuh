@@ -647,15 +647,18 @@ struct BwdQkRegSmem {
 
 // gdn_bwd_wy_reg_kernel: a warp per 16-row block of the chunk (kWyWarps of them, L <= 64), the
 // products in MMA fragments. k, dW, Tm ([R, K], [R, R], bf16) stay for the whole block; the V
-// tiles (v, dVn: kWyVt columns, double-buffered) are only read in the loop over V, so N = dTm Tm^T
-// and E (bf16 [R, R], the two tiles the warps exchange) and the f32 dk partial take their place
-// after it. R = reg_rows(d) rows everywhere (zero-filled past the chunk). 67 KB for bf16, K 64,
-// V 128, L 64 (three blocks per SM); 98 KB for K 128, V 256 (two).
+// tiles (v, dVn: kWyVt columns, double-buffered) are only read in the loop over V, so the f32 dk
+// partial, N = dTm Tm^T and E (bf16 [R, R], the two tiles the warps exchange) take their place
+// after it (for K <= 64 the dk partial fits buffer 0, free during the last tile when the tile
+// count is even: its copies start then). R = reg_rows(d) rows everywhere (zero-filled past the chunk). 65 KB for bf16, K 64,
+// V 128, L 64 (three blocks per SM); 97 KB for K 128, V 256 (two).
 constexpr int kWyWarps = int(kGdnMaxChunk) / 16;
 constexpr int kWyVt = 64;
 template <class T>
 struct BwdWyRegSmem {
-  int64_t ldk, ldl, ldv, ldp;  // k, dW: ldk; Tm, N, E: ldl; v, dVn: ldv (all T); dk part: ldp
+  // k, dW: ldk; Tm, N, E: ldl; v, dVn: ldv (all T); the f32 dk part: ldp = K + 8 (a float2
+  // per lane at rows g, columns 2t: banks 8 g + 2 t, conflict-free per half warp; K + 4 is 2-way)
+  int64_t ldk, ldl, ldv, ldp;
   T *k, *dW, *Tm, *N, *E;
   T *v[2], *dVn[2];
   float *dkp, *gam, *beta, *dgp, *dgam, *dbeta, *csp;  // csp: [kWyWarps, R] column sums
@@ -663,7 +666,7 @@ struct BwdWyRegSmem {
       : ldk(tile_ld<T>(d.K)),
         ldl(tile_ld<T>(reg_rows(d))),
         ldv(tile_ld<T>(kWyVt)),
-        ldp(tile_ld<float>(d.K)) {
+        ldp(d.K + 8) {
     const int64_t R = reg_rows(d);
     k = c.take_as<T>(R * ldk);
     dW = c.take_as<T>(R * ldk);
@@ -680,9 +683,9 @@ struct BwdWyRegSmem {
       v[i] = tiles.take_as<T>(R * ldv);
       dVn[i] = tiles.take_as<T>(R * ldv);
     }
+    dkp = after.take_as<float>(R * ldp);  // over buffer 0 (v[0], dVn[0]) when K <= 64
     N = after.take_as<T>(R * ldl);
     E = after.take_as<T>(R * ldl);
-    dkp = after.take_as<float>(R * ldp);
     c.take_as<float>(tiles.used > after.used ? tiles.used : after.used);
   }
 };
