@@ -26,7 +26,11 @@
 //     dW K^T diag(e)) diag(beta) (lower), dv = diag(beta) Tm^T dVn, z = Tm^T dW, dA = -Tm^T dTm
 //     Tm^T (strictly lower), then dk, dbeta, dgam from W, U and A, and dg as the reverse
 //     cumulative sum of dgam inside the chunk. Its V tiles are double-buffered (the next tile's
-//     copies in flight while one is multiplied).
+//     copies in flight while one is multiplied). For bf16 with the register passes' K (and V,
+//     chunk multiples of 16) gdn_bwd_wy_reg_kernel replaces it by default: a warp per 16 rows of
+//     the chunk with every product in MMA fragments, chained without shared memory except for
+//     the two [L, L] tiles the warps exchange (N = dTm Tm^T and E), five barriers plus the V
+//     tiles' (AMOR_GDN_WY=tile keeps this one; AMOR_GDN_VARIANT=tile implies it).
 // Tiles as in the forward: 16-byte cp.async copies, bf16 inputs and bf16 scratch kept bf16 in
 // shared memory, f32 accumulators. The products go through block_mm_t<T> (gated_delta_tc.cuh:
 // tensor cores with ldmatrix fragments, bf16 operands and f32 accumulation for bf16 inputs; exact
@@ -38,7 +42,8 @@
 // only multiplied later: stored in the input dtype) and the f32 dk and dgam partials; each written
 // once and read once or twice.
 // Occupancy (bf16, K 64, V 128, L 64): state_bwd, bwd_qk (either kernel), bwd_wy two blocks per SM
-// each (97, 112 or 111, and 91 KB of shared memory, <= 128 registers).
+// each (97, 112 or 111, and 91 KB of shared memory, <= 128 registers); bwd_wy_reg three blocks
+// of 4 warps (65 KB, <= 168 registers), two at K 128, V 256 (97 KB).
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
 #include "kernels/gated_delta/gated_delta_tc.cuh"
 
@@ -832,6 +837,489 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
+// The bf16 pair p[0], p[1] (4-byte aligned) as two floats, one 4-byte load.
+__device__ __forceinline__ float2 load_bf16x2(const bf16_t* p) {
+  const uint32_t u = load_pair(p), lo = u << 16, hi = u & 0xffff0000u;
+  float2 f;
+  memcpy(&f.x, &lo, 4);
+  memcpy(&f.y, &hi, 4);
+  return f;
+}
+
+// bwd_wy with the products in MMA fragments: bf16, K one of kRegStateK, V and the chunk multiples
+// of 16 (AMOR_GDN_WY=tile keeps the kernel above). Warp m of kWyWarps owns the chunk's rows
+// B = [16 m, 16 m + 16) and computes every row-indexed result of them, keeping each product's C
+// fragments in registers and feeding them to the next product as A fragments (mma.cuh: a C
+// fragment pair packed is an A fragment):
+//   dTm_B = (dW_B K^T diag(e) + dVn_B V^T) diag(beta), kept for c <= r (lower, with the diagonal)
+//             A = dW_B, dVn_B (ldmatrix), B = K^T, V^T (ldmatrix); column blocks <= m only; the
+//             columns scaled by e_c after the K part, by beta_c after the last V tile
+//   Y_B   = (Tm^T dVn)_B, per V tile        A = Tm^T (ldmatrix.trans; k blocks >= m: Tm is
+//             lower), B = dVn; dv_B = diag(beta) Y_B stored at once, vy_r = v_r . y_r summed by
+//             the lanes of the row (partials, then shuffles over t)
+//   N_B   = dTm_B Tm^T                      A = dTm_B (its fragments), B = Tm^T (ldmatrix); only
+//             column blocks <= m are needed (below) -> shared memory (bf16)
+//   dA_B  = -(Tm^T N)_B, j < r              A = Tm^T (k blocks a >= m), B = N (column blocks
+//             <= m, written by the warps >= m); G_B = (K K^T)_B, column blocks <= m
+//   t_rj  = dA_rj G_rj D_rj,  E_rj = dA_rj beta_r D_rj  (j < r < n, else 0), elementwise on the
+//             fragments: ts_r = sum_j t_rj (shuffles over t); the warp's column sums
+//             sum_{r in B} beta_r t_rj (shuffles over g) -> csp[m]; E -> shared memory (bf16)
+//             and, packed, this warp's A fragments
+//   dk_B  = dk_part_B + diag(beta e) Z_B + E_B K + (E^T K)_B,  Z_B = (Tm^T dW)_B
+//             in passes of <= 64 columns of K (one accumulator tile): A = Tm^T (k blocks >= m),
+//             B = dW; w_r = e_r k_r . z_r from the lanes' partials before the row scaling;
+//             A = E_B (registers, k blocks <= m), B = K; A = E^T (ldmatrix.trans, k blocks >= m),
+//             B = K; + dk_part (copied into shared memory from the last V tile on, K <= 64,
+//             or after the V loop)
+//   dbeta_r = vy_r + w_r + ts_r,  dgam_r = dgam_part_r + beta_r (w_r + ts_r)
+//                                          - sum_{r' > r} beta_r' t_r'r (the csp of warps >= m)
+//   dg    = reverse cumulative sum of dgam inside the chunk (one warp, a suffix sum by shuffles)
+// The math is the kernel above's (M = Tm^T dTm there, N = dTm Tm^T here: dA = -Tm^T dTm Tm^T
+// either way). The triangles balance the warps of a full chunk: warp m's dTm takes m + 1 column
+// blocks and its Y, Z, dA 4 - m k blocks (together 5 per column of V or K), E K and E^T K m + 1
+// and 4 - m. Rounding as the kernel above (bf16 operands, f32 sums), except that dTm, N and E
+// are rounded to bf16 as operands where the kernel above rounds M and E + E^T. Barriers: one per
+// V tile (two where its buffer is refilled), the V tiles done, N written, E written, dgam
+// written. R = reg_rows(d) rows, zero-filled past the chunk; a warp past R only joins the copies
+// and barriers.
+template <int K, class Sh>
+__global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
+    gdn_bwd_wy_reg_kernel(const bf16_t* __restrict__ k, const bf16_t* __restrict__ v,
+                          const void* beta, bool gate_f32, const float* __restrict__ gam,
+                          const bf16_t* __restrict__ Tm, const bf16_t* __restrict__ dVn,
+                          const bf16_t* __restrict__ dW, const float* __restrict__ dk_part,
+                          const float* __restrict__ dgam_part, Dims d, bf16_t* __restrict__ dk,
+                          bf16_t* __restrict__ dv, float* __restrict__ dg,
+                          float* __restrict__ dbeta) {
+  constexpr int NB = kWyWarps;                // 16-row (and column) blocks of a chunk
+  constexpr int KP = K < 64 ? K : 64;         // columns of K per dk pass
+  constexpr int KPT = KP / 8;                 // n8 tiles per dk pass
+  extern __shared__ float smem[];
+  const ChunkPos p = chunk_pos<Sh>(d);
+  d.K = K;
+  Carve carve{smem};
+  BwdWyRegSmem<bf16_t> s(carve, d);
+  const int n = p.n, R = int(reg_rows(d));
+  const int64_t V = d.V, L = d.L, H = d.H, row0 = p.bh * d.T + p.t0;
+  const int64_t x0 = (p.b * d.T + p.t0) * H + p.h;  // token index of row 0 (row r: x0 + r H)
+  const int64_t ldk = s.ldk, ldl = s.ldl, ldv = s.ldv, ldp = s.ldp;
+  const int tiles = int((V + kWyVt - 1) / kWyVt);
+  // The dk partial's copies start in the last V tile when it fits buffer 0 (BwdWyRegSmem), else
+  // after the loop.
+  const bool early_dkp = K <= 64 && tiles % 2 == 0;
+  auto width = [&](int it) {  // columns of V tile it
+    const int64_t left = V - int64_t(it) * kWyVt;
+    return int(left < kWyVt ? left : kWyVt);
+  };
+  auto load_tile = [&](int it, int buf) {  // V columns it * 64 .. of v and dVn
+    const int64_t c0 = int64_t(it) * kWyVt;
+    const int w = width(it);
+    tile_load_zfill(v + x0 * V + c0, H * V, n, R, w, pick(s.v, buf), ldv);
+    tile_load_zfill(dVn + row0 * V + c0, V, n, R, w, pick(s.dVn, buf), ldv);
+  };
+  tile_load_zfill(k + x0 * K, H * K, n, R, K, s.k, ldk);
+  tile_load_zfill(dW + row0 * K, K, n, R, K, s.dW, ldk);
+  tile_load_zfill(Tm + row0 * L, L, n, R, R, s.Tm, ldl);
+  vec_load_zfill(gam + row0, n, R, s.gam);
+  vec_load_zfill(dgam_part + row0, n, R, s.dgp);
+  tile_commit();
+  load_tile(0, 0);
+  tile_commit();
+  if (tiles > 1) {
+    load_tile(1, 1);
+    tile_commit();
+  }
+  for (int r = int(threadIdx.x); r < R; r += int(blockDim.x))
+    s.beta[r] = r < n ? load_any(beta, x0 + r * H, gate_f32) : 0.0f;
+
+  const int lane = int(threadIdx.x) % 32, mb = int(threadIdx.x) / 32, g = lane / 4, t = lane % 4;
+  const int m0 = 16 * mb, r0 = m0 + g, r1 = r0 + 8;  // this lane's rows (fragment rows g, g + 8)
+  const bool active = m0 < R;                        // warp-uniform
+  const int kb_end = R / 16;                         // k blocks of the chunk
+  // dTm_B: n8 tile j is columns 8 j .. (tiles of column blocks > mb stay zero).
+  float dtm[2 * NB][4];
+#pragma unroll
+  for (int j = 0; j < 2 * NB; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dtm[j][e] = 0.0f;
+  if (tiles > 1)
+    tile_wait<2>();  // k, dW, Tm, gam, dgam_part (the V tiles may stay in flight)
+  else
+    tile_wait<1>();
+  __syncthreads();
+  if (active) {
+    // dTm_B = dW_B K^T, then the columns scaled by e_c.
+#pragma unroll
+    for (int k0 = 0; k0 < K; k0 += 16) {
+      uint32_t a[4];
+      RowA<bf16_t>{s.dW, ldk}.frag_a(m0, k0, lane, a);
+#pragma unroll
+      for (int jb = 0; jb < NB; ++jb) {
+        if (jb <= mb) {
+          uint32_t b0[2], b1[2];
+          ColB<bf16_t>{s.k, ldk}.frag_b2(k0, 16 * jb, lane, b0, b1);
+          mma::mma_bf16_16816(dtm[2 * jb], a, b0);
+          mma::mma_bf16_16816(dtm[2 * jb + 1], a, b1);
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 2 * NB; ++j) {
+      if (j / 2 <= mb) {
+        const int c = 8 * j + 2 * t;
+        const float e0 = exp_t<bf16_t>(s.gam[c]), e1 = exp_t<bf16_t>(s.gam[c + 1]);
+        dtm[j][0] *= e0;
+        dtm[j][1] *= e1;
+        dtm[j][2] *= e0;
+        dtm[j][3] *= e1;
+      }
+    }
+  }
+  float vy0 = 0.0f, vy1 = 0.0f;  // the lane's parts of v_r . y_r, rows r0, r1
+  // Row r0's and r1's outputs in dv and dk (4-byte pairs: V and K are even).
+  bf16_t *const dv0 = dv + (x0 + r0 * H) * V, *const dv1 = dv + (x0 + r1 * H) * V;
+  bf16_t *const dk0 = dk + (x0 + r0 * H) * K, *const dk1 = dk + (x0 + r1 * H) * K;
+  const float beta0 = s.beta[r0 < R ? r0 : 0], beta1 = s.beta[r1 < R ? r1 : 0];
+  for (int it = 0; it < tiles; ++it) {
+    const int buf = it & 1, w = width(it);
+    const int64_t c0 = int64_t(it) * kWyVt;
+    if (it + 1 < tiles)
+      tile_wait<1>();  // tile it's copies (tile it + 1's may stay in flight)
+    else
+      tile_wait<0>();
+    __syncthreads();
+    if (early_dkp && it == tiles - 1) {  // buffer 0 (tile it - 1's) no longer read
+      tile_load_zfill(dk_part + row0 * K, K, n, R, K, s.dkp, ldp);
+      tile_commit();
+    }
+    const bf16_t *vt = pick(s.v, buf), *dVnt = pick(s.dVn, buf);
+    if (active) {
+      // dTm_B += dVn_B V^T over this tile's columns
+#pragma unroll
+      for (int k0 = 0; k0 < kWyVt; k0 += 16) {
+        if (k0 < w) {
+          uint32_t a[4];
+          RowA<bf16_t>{dVnt, ldv}.frag_a(m0, k0, lane, a);
+#pragma unroll
+          for (int jb = 0; jb < NB; ++jb) {
+            if (jb <= mb) {
+              uint32_t b0[2], b1[2];
+              ColB<bf16_t>{vt, ldv}.frag_b2(k0, 16 * jb, lane, b0, b1);
+              mma::mma_bf16_16816(dtm[2 * jb], a, b0);
+              mma::mma_bf16_16816(dtm[2 * jb + 1], a, b1);
+            }
+          }
+        }
+      }
+      // Y_B = (Tm^T dVn)_B over this tile's columns: rows j of B sum Tm_rj dVn_r over r >= j.
+      float y[kWyVt / 8][4];
+#pragma unroll
+      for (int j = 0; j < kWyVt / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) y[j][e] = 0.0f;
+#pragma unroll
+      for (int kb = 0; kb < NB; ++kb) {
+        if (kb >= mb && kb < kb_end) {
+          uint32_t a[4];
+          ColA<bf16_t>{s.Tm, ldl}.frag_a(m0, 16 * kb, lane, a);
+#pragma unroll
+          for (int jp = 0; jp < kWyVt / 16; ++jp) {
+            if (16 * jp < w) {
+              uint32_t b0[2], b1[2];
+              RowB<bf16_t>{dVnt, ldv}.frag_b2(16 * kb, 16 * jp, lane, b0, b1);
+              mma::mma_bf16_16816(y[2 * jp], a, b0);
+              mma::mma_bf16_16816(y[2 * jp + 1], a, b1);
+            }
+          }
+        }
+      }
+      // dv = diag(beta) Y (rows < n), and the lanes' parts of v_r . y_r.
+#pragma unroll
+      for (int j = 0; j < kWyVt / 8; ++j) {
+        if (8 * j < w) {
+          const int c = 8 * j + 2 * t;
+          const float2 v0 = load_bf16x2(vt + r0 * ldv + c), v1 = load_bf16x2(vt + r1 * ldv + c);
+          vy0 += v0.x * y[j][0] + v0.y * y[j][1];
+          vy1 += v1.x * y[j][2] + v1.y * y[j][3];
+          if (r0 < n)
+            *reinterpret_cast<uint32_t*>(dv0 + c0 + c) =
+                mma::pack_bf16x2(beta0 * y[j][0], beta0 * y[j][1]);
+          if (r1 < n)
+            *reinterpret_cast<uint32_t*>(dv1 + c0 + c) =
+                mma::pack_bf16x2(beta1 * y[j][2], beta1 * y[j][3]);
+        }
+      }
+    }
+    if (it + 2 < tiles) {
+      __syncthreads();  // buffer buf no longer read
+      load_tile(it + 2, buf);
+      tile_commit();
+    }
+  }
+  __syncthreads();  // the V tiles no longer read: N, E and the dk partial take their place
+  if (!early_dkp) {
+    tile_load_zfill(dk_part + row0 * K, K, n, R, K, s.dkp, ldp);
+    tile_commit();
+  }
+  if (active) {
+    // dTm_B's columns scaled by beta_c and masked to c <= r; N_B = dTm_B Tm^T (column blocks
+    // jb <= mb; k blocks kb <= jb: Tm_jc = 0 for c > j) -> s.N.
+#pragma unroll
+    for (int j = 0; j < 2 * NB; ++j) {
+      if (j / 2 <= mb) {
+        const int c = 8 * j + 2 * t;
+        const float b0 = s.beta[c], b1 = s.beta[c + 1];
+        dtm[j][0] = c <= r0 ? b0 * dtm[j][0] : 0.0f;
+        dtm[j][1] = c + 1 <= r0 ? b1 * dtm[j][1] : 0.0f;
+        dtm[j][2] = c <= r1 ? b0 * dtm[j][2] : 0.0f;
+        dtm[j][3] = c + 1 <= r1 ? b1 * dtm[j][3] : 0.0f;
+      }
+    }
+    float nacc[2 * NB][4];
+#pragma unroll
+    for (int j = 0; j < 2 * NB; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) nacc[j][e] = 0.0f;
+#pragma unroll
+    for (int kb = 0; kb < NB; ++kb) {
+      if (kb <= mb) {
+        const uint32_t a[4] = {mma::pack_bf16x2(dtm[2 * kb][0], dtm[2 * kb][1]),
+                               mma::pack_bf16x2(dtm[2 * kb][2], dtm[2 * kb][3]),
+                               mma::pack_bf16x2(dtm[2 * kb + 1][0], dtm[2 * kb + 1][1]),
+                               mma::pack_bf16x2(dtm[2 * kb + 1][2], dtm[2 * kb + 1][3])};
+#pragma unroll
+        for (int jb = kb; jb < NB; ++jb) {
+          if (jb <= mb) {
+            uint32_t b0[2], b1[2];
+            ColB<bf16_t>{s.Tm, ldl}.frag_b2(16 * kb, 16 * jb, lane, b0, b1);
+            mma::mma_bf16_16816(nacc[2 * jb], a, b0);
+            mma::mma_bf16_16816(nacc[2 * jb + 1], a, b1);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 2 * NB; ++j) {
+      if (j / 2 <= mb) {
+        const int c = 8 * j + 2 * t;
+        *reinterpret_cast<uint32_t*>(s.N + r0 * ldl + c) =
+            mma::pack_bf16x2(nacc[j][0], nacc[j][1]);
+        *reinterpret_cast<uint32_t*>(s.N + r1 * ldl + c) =
+            mma::pack_bf16x2(nacc[j][2], nacc[j][3]);
+      }
+    }
+  }
+  __syncthreads();  // N written
+  float ts0 = 0.0f, ts1 = 0.0f;  // row sums of t, rows r0, r1
+  uint32_t ea[NB][4];            // E_B as A fragments (k blocks <= mb)
+  if (active) {
+    float da[2 * NB][4], gk[2 * NB][4];
+#pragma unroll
+    for (int j = 0; j < 2 * NB; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) da[j][e] = gk[j][e] = 0.0f;
+    // (Tm^T N)_B: k blocks a >= mb, column blocks <= mb.
+#pragma unroll
+    for (int kb = 0; kb < NB; ++kb) {
+      if (kb >= mb && kb < kb_end) {
+        uint32_t a[4];
+        ColA<bf16_t>{s.Tm, ldl}.frag_a(m0, 16 * kb, lane, a);
+#pragma unroll
+        for (int jb = 0; jb < NB; ++jb) {
+          if (jb <= mb) {
+            uint32_t b0[2], b1[2];
+            RowB<bf16_t>{s.N, ldl}.frag_b2(16 * kb, 16 * jb, lane, b0, b1);
+            mma::mma_bf16_16816(da[2 * jb], a, b0);
+            mma::mma_bf16_16816(da[2 * jb + 1], a, b1);
+          }
+        }
+      }
+    }
+    // G_B = (K K^T)_B, column blocks <= mb.
+#pragma unroll
+    for (int k0 = 0; k0 < K; k0 += 16) {
+      uint32_t a[4];
+      RowA<bf16_t>{s.k, ldk}.frag_a(m0, k0, lane, a);
+#pragma unroll
+      for (int jb = 0; jb < NB; ++jb) {
+        if (jb <= mb) {
+          uint32_t b0[2], b1[2];
+          ColB<bf16_t>{s.k, ldk}.frag_b2(k0, 16 * jb, lane, b0, b1);
+          mma::mma_bf16_16816(gk[2 * jb], a, b0);
+          mma::mma_bf16_16816(gk[2 * jb + 1], a, b1);
+        }
+      }
+    }
+    // t and E (j < r < n), in place of dA and G; ts and the column sums.
+    const float gr0 = s.gam[r0], gr1 = s.gam[r1];
+#pragma unroll
+    for (int j = 0; j < 2 * NB; ++j) {
+      float cs0 = 0.0f, cs1 = 0.0f;  // columns c, c + 1 of the lane's rows
+      if (j / 2 <= mb) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e < 2 ? r0 : r1, c = 8 * j + 2 * t + e % 2;
+          float tv = 0.0f, ev = 0.0f;
+          if (c < r && r < n) {
+            const float D = exp_t<bf16_t>((e < 2 ? gr0 : gr1) - s.gam[c]), dA = -da[j][e];
+            tv = dA * gk[j][e] * D;
+            ev = dA * (e < 2 ? beta0 : beta1) * D;
+          }
+          da[j][e] = ev;
+          if (e < 2) {
+            ts0 += tv;
+          } else {
+            ts1 += tv;
+          }
+          const float bt = (e < 2 ? beta0 : beta1) * tv;
+          if (e % 2 == 0) {
+            cs0 += bt;
+          } else {
+            cs1 += bt;
+          }
+        }
+        // Sum over the 8 row pairs of the warp (lanes g = 0..7, the same t).
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) {
+          cs0 += __shfl_xor_sync(0xffffffffu, cs0, o);
+          cs1 += __shfl_xor_sync(0xffffffffu, cs1, o);
+        }
+        if (g == 0) {
+          const int c = 8 * j + 2 * t;
+          s.csp[mb * R + c] = cs0;
+          s.csp[mb * R + c + 1] = cs1;
+        }
+        const int c = 8 * j + 2 * t;
+        *reinterpret_cast<uint32_t*>(s.E + r0 * ldl + c) = mma::pack_bf16x2(da[j][0], da[j][1]);
+        *reinterpret_cast<uint32_t*>(s.E + r1 * ldl + c) = mma::pack_bf16x2(da[j][2], da[j][3]);
+      }
+    }
+#pragma unroll
+    for (int kb = 0; kb < NB; ++kb) {
+      ea[kb][0] = mma::pack_bf16x2(da[2 * kb][0], da[2 * kb][1]);
+      ea[kb][1] = mma::pack_bf16x2(da[2 * kb][2], da[2 * kb][3]);
+      ea[kb][2] = mma::pack_bf16x2(da[2 * kb + 1][0], da[2 * kb + 1][1]);
+      ea[kb][3] = mma::pack_bf16x2(da[2 * kb + 1][2], da[2 * kb + 1][3]);
+    }
+  }
+  tile_wait<0>();   // the dk partial
+  __syncthreads();  // E, csp and the dk partial written
+  if (active) {
+    float kz0 = 0.0f, kz1 = 0.0f;  // the lane's parts of k_r . z_r
+    const float be0 = beta0 * exp_t<bf16_t>(s.gam[r0]), be1 = beta1 * exp_t<bf16_t>(s.gam[r1]);
+#pragma unroll
+    for (int h0 = 0; h0 < K; h0 += KP) {
+      float acc[KPT][4];
+#pragma unroll
+      for (int j = 0; j < KPT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+      // Z_B = (Tm^T dW)_B
+#pragma unroll
+      for (int kb = 0; kb < NB; ++kb) {
+        if (kb >= mb && kb < kb_end) {
+          uint32_t a[4];
+          ColA<bf16_t>{s.Tm, ldl}.frag_a(m0, 16 * kb, lane, a);
+#pragma unroll
+          for (int jp = 0; jp < KPT / 2; ++jp) {
+            uint32_t b0[2], b1[2];
+            RowB<bf16_t>{s.dW, ldk}.frag_b2(16 * kb, h0 + 16 * jp, lane, b0, b1);
+            mma::mma_bf16_16816(acc[2 * jp], a, b0);
+            mma::mma_bf16_16816(acc[2 * jp + 1], a, b1);
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < KPT; ++j) {
+        const int c = h0 + 8 * j + 2 * t;
+        const float2 k0v = load_bf16x2(s.k + r0 * ldk + c), k1v = load_bf16x2(s.k + r1 * ldk + c);
+        kz0 += k0v.x * acc[j][0] + k0v.y * acc[j][1];
+        kz1 += k1v.x * acc[j][2] + k1v.y * acc[j][3];
+        acc[j][0] *= be0;
+        acc[j][1] *= be0;
+        acc[j][2] *= be1;
+        acc[j][3] *= be1;
+      }
+      // + E_B K (k blocks <= mb: E is strictly lower) + (E^T K)_B (k blocks >= mb)
+#pragma unroll
+      for (int kb = 0; kb < NB; ++kb) {
+        if (kb <= mb) {
+#pragma unroll
+          for (int jp = 0; jp < KPT / 2; ++jp) {
+            uint32_t b0[2], b1[2];
+            RowB<bf16_t>{s.k, ldk}.frag_b2(16 * kb, h0 + 16 * jp, lane, b0, b1);
+            mma::mma_bf16_16816(acc[2 * jp], ea[kb], b0);
+            mma::mma_bf16_16816(acc[2 * jp + 1], ea[kb], b1);
+          }
+        }
+        if (kb >= mb && kb < kb_end) {
+          uint32_t a[4];
+          ColA<bf16_t>{s.E, ldl}.frag_a(m0, 16 * kb, lane, a);
+#pragma unroll
+          for (int jp = 0; jp < KPT / 2; ++jp) {
+            uint32_t b0[2], b1[2];
+            RowB<bf16_t>{s.k, ldk}.frag_b2(16 * kb, h0 + 16 * jp, lane, b0, b1);
+            mma::mma_bf16_16816(acc[2 * jp], a, b0);
+            mma::mma_bf16_16816(acc[2 * jp + 1], a, b1);
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < KPT; ++j) {
+        const int c = h0 + 8 * j + 2 * t;
+        const float2 p0 = *reinterpret_cast<const float2*>(s.dkp + r0 * ldp + c);
+        const float2 p1 = *reinterpret_cast<const float2*>(s.dkp + r1 * ldp + c);
+        if (r0 < n)
+          *reinterpret_cast<uint32_t*>(dk0 + c) = mma::pack_bf16x2(acc[j][0] + p0.x, acc[j][1] + p0.y);
+        if (r1 < n)
+          *reinterpret_cast<uint32_t*>(dk1 + c) = mma::pack_bf16x2(acc[j][2] + p1.x, acc[j][3] + p1.y);
+      }
+    }
+    // The row sums over the lanes of a row (t = 0..3), then dbeta and dgam of rows r0, r1.
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) {
+      vy0 += __shfl_xor_sync(0xffffffffu, vy0, o);
+      vy1 += __shfl_xor_sync(0xffffffffu, vy1, o);
+      kz0 += __shfl_xor_sync(0xffffffffu, kz0, o);
+      kz1 += __shfl_xor_sync(0xffffffffu, kz1, o);
+      ts0 += __shfl_xor_sync(0xffffffffu, ts0, o);
+      ts1 += __shfl_xor_sync(0xffffffffu, ts1, o);
+    }
+    if (t < 2) {
+      const int r = t == 0 ? r0 : r1;
+      const float w = exp_t<bf16_t>(s.gam[r]) * (t == 0 ? kz0 : kz1);
+      const float ts = t == 0 ? ts0 : ts1, bt = t == 0 ? beta0 : beta1;
+      float cs = 0.0f;
+      for (int wb = mb; wb < kb_end; ++wb) cs += s.csp[wb * R + r];
+      s.dbeta[r] = (t == 0 ? vy0 : vy1) + w + ts;
+      s.dgam[r] = s.dgp[r] + bt * (w + ts) - cs;
+    }
+  }
+  __syncthreads();  // dgam, dbeta written
+  if (mb == 0) {
+    // dg_r = sum_{m >= r} dgam_m: lane l holds rows 2l, 2l + 1 (R <= 64); the sum over the lanes
+    // above l by a butterfly (the lower half of every group of 2 o lanes adds the upper half's
+    // total), then the lane's own rows.
+    const int ra = 2 * lane, rb = ra + 1;
+    const float a = ra < n ? s.dgam[ra] : 0.0f, b = rb < n ? s.dgam[rb] : 0.0f;
+    float above = 0.0f, total = a + b;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float other = __shfl_xor_sync(0xffffffffu, total, o);
+      if ((lane & o) == 0) above += other;
+      total += other;
+    }
+    if (ra < n) {
+      dg[x0 + ra * H] = above + b + a;
+      dbeta[x0 + ra * H] = s.dbeta[ra];
+    }
+    if (rb < n) {
+      dg[x0 + rb * H] = above + b;
+      dbeta[x0 + rb * H] = s.dbeta[rb];
+    }
+  }
+}
+
 template <class T>
 void backward_typed(const void* q, const void* k, const void* v, const void* g, const void* beta,
                     bool gate_f32, const void* s0, bool s0_f32, const void* dsf, bool dsf_f32,
@@ -901,14 +1389,47 @@ void backward_typed(const void* q, const void* k, const void* v, const void* g, 
         sc.dgam, sc.dW);
     AMOR_CUDA_CHECK_LAUNCH();
   }
-  with_shape<T>(d, [&](auto sh) {
-    auto* kernel = gdn_bwd_wy_kernel<T, decltype(sh)>;
-    allow_smem(kernel);
-    kernel<<<chunks, kThreads, smem_bytes<BwdWySmem<T>>(d), stream>>>(
-        kp, vp, beta, gate_f32, sc.gam, sc.Tm, sc.dVn, sc.dW, sc.dk, sc.dgam, d,
-        static_cast<T*>(dk), static_cast<T*>(dv), dg, dbeta);
-    AMOR_CUDA_CHECK_LAUNCH();
-  });
+  bool wy_reg = false;
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    wy_reg = reg && wy_variant_reg() && d.L % 16 == 0 &&
+             reinterpret_cast<uintptr_t>(vp) % 16 == 0;
+    auto launch_wy_reg = [&](auto kk) {
+      constexpr int KK = decltype(kk)::value;
+      with_shape<T, KK>(d, [&](auto sh) {
+        auto* kernel = gdn_bwd_wy_reg_kernel<KK, decltype(sh)>;
+        allow_smem(kernel);
+        kernel<<<chunks, kWyWarps * 32, smem_bytes<BwdWyRegSmem<T>>(d), stream>>>(
+            kp, vp, beta, gate_f32, sc.gam, sc.Tm, sc.dVn, sc.dW, sc.dk, sc.dgam, d,
+            static_cast<T*>(dk), static_cast<T*>(dv), dg, dbeta);
+        AMOR_CUDA_CHECK_LAUNCH();
+      });
+    };
+    if (wy_reg) {
+      switch (d.K) {
+        case 32:
+          launch_wy_reg(std::integral_constant<int, 32>{});
+          break;
+        case 48:
+          launch_wy_reg(std::integral_constant<int, 48>{});
+          break;
+        case 64:
+          launch_wy_reg(std::integral_constant<int, 64>{});
+          break;
+        default:
+          launch_wy_reg(std::integral_constant<int, 128>{});
+      }
+    }
+  }
+  if (!wy_reg) {
+    with_shape<T>(d, [&](auto sh) {
+      auto* kernel = gdn_bwd_wy_kernel<T, decltype(sh)>;
+      allow_smem(kernel);
+      kernel<<<chunks, kThreads, smem_bytes<BwdWySmem<T>>(d), stream>>>(
+          kp, vp, beta, gate_f32, sc.gam, sc.Tm, sc.dVn, sc.dW, sc.dk, sc.dgam, d,
+          static_cast<T*>(dk), static_cast<T*>(dv), dg, dbeta);
+      AMOR_CUDA_CHECK_LAUNCH();
+    });
+  }
 }
 
 }  // namespace

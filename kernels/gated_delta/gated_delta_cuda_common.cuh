@@ -570,6 +570,16 @@ inline bool qk_variant_reg() {
   }();
   return reg;
 }
+// The backward's bwd_wy (AMOR_GDN_WY, read once): "tile" the block-wide shared-memory kernel;
+// anything else (default) the register-fragment kernel where it applies (bf16, the register
+// passes' K, V and chunk multiples of 16).
+inline bool wy_variant_reg() {
+  static const bool reg = [] {
+    const char* e = std::getenv("AMOR_GDN_WY");
+    return !(e && std::string(e) == "tile");
+  }();
+  return reg;
+}
 inline int reg_state_warps() {
   static const int w = [] {
     const char* e = std::getenv("AMOR_GDN_STATE_WARPS");
@@ -632,6 +642,51 @@ struct BwdQkRegSmem {
     dKh = sums.take_as<float>(R * ldw);
     dW = sums.take_as<float>(R * ldw);
     c.take_as<float>(tiles.used > sums.used ? tiles.used : sums.used);
+  }
+};
+
+// gdn_bwd_wy_reg_kernel: a warp per 16-row block of the chunk (kWyWarps of them, L <= 64), the
+// products in MMA fragments. k, dW, Tm ([R, K], [R, R], bf16) stay for the whole block; the V
+// tiles (v, dVn: kWyVt columns, double-buffered) are only read in the loop over V, so the f32 dk
+// partial, N = dTm Tm^T and E (bf16 [R, R], the two tiles the warps exchange) take their place
+// after it (for K <= 64 the dk partial fits buffer 0, free during the last tile when the tile
+// count is even: its copies start then). R = reg_rows(d) rows everywhere (zero-filled past the chunk). 65 KB for bf16, K 64,
+// V 128, L 64 (three blocks per SM); 97 KB for K 128, V 256 (two).
+constexpr int kWyWarps = int(kGdnMaxChunk) / 16;
+constexpr int kWyVt = 64;
+template <class T>
+struct BwdWyRegSmem {
+  // k, dW: ldk; Tm, N, E: ldl; v, dVn: ldv (all T); the f32 dk part: ldp = K + 8 (a float2
+  // per lane at rows g, columns 2t: banks 8 g + 2 t, conflict-free per half warp; K + 4 is 2-way)
+  int64_t ldk, ldl, ldv, ldp;
+  T *k, *dW, *Tm, *N, *E;
+  T *v[2], *dVn[2];
+  float *dkp, *gam, *beta, *dgp, *dgam, *dbeta, *csp;  // csp: [kWyWarps, R] column sums
+  __host__ __device__ BwdWyRegSmem(Carve& c, const Dims& d)
+      : ldk(tile_ld<T>(d.K)),
+        ldl(tile_ld<T>(reg_rows(d))),
+        ldv(tile_ld<T>(kWyVt)),
+        ldp(d.K + 8) {
+    const int64_t R = reg_rows(d);
+    k = c.take_as<T>(R * ldk);
+    dW = c.take_as<T>(R * ldk);
+    Tm = c.take_as<T>(R * ldl);
+    gam = c.take_as<float>(R);
+    beta = c.take_as<float>(R);
+    dgp = c.take_as<float>(R);
+    dgam = c.take_as<float>(R);
+    dbeta = c.take_as<float>(R);
+    csp = c.take_as<float>(kWyWarps * R);
+    float* const region = c.base ? c.base + c.used : nullptr;
+    Carve tiles{region}, after{region};
+    for (int i = 0; i < 2; ++i) {
+      v[i] = tiles.take_as<T>(R * ldv);
+      dVn[i] = tiles.take_as<T>(R * ldv);
+    }
+    dkp = after.take_as<float>(R * ldp);  // over buffer 0 (v[0], dVn[0]) when K <= 64
+    N = after.take_as<T>(R * ldl);
+    E = after.take_as<T>(R * ldl);
+    c.take_as<float>(tiles.used > after.used ? tiles.used : after.used);
   }
 };
 

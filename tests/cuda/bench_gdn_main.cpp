@@ -24,7 +24,8 @@
 // "vs attn" = GDN time / attention time (below 1: the scan is faster). Decode: the step must read
 // and write the f32 state (2 B H K V 4 bytes, plus the small inputs); GB/s against that.
 // Prints a table and writes it as CSV (temp + rename). The kernels' variants are chosen by the
-// environment (AMOR_GDN_VARIANT, AMOR_GDN_STATE_WARPS, AMOR_GDN_QK: gated_delta_cuda_common.cuh),
+// environment (AMOR_GDN_VARIANT, AMOR_GDN_STATE_WARPS, AMOR_GDN_QK, AMOR_GDN_WY:
+// gated_delta_cuda_common.cuh),
 // read once per process: run the command once per variant.
 #include <cuda_runtime.h>
 
