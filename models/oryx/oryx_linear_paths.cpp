@@ -82,7 +82,8 @@ OryxGdnPath::OryxGdnPath(ParamStore& ps, const std::string& prefix, const ModelC
              cfg.gdn.a_min, cfg.gdn.a_max);
 }
 
-Tensor OryxGdnPath::forward(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v) {
+Tensor OryxGdnPath::forward(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v,
+                            bool training) {
   q_ = q;
   k_ = k;
   v_ = v;
@@ -96,12 +97,16 @@ Tensor OryxGdnPath::forward(const Tensor& x, const Tensor& q, const Tensor& k, c
   sp_ = bias_softplus_forward(a_pre_, dt_bias_->value);
   decay_ = neg_exp(A_log_->value);
   g_ = scan_input(channel_scale_forward(sp_, decay_));
-  return gated_delta_forward(qn_, kn_, v, g_, scan_input(beta_), Tensor(), scale_, chunk_).o;
+  GatedDeltaOut o = gated_delta_forward(qn_, kn_, v, g_, scan_input(beta_), Tensor(), scale_, chunk_,
+                                        training && gated_delta_keep_for_backward_default());
+  scan_saved_ = o.saved;
+  return o.o;
 }
 
 OryxLinearPath::Grads OryxGdnPath::backward(const Tensor& do_) {
   GatedDeltaGrads gd =
-      gated_delta_backward(qn_, kn_, v_, g_, scan_input(beta_), Tensor(), scale_, do_, Tensor(), chunk_);
+      gated_delta_backward(qn_, kn_, v_, g_, scan_input(beta_), Tensor(), scale_, do_, Tensor(), chunk_,
+                           scan_saved_);
   ChannelScaleGrads cs = channel_scale_backward(sp_, decay_, grad_like(gd.dg, sp_));
   accumulate(A_log_, mul(cs.ds, scan_input(decay_)));  // d(-exp(a))/da = -exp(a); ds is f32 on cuda
   BiasSoftplusGrads bs = bias_softplus_backward(a_pre_, dt_bias_->value, cs.dx);
@@ -128,7 +133,7 @@ Tensor OryxGdnPath::infer(const Tensor& x, const Tensor& q, const Tensor& k, con
 void OryxGdnPath::drop_saved() {
   a_.drop_saved();
   b_.drop_saved();
-  q_ = k_ = qn_ = kn_ = q_rstd_ = k_rstd_ = v_ = a_pre_ = sp_ = decay_ = g_ = beta_ = Tensor();
+  q_ = k_ = qn_ = kn_ = q_rstd_ = k_rstd_ = v_ = a_pre_ = sp_ = decay_ = g_ = beta_ = scan_saved_ = Tensor();
 }
 
 // ---- Mamba2 ----
@@ -149,19 +154,23 @@ OryxMamba2Path::OryxMamba2Path(ParamStore& ps, const std::string& prefix, const 
              cfg.mamba2.a_min, cfg.mamba2.a_max);
 }
 
-Tensor OryxMamba2Path::forward(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v) {
+Tensor OryxMamba2Path::forward(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v,
+                               bool training) {
   q_ = q;
   k_ = k;
   v_ = v;
   dt_pre_ = dt_proj_.forward(x);
   dt_ = scan_input(bias_softplus_forward(dt_pre_, dt_bias_->value));
   A_ = scan_input(neg_exp(A_log_->value));
-  return ssd_forward(v, dt_, A_, k, q, scan_input(D_->value), Tensor(), chunk_).y;
+  SsdOut o = ssd_forward(v, dt_, A_, k, q, scan_input(D_->value), Tensor(), chunk_,
+                         training && ssd_keep_for_backward_default());
+  scan_saved_ = o.saved;
+  return o.y;
 }
 
 OryxLinearPath::Grads OryxMamba2Path::backward(const Tensor& do_) {
   SsdGrads s = ssd_backward(v_, dt_, A_, k_, q_, scan_input(D_->value), Tensor(), do_, Tensor(),
-                            chunk_);
+                            chunk_, scan_saved_);
   accumulate(A_log_, mul(s.dA, A_));  // d(-exp(a))/da = -exp(a) = A
   accumulate(D_, s.dD);
   BiasSoftplusGrads bs = bias_softplus_backward(dt_pre_, dt_bias_->value, grad_like(s.ddt, dt_pre_));
@@ -180,7 +189,7 @@ Tensor OryxMamba2Path::infer(const Tensor& x, const Tensor& q, const Tensor& k, 
 
 void OryxMamba2Path::drop_saved() {
   dt_proj_.drop_saved();
-  q_ = k_ = v_ = dt_pre_ = dt_ = A_ = Tensor();
+  q_ = k_ = v_ = dt_pre_ = dt_ = A_ = scan_saved_ = Tensor();
 }
 
 }  // namespace amor::model

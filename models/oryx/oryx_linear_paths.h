@@ -30,7 +30,10 @@ class OryxLinearPath {
  public:
   virtual ~OryxLinearPath() = default;
   // x [B,T,d] the mixer's input; q, k, v [B,T,H,hd] after their short convs. Returns o [B,T,H,hd].
-  virtual Tensor forward(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v) = 0;
+  // training: on the GPU the scan keeps its intermediates for backward (unless
+  // AMOR_SSD_RECOMPUTE / AMOR_GDN_RECOMPUTE say recompute), as the Mamba2 and GDN mixers do.
+  virtual Tensor forward(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v,
+                         bool training) = 0;
   struct Grads {
     Tensor dx, dq, dk, dv;
   };
@@ -51,7 +54,8 @@ std::unique_ptr<OryxLinearPath> make_oryx_linear_path(ParamStore& ps, const std:
 class OryxGdnPath final : public OryxLinearPath {
  public:
   OryxGdnPath(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg);
-  Tensor forward(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v) override;
+  Tensor forward(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v,
+                 bool training) override;
   Grads backward(const Tensor& do_) override;
   void drop_saved() override;
   Tensor infer(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -62,13 +66,14 @@ class OryxGdnPath final : public OryxLinearPath {
   double scale_;
   Linear a_, b_;
   Param *A_log_, *dt_bias_;
-  Tensor q_, k_, qn_, kn_, q_rstd_, k_rstd_, v_, a_pre_, sp_, decay_, g_, beta_;
+  Tensor q_, k_, qn_, kn_, q_rstd_, k_rstd_, v_, a_pre_, sp_, decay_, g_, beta_, scan_saved_;
 };
 
 class OryxMamba2Path final : public OryxLinearPath {
  public:
   OryxMamba2Path(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg);
-  Tensor forward(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v) override;
+  Tensor forward(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v,
+                 bool training) override;
   Grads backward(const Tensor& do_) override;
   void drop_saved() override;
   Tensor infer(const Tensor& x, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -78,7 +83,7 @@ class OryxMamba2Path final : public OryxLinearPath {
   int64_t heads_, chunk_;
   Linear dt_proj_;
   Param *A_log_, *dt_bias_, *D_;
-  Tensor q_, k_, v_, dt_pre_, dt_, A_;
+  Tensor q_, k_, v_, dt_pre_, dt_, A_, scan_saved_;
 };
 
 }  // namespace amor::model

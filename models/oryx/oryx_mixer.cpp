@@ -119,7 +119,7 @@ Tensor OryxMixer::forward(const Tensor& x, const MixerContext& ctx) {
     ql_pre_ = q_lin_.forward(x);
     Tensor ql = conv1d_forward(ql_pre_, q_lin_conv_->value, Tensor(), conv_silu_).y;
     lin_mask_ = linear_row_mask(modes_cpu, H, hd, x.dtype(), x.device());
-    add_(o, mul(lin_->forward(x, ql.view({B, T, H, hd}), kc_, vc_), lin_mask_));
+    add_(o, mul(lin_->forward(x, ql.view({B, T, H, hd}), kc_, vc_, ctx.training), lin_mask_));
   }
 
   o_mix_ = o;
