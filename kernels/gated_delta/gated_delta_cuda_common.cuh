@@ -580,6 +580,16 @@ inline bool wy_variant_reg() {
   }();
   return reg;
 }
+// The forward's prepare (AMOR_GDN_PREPARE, read once): "tile" the block-wide kernel with the
+// f32 SIMT solve; anything else (default) the register-fragment kernel where it applies (bf16,
+// K and V multiples of 16, chunk a multiple of 16 up to 64).
+inline bool prepare_variant_reg() {
+  static const bool reg = [] {
+    const char* e = std::getenv("AMOR_GDN_PREPARE");
+    return !(e && std::string(e) == "tile");
+  }();
+  return reg;
+}
 inline int reg_state_warps() {
   static const int w = [] {
     const char* e = std::getenv("AMOR_GDN_STATE_WARPS");
@@ -603,6 +613,34 @@ inline bool reg_state_ok(const Dims& d, const void* k) {
 
 // Rows of the register passes' operand tiles: the chunk rounded up to whole 16-row MMA steps.
 __host__ __device__ inline int64_t reg_rows(const Dims& d) { return (d.L + 15) / 16 * 16; }
+
+// gdn_prepare_reg_kernel: a warp per 16-row block of the chunk (kPrepWarps of them, L <= 64).
+// k [R, K] and v [R, V] (bf16, zero-filled past the chunk; scaled in place to K~, V~), the
+// solve's Tm in two bf16 tiles [R, R], hi = bf16(Tm) (the products' operand and what the backward
+// keeps) and lo = bf16(Tm - hi); before lo holds Tm, its place is the warps' f32 scratch for the
+// diagonal blocks (kPrepDiag floats each: A_ii and Tm_ii, [16, 17] each). 46 KB for K 64, V 128,
+// L 64 (four blocks per SM); 70 KB for K 128, V 256 (three).
+constexpr int kPrepWarps = int(kGdnMaxChunk) / 16;
+constexpr int kPrepDiag = 2 * 16 * 17;
+template <class T>
+struct PrepareRegSmem {
+  int64_t ldk, ldv, ldl;
+  T *k, *v, *th, *tl;
+  float *graw, *gam, *beta, *be;
+  __host__ __device__ PrepareRegSmem(Carve& c, const Dims& d)
+      : ldk(tile_ld<T>(d.K)), ldv(tile_ld<T>(d.V)), ldl(tile_ld<T>(reg_rows(d))) {
+    const int64_t R = reg_rows(d);
+    k = c.take_as<T>(R * ldk);
+    v = c.take_as<T>(R * ldv);
+    th = c.take_as<T>(R * ldl);
+    const int64_t lo = R * ldl * int64_t(sizeof(T)), scratch = kPrepWarps * kPrepDiag * 4;
+    tl = reinterpret_cast<T*>(c.take_as<char>(lo > scratch ? lo : scratch));
+    graw = c.take_as<float>(R);
+    gam = c.take_as<float>(R);
+    beta = c.take_as<float>(R);
+    be = c.take_as<float>(R);
+  }
+};
 
 // gdn_bwd_qk_reg_kernel: the V reductions in MMA accumulators, V in tiles of kQkRegVt columns,
 // double-buffered; the f32 results (written once, after the loop) and P take the tiles' place.

@@ -9,7 +9,11 @@
 // Three kernels (as flash-linear-attention structures chunk_gated_delta_rule_fwd):
 //  1. gdn_prepare_kernel, one block per (chunk, head, batch), all chunks in parallel: gam, A, Tm,
 //     W, U from the chunk's k, v, g, beta (nothing depends on the state). Writes gam [BH,T], W
-//     [BH,T,K], U [BH,T,V] to the scratch, and Tm [BH,T,L] when the backward asks.
+//     [BH,T,K], U [BH,T,V] to the scratch, and Tm [BH,T,L] when the backward asks. For bf16
+//     with K, V and the chunk multiples of 16 gdn_prepare_reg_kernel replaces it by default: a
+//     warp per 16 rows, A, the off-diagonal blocks of the solve (bf16 hi + lo split products),
+//     W and U in MMA fragments, four barriers after the copies (AMOR_GDN_PREPARE=tile keeps
+//     this one).
 //  2. gdn_state_fwd_kernel, one block per (32 columns of V, head, batch), sequential over the
 //     chunks: the columns of S are independent (every product above mixes rows of S, never
 //     columns), so V is split across blocks. The block keeps its S [K,32] slice in shared memory
@@ -260,6 +264,292 @@ __global__ void __launch_bounds__(kThreads, 3)
   if (Tm_out) {
     for (int idx = threadIdx.x; idx < n * L; idx += blockDim.x)
       Tm_out[row0 * L + idx] = from_f32<T>(s.Tm[(idx / L) * ldl + idx % L]);
+  }
+}
+
+// gdn_prepare_kernel with the products in MMA fragments (bf16; K, V multiples of 16; chunk L a
+// multiple of 16, <= 64; AMOR_GDN_PREPARE=tile keeps the kernel above). Warp i of kPrepWarps owns
+// the chunk's rows B_i = [16 i, 16 i + 16) and computes every row-indexed result of them; R = L
+// rows, zero-filled past the chunk (k, g and beta zero there: A's rows and Tm's rows past n are
+// those of I, never stored). Per chunk:
+//   gam_r = g_0 + ... + g_r (f32, in order: threads r < R; as the kernel above), be_r = beta_r e_r
+//   A_B   = (K_B K^T) .* beta_r D_rj (j < r, else 0)   A = K_B (ldmatrix), B = K^T (ldmatrix);
+//             column blocks jb <= i only; C fragments, f32, kept in registers to the end of the
+//             solve: a[jb] (n8 tiles 2 jb, 2 jb + 1)
+//   Tm_ii = (I + A_ii)^-1: A_ii -> the warp's f32 scratch, lanes 0..15 one column each by
+//             forward substitution (the kernel above's step 1: the same f32 values), then
+//             Tm_ii -> hi = bf16(Tm_ii), lo = bf16(Tm_ii - hi) (two bf16 tiles [R, R]); blocks
+//             above the diagonal zero
+//   K~ = diag(be) K, V~ = diag(beta) V in place, each warp its rows (scale_bf16x2: the same
+//             rounding as the kernel above)
+//   by diagonal offset l = 1, 2, 3 (warps i >= l, j = i - l; the blocks it reads are at offsets
+//   < l: one barrier per level):
+//     X_ij  = sum_{j <= b < i} A_ib Tm_bj          A = A_ib (its C fragments split hi + lo),
+//             B = Tm_bj (hi, lo tiles, ldmatrix.trans): hi.hi + hi.lo + lo.hi, f32 sums
+//     Tm_ij = -Tm_ii X_ij                          X_ij -> hi, lo into block (i, j) (its own
+//             rows; nobody else reads it before the next level), A = Tm_ii (hi, lo), B = X_ij
+//             (ldmatrix.trans), three products again; Tm_ij -> hi, lo in block (i, j)
+//     ((I + A) Tm = I block row i: Tm_ii^-1 Tm_ij + sum_{j<=b<i} A_ib Tm_bj = 0.) The split
+//     products carry ~16 bits of each operand (relative error ~2^-16 against the f32 solve),
+//     far below the bf16 rounding of Tm that every later use applies.
+//   W_B = Tm_B K~ (bf16 out), U_B = Tm_B V~ (f32 out), in passes of <= 64 columns (one [16, 64]
+//             accumulator): A = hi tile rows B (ldmatrix, k blocks <= i: Tm is lower), B = K~, V~
+//             (ldmatrix.trans); stored from the C fragments (4- and 8-byte pairs)
+//   Tm_out (when the backward keeps it) = the hi tile's rows B, the bf16 Tm the products used.
+// Barriers: the copies, gam, the diagonal blocks (scratch read back), the diagonal blocks and
+// K~, V~ written, levels 1 and 2. Memory: k, v, g, beta read once; gam, W, U (and Tm) written
+// once, straight from the fragments.
+__device__ __forceinline__ void split_bf16x2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  hi = mma::pack_bf16x2(x0, x1);
+  const uint32_t u0 = hi << 16, u1 = hi & 0xffff0000u;
+  float h0, h1;
+  memcpy(&h0, &u0, 4);
+  memcpy(&h1, &u1, 4);
+  lo = mma::pack_bf16x2(x0 - h0, x1 - h1);
+}
+
+// Two n8 tiles x [2][4] (a 16 x 16 block) into the hi and lo tiles at rows m0.., columns c0..
+__device__ __forceinline__ void store_split(const float (&x)[2][4], bf16_t* th, bf16_t* tl,
+                                            int64_t ld, int m0, int c0, int lane) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t hi, lo;
+      split_bf16x2(x[nt][2 * h], x[nt][2 * h + 1], hi, lo);
+      const int64_t at = (m0 + g + 8 * h) * ld + c0 + 8 * nt + 2 * t;
+      *reinterpret_cast<uint32_t*>(th + at) = hi;
+      *reinterpret_cast<uint32_t*>(tl + at) = lo;
+    }
+}
+
+// x += A B with A and B given as hi, lo fragment pairs: hi.hi + hi.lo + lo.hi.
+__device__ __forceinline__ void mma_split(float (&x)[2][4], const uint32_t (&ah)[4],
+                                          const uint32_t (&al)[4], const uint32_t (&bh0)[2],
+                                          const uint32_t (&bh1)[2], const uint32_t (&bl0)[2],
+                                          const uint32_t (&bl1)[2]) {
+  mma::mma_bf16_16816(x[0], ah, bh0);
+  mma::mma_bf16_16816(x[1], ah, bh1);
+  mma::mma_bf16_16816(x[0], ah, bl0);
+  mma::mma_bf16_16816(x[1], ah, bl1);
+  mma::mma_bf16_16816(x[0], al, bh0);
+  mma::mma_bf16_16816(x[1], al, bh1);
+}
+
+template <class Sh>
+__global__ void __launch_bounds__(kPrepWarps * 32, 4)
+    gdn_prepare_reg_kernel(const bf16_t* __restrict__ k, const bf16_t* __restrict__ v,
+                           const void* g_in, const void* beta_in, bool gate_f32, Dims d,
+                           float* __restrict__ gam_out, bf16_t* __restrict__ W_out,
+                           float* __restrict__ U_out, bf16_t* __restrict__ Tm_out) {
+  constexpr int NB = kPrepWarps;
+  extern __shared__ float smem[];
+  const ChunkPos p = chunk_pos<Sh>(d);
+  Carve carve{smem};
+  PrepareRegSmem<bf16_t> s(carve, d);
+  const int n = p.n, R = int(reg_rows(d));
+  const int64_t K = d.K, V = d.V, H = d.H, row0 = p.bh * d.T + p.t0;
+  const int64_t x0 = (p.b * d.T + p.t0) * H + p.h;  // token index of row 0 (row r: x0 + r H)
+  const int64_t ldk = s.ldk, ldv = s.ldv, ldl = s.ldl;
+  tile_load_zfill(k + x0 * K, H * K, n, R, int(K), s.k, ldk);
+  tile_load_zfill(v + x0 * V, H * V, n, R, int(V), s.v, ldv);
+  tile_commit();
+  for (int r = int(threadIdx.x); r < R; r += int(blockDim.x)) {
+    s.graw[r] = r < n ? load_any(g_in, x0 + r * H, gate_f32) : 0.0f;
+    s.beta[r] = r < n ? load_any(beta_in, x0 + r * H, gate_f32) : 0.0f;
+  }
+  __syncthreads();
+  for (int r = int(threadIdx.x); r < R; r += int(blockDim.x)) {
+    float acc = 0.0f;
+    for (int m = 0; m <= r; ++m) acc += s.graw[m];
+    s.gam[r] = acc;
+    s.be[r] = s.beta[r] * exp_t<bf16_t>(acc);
+    if (r < n) gam_out[row0 + r] = acc;
+  }
+  tile_wait();
+  __syncthreads();
+
+  const int lane = int(threadIdx.x) % 32, mb = int(threadIdx.x) / 32, g = lane / 4, t = lane % 4;
+  const int m0 = 16 * mb;
+  const bool active = m0 < R;  // warp-uniform
+  float* const scr = reinterpret_cast<float*>(s.tl) + mb * kPrepDiag;  // A_ii, then Tm_ii
+  float a[2 * NB][4];
+#pragma unroll
+  for (int j = 0; j < 2 * NB; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) a[j][e] = 0.0f;
+  if (active) {
+    // A_B = K_B K^T (column blocks <= mb), then beta_r D_rj below the diagonal.
+    for (int k0 = 0; k0 < K; k0 += 16) {
+      uint32_t af[4];
+      RowA<bf16_t>{s.k, ldk}.frag_a(m0, k0, lane, af);
+#pragma unroll
+      for (int jb = 0; jb < NB; ++jb) {
+        if (jb <= mb) {
+          uint32_t b0[2], b1[2];
+          ColB<bf16_t>{s.k, ldk}.frag_b2(k0, 16 * jb, lane, b0, b1);
+          mma::mma_bf16_16816(a[2 * jb], af, b0);
+          mma::mma_bf16_16816(a[2 * jb + 1], af, b1);
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 2 * NB; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = m0 + g + 8 * (e / 2), c = 8 * j + 2 * t + e % 2;
+        a[j][e] = c < r ? s.beta[r] * a[j][e] * exp_t<bf16_t>(s.gam[r] - s.gam[c]) : 0.0f;
+      }
+    // A_ii -> scratch [16, 17]; Tm_ii by columns (lane c < 16), as ut_inverse's step 1.
+#pragma unroll
+    for (int jb = 0; jb < NB; ++jb) {
+      if (jb == mb) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            scr[(g + 8 * (e / 2)) * 17 + 8 * nt + 2 * t + e % 2] = a[2 * jb + nt][e];
+      }
+    }
+    mma::sync_warp();
+    float* const x = scr + 16 * 17;
+    if (lane < 16) {
+      // Column j in registers (unrolled: the A loads, broadcasts, run ahead of the chain).
+      const int j = lane;
+      float xr[16];
+#pragma unroll
+      for (int r = 0; r < 16; ++r) xr[r] = r == j ? 1.0f : 0.0f;
+#pragma unroll
+      for (int r = 1; r < 16; ++r) {
+        if (r > j) {
+          float acc = scr[r * 17 + j];  // x_j = 1
+#pragma unroll
+          for (int m = 1; m < r; ++m)
+            if (m > j) acc += scr[r * 17 + m] * xr[m];
+          xr[r] = -acc;
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 16; ++r) x[r * 17 + j] = xr[r];
+    }
+    mma::sync_warp();
+  }
+  // Tm_ii in registers as fragments (the scratch is lo's place, overwritten below).
+  float tmd[2][4];
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      tmd[nt][e] = active ? scr[16 * 17 + (g + 8 * (e / 2)) * 17 + 8 * nt + 2 * t + e % 2] : 0.0f;
+  __syncthreads();  // every warp's scratch read
+  if (active) {
+    store_split(tmd, s.th, s.tl, ldl, m0, m0, lane);
+    const float zero[2][4] = {};
+    for (int jb = mb + 1; jb < R / 16; ++jb) store_split(zero, s.th, s.tl, ldl, m0, 16 * jb, lane);
+    // K~ = diag(be) K, V~ = diag(beta) V, rows B (8 elements per 16-byte load and store).
+    const int pk = int(K) / 8, per = pk + int(V) / 8;
+    for (int e = lane; e < 16 * per; e += 32) {
+      const int r = m0 + e / per, q = e % per;
+      bf16_t* at = q < pk ? s.k + r * ldk + 8 * q : s.v + r * ldv + 8 * (q - pk);
+      const float f = q < pk ? s.be[r] : s.beta[r];
+      uint4 y = *reinterpret_cast<const uint4*>(at);
+      y.x = mma::scale_bf16x2(y.x, f, f);
+      y.y = mma::scale_bf16x2(y.y, f, f);
+      y.z = mma::scale_bf16x2(y.z, f, f);
+      y.w = mma::scale_bf16x2(y.w, f, f);
+      *reinterpret_cast<uint4*>(at) = y;
+    }
+  }
+  // The off-diagonal blocks by offset l (block (mb, mb - l) at level l).
+#pragma unroll
+  for (int l = 1; l < NB; ++l) {
+    __syncthreads();  // the blocks at offsets < l (and, at l = 1, K~ and V~) final
+    const int jb = mb - l;
+    if (active && jb >= 0) {
+      float xs[2][4] = {};
+#pragma unroll
+      for (int b = 0; b < NB - 1; ++b) {
+        if (b >= jb && b < mb) {
+          uint32_t ah[4], al[4], bh0[2], bh1[2], bl0[2], bl1[2];
+          split_bf16x2(a[2 * b][0], a[2 * b][1], ah[0], al[0]);
+          split_bf16x2(a[2 * b][2], a[2 * b][3], ah[1], al[1]);
+          split_bf16x2(a[2 * b + 1][0], a[2 * b + 1][1], ah[2], al[2]);
+          split_bf16x2(a[2 * b + 1][2], a[2 * b + 1][3], ah[3], al[3]);
+          RowB<bf16_t>{s.th, ldl}.frag_b2(16 * b, 16 * jb, lane, bh0, bh1);
+          RowB<bf16_t>{s.tl, ldl}.frag_b2(16 * b, 16 * jb, lane, bl0, bl1);
+          mma_split(xs, ah, al, bh0, bh1, bl0, bl1);
+        }
+      }
+      store_split(xs, s.th, s.tl, ldl, m0, 16 * jb, lane);
+      mma::sync_warp();
+      uint32_t ah[4], al[4], bh0[2], bh1[2], bl0[2], bl1[2];
+      RowA<bf16_t>{s.th, ldl}.frag_a(m0, m0, lane, ah);
+      RowA<bf16_t>{s.tl, ldl}.frag_a(m0, m0, lane, al);
+      RowB<bf16_t>{s.th, ldl}.frag_b2(m0, 16 * jb, lane, bh0, bh1);
+      RowB<bf16_t>{s.tl, ldl}.frag_b2(m0, 16 * jb, lane, bl0, bl1);
+      float ys[2][4] = {};
+      mma_split(ys, ah, al, bh0, bh1, bl0, bl1);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) ys[nt][e] = -ys[nt][e];
+      mma::sync_warp();  // X read by every lane
+      store_split(ys, s.th, s.tl, ldl, m0, 16 * jb, lane);
+    }
+  }
+  if (!active) return;
+  mma::sync_warp();  // the warp's Tm rows (hi) final
+  // W_B = Tm_B K~, U_B = Tm_B V~ in passes of <= 64 columns.
+  const int r0 = m0 + g, r1 = r0 + 8;
+  auto product = [&](const bf16_t* bt, int64_t ldb, int64_t c0, int w, auto store) {
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+#pragma unroll
+    for (int kb = 0; kb < NB; ++kb) {
+      if (kb <= mb) {
+        uint32_t af[4];
+        RowA<bf16_t>{s.th, ldl}.frag_a(m0, 16 * kb, lane, af);
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp) {
+          if (16 * jp < w) {
+            uint32_t b0[2], b1[2];
+            RowB<bf16_t>{bt, ldb}.frag_b2(16 * kb, int(c0) + 16 * jp, lane, b0, b1);
+            mma::mma_bf16_16816(acc[2 * jp], af, b0);
+            mma::mma_bf16_16816(acc[2 * jp + 1], af, b1);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      if (8 * j < w) {
+        const int64_t c = c0 + 8 * j + 2 * t;
+        if (r0 < n) store(r0, c, acc[j][0], acc[j][1]);
+        if (r1 < n) store(r1, c, acc[j][2], acc[j][3]);
+      }
+    }
+  };
+  for (int64_t c0 = 0; c0 < K; c0 += 64)
+    product(s.k, ldk, c0, int(K - c0 < 64 ? K - c0 : 64), [&](int r, int64_t c, float w0, float w1) {
+      *reinterpret_cast<uint32_t*>(W_out + (row0 + r) * K + c) = mma::pack_bf16x2(w0, w1);
+    });
+  for (int64_t c0 = 0; c0 < V; c0 += 64)
+    product(s.v, ldv, c0, int(V - c0 < 64 ? V - c0 : 64), [&](int r, int64_t c, float u0, float u1) {
+      *reinterpret_cast<float2*>(U_out + (row0 + r) * V + c) = make_float2(u0, u1);
+    });
+  if (Tm_out) {
+    // Rows B of the hi tile (chunk length L = R columns), 16 bytes per copy.
+    const int q8 = R / 8;
+    for (int e = lane; e < 16 * q8; e += 32) {
+      const int r = m0 + e / q8, c = 8 * (e % q8);
+      if (r < n)
+        *reinterpret_cast<uint4*>(Tm_out + (row0 + r) * R + c) =
+            *reinterpret_cast<const uint4*>(s.th + r * ldl + c);
+    }
   }
 }
 
@@ -741,6 +1031,19 @@ template <class T>
 void launch_prepare(const T* k, const T* v, const void* g, const void* beta, bool gate_f32,
                     const Dims& d, const Scratch<T>& sc, cudaStream_t stream) {
   const dim3 grid(unsigned(d.NC), unsigned(d.H), unsigned(d.B));
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    if (prepare_variant_reg() && d.L % 16 == 0 && d.K % 16 == 0 && d.V % 16 == 0 &&
+        reinterpret_cast<uintptr_t>(k) % 16 == 0 && reinterpret_cast<uintptr_t>(v) % 16 == 0) {
+      with_shape<T>(d, [&](auto sh) {
+        auto* kernel = gdn_prepare_reg_kernel<decltype(sh)>;
+        allow_smem(kernel);
+        kernel<<<grid, kPrepWarps * 32, smem_bytes<PrepareRegSmem<T>>(d), stream>>>(
+            k, v, g, beta, gate_f32, d, sc.gam, sc.W, sc.U, sc.Tm);
+        AMOR_CUDA_CHECK_LAUNCH();
+      });
+      return;
+    }
+  }
   with_shape<T>(d, [&](auto sh) {
     auto* kernel = gdn_prepare_kernel<T, decltype(sh)>;
     allow_smem(kernel);
@@ -800,6 +1103,8 @@ int64_t max_smem_bytes(const Dims& d) {
                       smem_bytes<StateFwdRegSmem<T>>(d, false, 4), smem_bytes<StateBwdRegSmem<T>>(d, 4)})
       m = b > m ? b : m;
     if (d.L == 64 && (d.K == 64 || d.K == 128)) m = std::max(m, output_tc_smem_bytes(d));
+    if (d.L % 16 == 0 && d.K % 16 == 0 && d.V % 16 == 0)
+      m = std::max(m, smem_bytes<PrepareRegSmem<T>>(d));
   }
   return m;
 }
