@@ -233,10 +233,17 @@ __global__ void __launch_bounds__(kThreads)
 //   * The per-step tail (ddt_j = col_j + exp(cum_L - cum_j) dw_j, dcum_j = row_j - dt_j col_j
 //     - w_j dw_j, dcum_L += sum_j w_j dw_j) is one warp: lanes own steps, the chunk-wide sum is a
 //     warp sum: no quad loops over Q, no extra barrier.
-// Three barriers in all (rows in; KE and the partials; the dx partials). Sums differ from
+//   * G has no buffer of its own: it is copied (cp.async) into C's tile once the KE products are
+//     done, while each warp runs its first KE^T dy product; then a barrier and the G B_j
+//     product. Shared memory at Q = 64, P = 64, N = 128: 63.5 KiB (dx_tc_kernel<bf16_t>: 111.5),
+//     so three blocks a SM where the registers allow (the full-chunk variant: <= 80 a thread).
+// Four barriers in all (rows in; KE and the partials; G in; the dx partials). Sums differ from
 // dx_tc_kernel's in f32 rounding order only.
 template <class Sh>
-__global__ void __launch_bounds__(kThreads)
+constexpr int dx_reg_blocks = Sh::full ? 3 : 2;  // blocks a SM that __launch_bounds__ asks for
+
+template <class Sh>
+__global__ void __launch_bounds__(kThreads, dx_reg_blocks<Sh>)
     dx_reg_kernel(Dims k, const bf16_t* __restrict__ x, const float* __restrict__ dt,
                   const bf16_t* __restrict__ Bm, const bf16_t* __restrict__ Cm,
                   const float* __restrict__ D, const bf16_t* __restrict__ dy,
@@ -250,8 +257,9 @@ __global__ void __launch_bounds__(kThreads)
   const int sN = stride_of(N), sP = stride_of(P), sQ = stride_of(Q);
   const int Qp = pad16(Q), Q32 = (Qp + 31) / 32 * 32, nq = Q32 / 32, np = (pad16(P) + 31) / 32;
   unsigned char* at = reinterpret_cast<unsigned char*>(smem_raw);
-  bf16_t* Cs = reinterpret_cast<bf16_t*>(at);
-  at += tile_bytes(Q, N);
+  bf16_t* Cs = reinterpret_cast<bf16_t*>(at);  // C rows, then G as [P][N]
+  bf16_t* Gt = Cs;
+  at += tile_bytes(Q > P ? Q : P, N);
   bf16_t* Bs = reinterpret_cast<bf16_t*>(at);
   at += tile_bytes(Q, N);
   bf16_t* xs = reinterpret_cast<bf16_t*>(at);
@@ -260,8 +268,6 @@ __global__ void __launch_bounds__(kThreads)
   at += tile_bytes(Q, P);
   bf16_t* KE = reinterpret_cast<bf16_t*>(at);
   at += tile_bytes(Q, Q);
-  bf16_t* Gt = reinterpret_cast<bf16_t*>(at);
-  at += tile_bytes(P, N);
   float* cm = reinterpret_cast<float*>(at);  // [Qp], zero past the chunk
   float* dts = cm + Qp;                      // [Qp], zero past the chunk
   float* rowp = dts + Qp;                    // [Qp][nq]
@@ -272,7 +278,6 @@ __global__ void __launch_bounds__(kThreads)
   tc::load_rows_async(Bs, sN, Bm, ch.b, ch.g, ch.t0, L, k.T, k.G, N);
   tc::load_rows_async(xs, sP, x, ch.b, ch.h, ch.t0, L, k.T, k.H, P);
   tc::load_rows_async(dys, sP, dy, ch.b, ch.h, ch.t0, L, k.T, k.H, P);
-  tc::load_tile_async(Gt, sN, grads + state_at, P, N);
   mma::cp_async_commit();
   for (int i = threadIdx.x; i < Qp; i += blockDim.x) {
     const bool in = i < L;
@@ -341,10 +346,23 @@ __global__ void __launch_bounds__(kThreads)
   bf16_t* dxc = dx + ((ch.b * k.T + ch.t0) * k.H + ch.h) * P;
   const bool pairs = P % 2 == 0;  // dx rows start 4-byte aligned: stores by bf16 pairs
   float dd = 0.0f;                // this thread's part of sum dy . x (dD)
-  tc::for_warp_tiles<1, 2>(Lp, Pp, [&](int m0, int n0) {
+  tc::load_tile_async(Gt, sN, grads + state_at, P, N);  // into C's tile: C is done
+  mma::cp_async_commit();
+  // The warp tiles of the Lp x Pp output in rounds of kWarps (the same count in every warp, so
+  // that the first round's barrier, G in, is uniform).
+  const int tn = (Pp + 31) / 32, ntiles = (Lp / 16) * tn;
+  for (int round = 0; round * tc::kWarps < ntiles; ++round) {
+    const int t = warp + round * tc::kWarps;
+    const bool live = t < ntiles;
+    const int m0 = live ? (t / tn) * 16 : 0, n0 = live ? (t % tn) * 32 : 0;
     WarpTile<1, 2> gb(m0, n0, Lp, Pp), acc(m0, n0, Lp, Pp);
-    gb.mac<false, false>(Bs, sN, Gt, sN, 0, Np);     // (G B_j)_p = sum_n B_jn G_pn
-    acc.mac<true, true>(KE, sQ, dys, sP, m0, Lp);    // sum_{i >= j} KE_ij dy_ip
+    if (live) acc.mac<true, true>(KE, sQ, dys, sP, m0, Lp);  // sum_{i >= j} KE_ij dy_ip
+    if (round == 0) {
+      mma::cp_async_wait<0>();
+      __syncthreads();  // G in
+    }
+    if (!live) continue;
+    gb.mac<false, false>(Bs, sN, Gt, sN, 0, Np);  // (G B_j)_p = sum_n B_jn G_pn
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the fragments
       const int r = gb.row(0, 2 * h);
@@ -381,7 +399,7 @@ __global__ void __launch_bounds__(kThreads)
       dw = subwarp_sum(dw, 4);
       if (lane % 4 == 0) dwp[r * np + n0 / 32] = dw;
     }
-  });
+  }
   dd = warp_sum(dd);
   if (lane == 0) red[warp] = dd;
   __syncthreads();
@@ -416,8 +434,9 @@ __global__ void __launch_bounds__(kThreads)
 int64_t dx_reg_smem(const Dims& k) {
   const int64_t Qp = pad16(int(k.Q)), Q32 = (Qp + 31) / 32 * 32;
   const int64_t nq = Q32 / 32, np = (pad16(int(k.P)) + 31) / 32;
-  return 2 * tile_bytes(k.Q, k.N) + 2 * tile_bytes(k.Q, k.P) + tile_bytes(k.Q, k.Q) +
-         tile_bytes(k.P, k.N) + 4 * (2 * Qp + Qp * nq + (Qp / 16) * Q32 + Qp * np);
+  const int64_t qp = k.Q > k.P ? k.Q : k.P;
+  return tile_bytes(qp, k.N) + tile_bytes(k.Q, k.N) + 2 * tile_bytes(k.Q, k.P) +
+         tile_bytes(k.Q, k.Q) + 4 * (2 * Qp + Qp * nq + (Qp / 16) * Q32 + Qp * np);
 }
 
 // Per-head dB, dC of one chunk ([B,T,H,N], f32 or bf16 as S) and the carried state's dcum term
@@ -550,9 +569,13 @@ __global__ void __launch_bounds__(kThreads)
 // dbc_tc_kernel: dcum_i += C_i . (e_i S_h^T dy_i), taken as the change of C_i . dC_i across the
 // head's carried term (f32; the previous heads' part cancels exactly up to rounding), and
 // dcum_last += exp(cum_last) <G_h, S_h>. Writes partials [B, T, G, nsplit, N] f32.
+// kReg (default; AMOR_SSD_BWD=tile: false, the kernel as it was): the same bits with fewer
+// instructions and barriers per head: <G_h, S_h> as per-warp sums read after the barrier that
+// already ends the head (one barrier a head less than block_sum's two), and the A2 tile stored
+// as 4-byte bf16 pairs (no per-element predicates and 2-byte stores).
 constexpr int kHeadsPerSplit = 8;
 
-template <class Sh>
+template <class Sh, bool kReg>
 __global__ void __launch_bounds__(kThreads, 2)
     dbc_heads_tc_kernel(Dims k, const bf16_t* __restrict__ x, const float* __restrict__ dt,
                         const bf16_t* __restrict__ Bm, const bf16_t* __restrict__ Cm,
@@ -628,14 +651,43 @@ __global__ void __launch_bounds__(kThreads, 2)
     tc::for_warp_tiles<1, 2>(Lp, Lp, [&](int m0, int n0) {
       WarpTile<1, 2> dm(m0, n0, Lp, Lp);
       if (n0 <= m0 + 15) dm.mac<false, false>(dys, sP, xs, sP, 0, Pp);  // dM_ij = dy_i . x_j
-      dm.each([&](int i, int j, float& v) {
-        const float a =
-            j <= i && i < L ? v * mma::exp2_approx((cm[i] - cm[j]) * kLog2e) * dts[j] : 0.0f;
-        A2[i * sQ + j] = from_f32<bf16_t>(a);
-      });
+      if constexpr (kReg) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int c0 = dm.col(j, 0);  // even; Lp even: c0 < Lp implies c0 + 1 < Lp
+          if (c0 >= Lp) continue;
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int r = dm.row(0, 2 * hh);
+            float a[2];
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+              const int cc = c0 + q;
+              a[q] = cc <= r && r < L ? dm.c[0][j][2 * hh + q] *
+                                            mma::exp2_approx((cm[r] - cm[cc]) * kLog2e) * dts[cc]
+                                      : 0.0f;
+            }
+            *reinterpret_cast<uint32_t*>(A2 + r * sQ + c0) = mma::pack_bf16x2(a[0], a[1]);
+          }
+        }
+      } else {
+        dm.each([&](int i, int j, float& v) {
+          const float a =
+              j <= i && i < L ? v * mma::exp2_approx((cm[i] - cm[j]) * kLog2e) * dts[j] : 0.0f;
+          A2[i * sQ + j] = from_f32<bf16_t>(a);
+        });
+      }
     });
-    // <G_h, S_h>; block_sum ends with a barrier: A2 is complete.
-    const float gs = block_sum(tc::tile_dot_bf16(Ss, Gs, sN, P, N), red);
+    // <G_h, S_h>: block_sum (ends with a barrier: A2 is complete), or (kReg) per-warp sums in
+    // red, summed in block_sum's order after the head's closing barrier (the same bits).
+    float gs = 0.0f;
+    if constexpr (kReg) {
+      const float wsum = warp_sum(tc::tile_dot_bf16(Ss, Gs, sN, P, N));
+      if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = wsum;
+      __syncthreads();  // A2 is complete
+    } else {
+      gs = block_sum(tc::tile_dot_bf16(Ss, Gs, sN, P, N), red);
+    }
     if (live) {
       // This lane's part of C_r . dC_r for its rows r (a fragment's rows g and g + 8).
       auto rowdots = [&](float (&d)[2][2]) {
@@ -683,7 +735,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int i = threadIdx.x; i < L; i += blockDim.x) {
       float s = 0.0f;
       for (int q = 0; q < nparts; ++q) s += part[i * nparts + q];
-      if (i == L - 1) s += expf(cm[L - 1]) * gs;
+      if (i == L - 1) {
+        if constexpr (kReg) {
+          for (int w = 0; w < kThreads / 32; ++w) gs += red[w];
+        }
+        s += expf(cm[L - 1]) * gs;
+      }
       dcum[bh * k.T + t0 + i] = dc0[i] + s;
     }
     __syncthreads();
@@ -788,8 +845,10 @@ void launch_dbc_heads_tc(const Dims& k, const bf16_t* x, const float* dt, const 
   if (k.nc * k.B * k.G == 0) return;
   const int64_t bytes = dbc_heads_smem(k);
   // The full-chunk variant spills (ptxas: 128 bytes at 128 registers); the other does not.
+  const bool reg = bwd_reg();
   with_shape<false>(k, [&](auto sh) {
-    auto* kernel = dbc_heads_tc_kernel<decltype(sh)>;
+    auto* kernel = reg ? dbc_heads_tc_kernel<decltype(sh), true>
+                       : dbc_heads_tc_kernel<decltype(sh), false>;
     AMOR_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
     kernel<<<dim3(unsigned(k.nc), unsigned(k.B * k.G), unsigned(dbc_heads_splits(k))), kThreads,

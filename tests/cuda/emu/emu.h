@@ -245,6 +245,12 @@ cudaError_t event_destroy_(cudaEvent_t e);
 cudaError_t event_record_(cudaEvent_t e, cudaStream_t = nullptr);
 cudaError_t event_elapsed_(float* ms, cudaEvent_t a, cudaEvent_t b);
 cudaError_t device_properties_(cudaDeviceProp* p, int device);
+// cudaMemGetInfo (cuda_backend.cu asks it after a failed allocation): no device memory to report.
+inline cudaError_t mem_get_info_(size_t* free, size_t* total) {
+  *free = 0;
+  *total = 0;
+  return cudaSuccess;
+}
 
 }  // namespace emu
 
@@ -256,6 +262,7 @@ cudaError_t device_properties_(cudaDeviceProp* p, int device);
 #define __shfl_xor_sync(mask, v, lane_mask) ::emu::shfl_xor((v), (lane_mask))
 #define cudaMalloc(p, n) ::emu::malloc_(reinterpret_cast<void**>(p), (n))
 #define cudaFree ::emu::free_
+#define cudaMemGetInfo ::emu::mem_get_info_
 #define cudaMemset ::emu::memset_
 #define cudaMemsetAsync ::emu::memset_
 #define cudaMemcpy ::emu::memcpy_
