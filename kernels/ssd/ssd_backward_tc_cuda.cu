@@ -18,6 +18,10 @@
 // states (S = bf16_t: the span path of ssd_backward_cuda.cu) the G tile has its own buffer,
 // copied in with the rows: dx 111.5 KiB (97 registers), dbc 97 KiB (108), still two blocks per
 // SM; dBh, dCh are written as bf16 (half the bytes of the largest intermediate).
+// The span path's defaults since 2026-12-02 (AMOR_SSD_BWD=tile, read once, keeps the kernels
+// above): dx_reg_kernel (the Tm and G B_j reductions from the mma fragments by warp shuffles,
+// G copied into C's tile after the KE products: 63.5 KiB, 80 registers, three blocks a SM at the
+// 1.5B shape) and dbc_heads_tc_kernel<Sh, true> (one barrier a head less, A2 by bf16 pairs).
 #include <cstdlib>
 #include <string>
 #include <type_traits>
@@ -409,7 +413,7 @@ __global__ void __launch_bounds__(kThreads, dx_reg_blocks<Sh>)
     for (int j = lane; j < L; j += 32) {
       float col = 0.0f, row = 0.0f, dw = 0.0f;
       for (int m = 0; m < Lp / 16; ++m) col += colp[m * Q32 + j];
-      for (int q = 0; q < nq; ++q) row += rowp[j * nq + q];
+      for (int q = 0; q < (Lp + 31) / 32; ++q) row += rowp[j * nq + q];  // tiles written
       for (int q = 0; q < np; ++q) dw += dwp[j * np + q];
       const float e = expf(last - cm[j]), wdw = e * dts[j] * dw;
       const int64_t t = ch.t0 + j;
