@@ -18,6 +18,12 @@
 // states (S = bf16_t: the span path of ssd_backward_cuda.cu) the G tile has its own buffer,
 // copied in with the rows: dx 111.5 KiB (97 registers), dbc 97 KiB (108), still two blocks per
 // SM; dBh, dCh are written as bf16 (half the bytes of the largest intermediate).
+// The span path's defaults since 2026-12-02 (AMOR_SSD_BWD=tile, read once, keeps the kernels
+// above): dx_reg_kernel (the Tm and G B_j reductions from the mma fragments by warp shuffles,
+// G copied into C's tile after the KE products: 63.5 KiB, 80 registers, three blocks a SM at the
+// 1.5B shape) and dbc_heads_tc_kernel<Sh, true> (one barrier a head less, A2 by bf16 pairs).
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "kernels/ssd/ssd_mma.cuh"
@@ -31,6 +37,17 @@ using tc::pad16;
 using tc::stride_of;
 using tc::tile_bytes;
 using tc::WarpTile;
+
+// The span path's dx and dbc kernels (AMOR_SSD_BWD, read once): "tile" dx_tc_kernel<bf16_t> and
+// dbc_heads_tc_kernel as they were (shared-memory epilogues); anything else (default) the
+// register-reduction kernels (dx_reg_kernel, ...).
+bool bwd_reg() {
+  static const bool reg = [] {
+    const char* e = std::getenv("AMOR_SSD_BWD");
+    return !(e && std::string(e) == "tile");
+  }();
+  return reg;
+}
 
 // Where dx_tc_kernel<bf16_t> keeps its own G tile: after dx_tc_smem's bytes, 16-byte aligned.
 __host__ __device__ inline int64_t dx_g_offset(const Dims& k) {
@@ -203,6 +220,229 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The span path's dx kernel with its reductions in registers (default; AMOR_SSD_BWD=tile keeps
+// dx_tc_kernel<bf16_t> above). Same outputs, inputs and products as dx_tc_kernel; what moved:
+//   * Tm = dM o KE (f32, j <= i) is never stored. In the KE epilogue each thread holds Tm for its
+//     fragment rows r (g, g + 8) and columns c; it forms
+//       row_r partial = sum_c Tm_rc dt_c     (quad shuffles: the 4 lanes of a row)
+//       col_c partial = sum_r Tm_rc          (shuffles over g: the 8 lanes of a column)
+//     and writes one f32 per (row, 32-column tile) and per (16-row tile, column) to shared
+//     memory: row_j = sum over the column tiles, col_j = sum over the row tiles (fixed order).
+//     Tiles entirely above the diagonal write zero partials and no KE (never read: the KE^T dy
+//     product of the 16 columns at m0 reads rows >= m0 only).
+//   * GB = G B_j is never stored: dw_j = x_j . (G B_j) is summed in the dx epilogue from the gb
+//     fragments and x pairs read as 4-byte bf16 pairs (quad shuffles, one partial per
+//     (row, 32-column tile)); the same epilogue sums dy . x for dD (a warp sum, one value per
+//     warp), which drops dx_tc_kernel's block-wide tile_dot and its two barriers.
+//   * The per-step tail (ddt_j = col_j + exp(cum_L - cum_j) dw_j, dcum_j = row_j - dt_j col_j
+//     - w_j dw_j, dcum_L += sum_j w_j dw_j) is one warp: lanes own steps, the chunk-wide sum is a
+//     warp sum: no quad loops over Q, no extra barrier.
+//   * G has no buffer of its own: it is copied (cp.async) into C's tile once the KE products are
+//     done, while each warp runs its first KE^T dy product; then a barrier and the G B_j
+//     product. Shared memory at Q = 64, P = 64, N = 128: 63.5 KiB (dx_tc_kernel<bf16_t>: 111.5),
+//     so three blocks a SM where the registers allow (the full-chunk variant: <= 80 a thread).
+// Four barriers in all (rows in; KE and the partials; G in; the dx partials). Sums differ from
+// dx_tc_kernel's in f32 rounding order only.
+template <class Sh>
+constexpr int dx_reg_blocks = Sh::full ? 3 : 2;  // blocks a SM that __launch_bounds__ asks for
+
+template <class Sh>
+__global__ void __launch_bounds__(kThreads, dx_reg_blocks<Sh>)
+    dx_reg_kernel(Dims k, const bf16_t* __restrict__ x, const float* __restrict__ dt,
+                  const bf16_t* __restrict__ Bm, const bf16_t* __restrict__ Cm,
+                  const float* __restrict__ D, const bf16_t* __restrict__ dy,
+                  const float* __restrict__ cum, const bf16_t* __restrict__ grads,
+                  bf16_t* __restrict__ dx, float* __restrict__ ddt, float* __restrict__ dcum,
+                  float* __restrict__ partials) {
+  extern __shared__ uint4 smem_raw[];
+  __shared__ float red[kThreads / 32];
+  const Chunk ch = chunk_of_block<Sh>(k);
+  const int Q = int(k.Q), P = int(k.P), N = int(k.N), L = ch.len;
+  const int sN = stride_of(N), sP = stride_of(P), sQ = stride_of(Q);
+  const int Qp = pad16(Q), Q32 = (Qp + 31) / 32 * 32, nq = Q32 / 32, np = (pad16(P) + 31) / 32;
+  unsigned char* at = reinterpret_cast<unsigned char*>(smem_raw);
+  bf16_t* Cs = reinterpret_cast<bf16_t*>(at);  // C rows, then G as [P][N]
+  bf16_t* Gt = Cs;
+  at += tile_bytes(Q > P ? Q : P, N);
+  bf16_t* Bs = reinterpret_cast<bf16_t*>(at);
+  at += tile_bytes(Q, N);
+  bf16_t* xs = reinterpret_cast<bf16_t*>(at);
+  at += tile_bytes(Q, P);
+  bf16_t* dys = reinterpret_cast<bf16_t*>(at);
+  at += tile_bytes(Q, P);
+  bf16_t* KE = reinterpret_cast<bf16_t*>(at);
+  at += tile_bytes(Q, Q);
+  float* cm = reinterpret_cast<float*>(at);  // [Qp], zero past the chunk
+  float* dts = cm + Qp;                      // [Qp], zero past the chunk
+  float* rowp = dts + Qp;                    // [Qp][nq]
+  float* colp = rowp + Qp * nq;              // [Qp / 16][Q32]
+  float* dwp = colp + (Qp / 16) * Q32;       // [Qp][np]
+  const int64_t state_at = (ch.bh * k.nc + ch.c) * int64_t(P) * N;
+  tc::load_rows_async(Cs, sN, Cm, ch.b, ch.g, ch.t0, L, k.T, k.G, N);
+  tc::load_rows_async(Bs, sN, Bm, ch.b, ch.g, ch.t0, L, k.T, k.G, N);
+  tc::load_rows_async(xs, sP, x, ch.b, ch.h, ch.t0, L, k.T, k.H, P);
+  tc::load_rows_async(dys, sP, dy, ch.b, ch.h, ch.t0, L, k.T, k.H, P);
+  mma::cp_async_commit();
+  for (int i = threadIdx.x; i < Qp; i += blockDim.x) {
+    const bool in = i < L;
+    cm[i] = in ? cum[ch.bh * k.T + ch.t0 + i] : 0.0f;
+    dts[i] = in ? dt[(ch.b * k.T + ch.t0 + i) * k.H + ch.h] : 0.0f;
+  }
+  mma::cp_async_wait<0>();
+  __syncthreads();
+  const int Lp = pad16(L), Pp = pad16(P), Np = pad16(N);
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+  // KE = K E (bf16, zero off j <= i and in the padding); the Tm row and column partials.
+  tc::for_warp_tiles<1, 2>(Lp, Lp, [&](int m0, int n0) {
+    WarpTile<1, 2> ke(m0, n0, Lp, Lp), dm(m0, n0, Lp, Lp);
+    float rs[2] = {0.0f, 0.0f}, cs[4][2];
+    if (n0 <= m0 + 15) {  // else all above the diagonal: zero partials, KE never read there
+      ke.mac<false, false>(Cs, sN, Bs, sN, 0, Np);
+      dm.mac<false, false>(dys, sP, xs, sP, 0, Pp);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int c0 = ke.col(j, 0);
+        if (c0 >= Lp) {  // (c0 even, Lp even: c0 + 1 < Lp otherwise)
+          cs[j][0] = cs[j][1] = 0.0f;
+          continue;
+        }
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = ke.row(0, e), c = c0 + (e & 1);
+          v[e] = c <= r && r < L ? ke.c[0][j][e] * mma::exp2_approx((cm[r] - cm[c]) * kLog2e)
+                                 : 0.0f;
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = ke.row(0, 2 * h);
+          *reinterpret_cast<uint32_t*>(KE + r * sQ + c0) = mma::pack_bf16x2(v[2 * h], v[2 * h + 1]);
+        }
+        const float d0 = dts[c0], d1 = dts[c0 + 1];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] *= dm.c[0][j][e];  // Tm (zero off j <= i < L)
+        rs[0] += v[0] * d0 + v[1] * d1;
+        rs[1] += v[2] * d0 + v[3] * d1;
+        cs[j][0] = v[0] + v[2];
+        cs[j][1] = v[1] + v[3];
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) cs[j][0] = cs[j][1] = 0.0f;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float s = subwarp_sum(rs[h], 4);
+      if (lane % 4 == 0) rowp[ke.row(0, 2 * h) * nq + n0 / 32] = s;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        float s = cs[j][q];
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane < 4) colp[(m0 / 16) * Q32 + ke.col(j, q)] = s;
+      }
+  });
+  __syncthreads();
+  const float d = D[ch.h];
+  bf16_t* dxc = dx + ((ch.b * k.T + ch.t0) * k.H + ch.h) * P;
+  const bool pairs = P % 2 == 0;  // dx rows start 4-byte aligned: stores by bf16 pairs
+  float dd = 0.0f;                // this thread's part of sum dy . x (dD)
+  tc::load_tile_async(Gt, sN, grads + state_at, P, N);  // into C's tile: C is done
+  mma::cp_async_commit();
+  // The warp tiles of the Lp x Pp output in rounds of kWarps (the same count in every warp, so
+  // that the first round's barrier, G in, is uniform).
+  const int tn = (Pp + 31) / 32, ntiles = (Lp / 16) * tn;
+  for (int round = 0; round * tc::kWarps < ntiles; ++round) {
+    const int t = warp + round * tc::kWarps;
+    const bool live = t < ntiles;
+    const int m0 = live ? (t / tn) * 16 : 0, n0 = live ? (t % tn) * 32 : 0;
+    WarpTile<1, 2> gb(m0, n0, Lp, Pp), acc(m0, n0, Lp, Pp);
+    if (live) acc.mac<true, true>(KE, sQ, dys, sP, m0, Lp);  // sum_{i >= j} KE_ij dy_ip
+    if (round == 0) {
+      mma::cp_async_wait<0>();
+      __syncthreads();  // G in
+    }
+    if (!live) continue;
+    gb.mac<false, false>(Bs, sN, Gt, sN, 0, Np);  // (G B_j)_p = sum_n B_jn G_pn
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the fragments
+      const int r = gb.row(0, 2 * h);
+      const float dr = dts[r], wr = mma::exp2_approx((cm[L - 1] - cm[r]) * kLog2e) * dr;
+      bf16_t* dxr = dxc + int64_t(r) * k.H * P;
+      float dw = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int p = gb.col(j, 2 * h);  // even: P even and p < P imply p + 1 < P
+        if (p >= Pp) continue;
+        // x and dy at (r, p), (r, p + 1) as 4-byte pairs (zeros in the padding).
+        const uint32_t xp = *reinterpret_cast<const uint32_t*>(xs + r * sP + p);
+        const uint32_t yp = *reinterpret_cast<const uint32_t*>(dys + r * sP + p);
+        const uint32_t xu[2] = {xp << 16, xp & 0xffff0000u}, yu[2] = {yp << 16, yp & 0xffff0000u};
+        float v[2];
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          float xv, yv;
+          memcpy(&xv, &xu[q], 4);
+          memcpy(&yv, &yu[q], 4);
+          const float gv = gb.c[0][j][2 * h + q], av = acc.c[0][j][2 * h + q];
+          dw += xv * gv;
+          dd += yv * xv;
+          v[q] = d * yv + dr * av + wr * gv;
+        }
+        if (r >= L || p >= P) continue;
+        if (pairs) {
+          *reinterpret_cast<uint32_t*>(dxr + p) = mma::pack_bf16x2(v[0], v[1]);
+        } else {
+          dxr[p] = from_f32<bf16_t>(v[0]);
+          if (p + 1 < P) dxr[p + 1] = from_f32<bf16_t>(v[1]);
+        }
+      }
+      dw = subwarp_sum(dw, 4);
+      if (lane % 4 == 0) dwp[r * np + n0 / 32] = dw;
+    }
+  }
+  dd = warp_sum(dd);
+  if (lane == 0) red[warp] = dd;
+  __syncthreads();
+  if (warp == 0) {  // the per-step tail: lanes own steps
+    const float last = cm[L - 1];
+    float part = 0.0f, mine = 0.0f;  // sum of w_j dw_j; the last step's dcum (its owner)
+    for (int j = lane; j < L; j += 32) {
+      float col = 0.0f, row = 0.0f, dw = 0.0f;
+      for (int m = 0; m < Lp / 16; ++m) col += colp[m * Q32 + j];
+      for (int q = 0; q < (Lp + 31) / 32; ++q) row += rowp[j * nq + q];  // tiles written
+      for (int q = 0; q < np; ++q) dw += dwp[j * np + q];
+      const float e = expf(last - cm[j]), wdw = e * dts[j] * dw;
+      const int64_t t = ch.t0 + j;
+      ddt[(ch.b * k.T + t) * k.H + ch.h] = col + e * dw;
+      part += wdw;
+      const float dc = row - dts[j] * col - wdw;
+      if (j == L - 1) {
+        mine = dc;
+      } else {
+        dcum[ch.bh * k.T + t] = dc;
+      }
+    }
+    const float total = warp_sum(part);
+    if (lane == (L - 1) % 32) dcum[ch.bh * k.T + ch.t0 + L - 1] = mine + total;
+    if (lane == 0) {
+      float s = 0.0f;
+      for (int w = 0; w < kThreads / 32; ++w) s += red[w];
+      partials[(ch.b * k.nc + ch.c) * 2 * k.H + k.H + ch.h] = s;
+    }
+  }
+}
+int64_t dx_reg_smem(const Dims& k) {
+  const int64_t Qp = pad16(int(k.Q)), Q32 = (Qp + 31) / 32 * 32;
+  const int64_t nq = Q32 / 32, np = (pad16(int(k.P)) + 31) / 32;
+  const int64_t qp = k.Q > k.P ? k.Q : k.P;
+  return tile_bytes(qp, k.N) + tile_bytes(k.Q, k.N) + 2 * tile_bytes(k.Q, k.P) +
+         tile_bytes(k.Q, k.Q) + 4 * (2 * Qp + Qp * nq + (Qp / 16) * Q32 + Qp * np);
+}
+
 // Per-head dB, dC of one chunk ([B,T,H,N], f32 or bf16 as S) and the carried state's dcum term
 // (see dbc_kernel); with bf16 states (S = bf16_t, the span path) also the state passing's
 // dcum_last term exp(cum_last) <G, S_c> (dx_tc_kernel<float> adds it on the per-chunk path).
@@ -333,9 +573,13 @@ __global__ void __launch_bounds__(kThreads)
 // dbc_tc_kernel: dcum_i += C_i . (e_i S_h^T dy_i), taken as the change of C_i . dC_i across the
 // head's carried term (f32; the previous heads' part cancels exactly up to rounding), and
 // dcum_last += exp(cum_last) <G_h, S_h>. Writes partials [B, T, G, nsplit, N] f32.
+// kReg (default; AMOR_SSD_BWD=tile: false, the kernel as it was): the same bits with fewer
+// instructions and barriers per head: <G_h, S_h> as per-warp sums read after the barrier that
+// already ends the head (one barrier a head less than block_sum's two), and the A2 tile stored
+// as 4-byte bf16 pairs (no per-element predicates and 2-byte stores).
 constexpr int kHeadsPerSplit = 8;
 
-template <class Sh>
+template <class Sh, bool kReg>
 __global__ void __launch_bounds__(kThreads, 2)
     dbc_heads_tc_kernel(Dims k, const bf16_t* __restrict__ x, const float* __restrict__ dt,
                         const bf16_t* __restrict__ Bm, const bf16_t* __restrict__ Cm,
@@ -411,14 +655,43 @@ __global__ void __launch_bounds__(kThreads, 2)
     tc::for_warp_tiles<1, 2>(Lp, Lp, [&](int m0, int n0) {
       WarpTile<1, 2> dm(m0, n0, Lp, Lp);
       if (n0 <= m0 + 15) dm.mac<false, false>(dys, sP, xs, sP, 0, Pp);  // dM_ij = dy_i . x_j
-      dm.each([&](int i, int j, float& v) {
-        const float a =
-            j <= i && i < L ? v * mma::exp2_approx((cm[i] - cm[j]) * kLog2e) * dts[j] : 0.0f;
-        A2[i * sQ + j] = from_f32<bf16_t>(a);
-      });
+      if constexpr (kReg) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int c0 = dm.col(j, 0);  // even; Lp even: c0 < Lp implies c0 + 1 < Lp
+          if (c0 >= Lp) continue;
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int r = dm.row(0, 2 * hh);
+            float a[2];
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+              const int cc = c0 + q;
+              a[q] = cc <= r && r < L ? dm.c[0][j][2 * hh + q] *
+                                            mma::exp2_approx((cm[r] - cm[cc]) * kLog2e) * dts[cc]
+                                      : 0.0f;
+            }
+            *reinterpret_cast<uint32_t*>(A2 + r * sQ + c0) = mma::pack_bf16x2(a[0], a[1]);
+          }
+        }
+      } else {
+        dm.each([&](int i, int j, float& v) {
+          const float a =
+              j <= i && i < L ? v * mma::exp2_approx((cm[i] - cm[j]) * kLog2e) * dts[j] : 0.0f;
+          A2[i * sQ + j] = from_f32<bf16_t>(a);
+        });
+      }
     });
-    // <G_h, S_h>; block_sum ends with a barrier: A2 is complete.
-    const float gs = block_sum(tc::tile_dot_bf16(Ss, Gs, sN, P, N), red);
+    // <G_h, S_h>: block_sum (ends with a barrier: A2 is complete), or (kReg) per-warp sums in
+    // red, summed in block_sum's order after the head's closing barrier (the same bits).
+    float gs = 0.0f;
+    if constexpr (kReg) {
+      const float wsum = warp_sum(tc::tile_dot_bf16(Ss, Gs, sN, P, N));
+      if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = wsum;
+      __syncthreads();  // A2 is complete
+    } else {
+      gs = block_sum(tc::tile_dot_bf16(Ss, Gs, sN, P, N), red);
+    }
     if (live) {
       // This lane's part of C_r . dC_r for its rows r (a fragment's rows g and g + 8).
       auto rowdots = [&](float (&d)[2][2]) {
@@ -466,7 +739,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int i = threadIdx.x; i < L; i += blockDim.x) {
       float s = 0.0f;
       for (int q = 0; q < nparts; ++q) s += part[i * nparts + q];
-      if (i == L - 1) s += expf(cm[L - 1]) * gs;
+      if (i == L - 1) {
+        if constexpr (kReg) {
+          for (int w = 0; w < kThreads / 32; ++w) gs += red[w];
+        }
+        s += expf(cm[L - 1]) * gs;
+      }
       dcum[bh * k.T + t0 + i] = dc0[i] + s;
     }
     __syncthreads();
@@ -527,6 +805,13 @@ void launch_dx_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t*
                   const bf16_t* grads, bf16_t* dx, float* ddt, float* dcum, float* partials,
                   cudaStream_t s) {
   if (k.nc * k.B * k.H == 0) return;
+  if (bwd_reg()) {
+    with_shape(k, [&](auto sh) {
+      launch_chunks(dx_reg_kernel<decltype(sh)>, k, dx_reg_smem(k), s, k, x, dt, Bm, Cm, D, dy,
+                    cum, grads, dx, ddt, dcum, partials);
+    });
+    return;
+  }
   with_shape(k, [&](auto sh) {
     launch_chunks(dx_tc_kernel<bf16_t, decltype(sh)>, k, dx_spans_smem(k), s, k, x, dt, Bm, Cm,
                   D, dy, cum, static_cast<const bf16_t*>(nullptr), grads, dx, ddt, dcum, partials);
@@ -564,8 +849,10 @@ void launch_dbc_heads_tc(const Dims& k, const bf16_t* x, const float* dt, const 
   if (k.nc * k.B * k.G == 0) return;
   const int64_t bytes = dbc_heads_smem(k);
   // The full-chunk variant spills (ptxas: 128 bytes at 128 registers); the other does not.
+  const bool reg = bwd_reg();
   with_shape<false>(k, [&](auto sh) {
-    auto* kernel = dbc_heads_tc_kernel<decltype(sh)>;
+    auto* kernel = reg ? dbc_heads_tc_kernel<decltype(sh), true>
+                       : dbc_heads_tc_kernel<decltype(sh), false>;
     AMOR_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
     kernel<<<dim3(unsigned(k.nc), unsigned(k.B * k.G), unsigned(dbc_heads_splits(k))), kThreads,
