@@ -271,8 +271,6 @@ inline cudaError_t mem_get_info_(size_t* free, size_t* total) {
 #define cudaStreamSynchronize ::emu::ok_
 #define cudaFuncSetAttribute ::emu::ok_
 #define cudaGetLastError ::emu::ok_
-// The allocator asks only after a failed cudaMalloc (its out-of-memory report): nothing known.
-#define cudaMemGetInfo(f, t) (*(f) = 0, *(t) = 0, cudaSuccess)
 #define cudaGetDeviceCount ::emu::device_count_
 #define cudaGetDevice ::emu::get_device_
 #define cudaDeviceGetAttribute ::emu::attribute_
