@@ -5,6 +5,7 @@ GPU, one table of ratios.
 usage: bench_vs_peers.py BIN_DIR OUT_DIR --peers DIR [--only ssd,gdn,attention,models]
                          [--reps N] [--large] [--modes eager,compile] [--micro-batch 4]
                          [--deadline-s S] [--no-force-fla-bwd] [--presets LIST] [--python PY]
+                         [--peer-kernels-csv CSV]
 
 BIN_DIR is the build's bin/ (bench-ssd, bench-gdn, bench-attention, amor-run, bench-gemm); DIR
 holds the peers' sources (mamba_ssm/, fla/, einops/ and optionally PEERS.txt naming their
@@ -48,7 +49,9 @@ short keeps what it measured):
 --deadline-s (default 570): a section that would start after this many seconds is skipped with
 a "not run: out of time" row (the device call's limit is 600 s).
 Our ssd and gdn benchmarks run before the peers' scan kernels (whose first call compiles and
-autotunes Triton kernels for minutes), so a cut keeps our side of those rows.
+autotunes Triton kernels for minutes), so a cut keeps our side of those rows. --peer-kernels-csv
+takes the peers' rows from a peer_kernels.py run made earlier in the same device call instead (so
+that its Triton compiling can overlap our build: the GPU is not shared while either times).
 """
 import argparse
 import csv
@@ -506,6 +509,8 @@ def main(argv=None):
     ap.add_argument("--deadline-s", type=float, default=570.0)
     ap.add_argument("--seq", help="ssd, gdn: peer sequence lengths to time (comma list; default all)")
     ap.add_argument("--no-force-fla-bwd", action="store_true")
+    ap.add_argument("--peer-kernels-csv", help="ssd, gdn: a peer_kernels.py CSV measured earlier "
+                    "in the same call, used instead of running peer_kernels.py")
     ap.add_argument("--python", default=sys.executable,
                     help="the interpreter of the Python children (default: this one)")
     args = ap.parse_args(argv)
@@ -572,7 +577,19 @@ def main(argv=None):
     # The peers' scan kernels: one child for SSD and GDN together (one import, one autotune cache).
     peer_scan = {}
     scans = [s for s in ("ssd", "gdn") if s in ours_scan]
-    if scans and not out_of_time("+".join(scans) + " (peers)"):
+    if scans and args.peer_kernels_csv:
+        # measured earlier in the same device call (peer_kernels.py run while our build ran, so
+        # that its minutes of Triton compiling overlap the build): read, not rerun
+        try:
+            with open(args.peer_kernels_csv) as f:
+                text = f.read()
+        except OSError as e:
+            text = ""
+            peer_scan = {"rows": [], "why": "--peer-kernels-csv: %s" % e}
+        run.raw.append(("peer_kernels.csv (%s)" % args.peer_kernels_csv, text))
+        if text:
+            peer_scan = {"rows": parse_peer_kernels(text), "why": ""}
+    elif scans and not out_of_time("+".join(scans) + " (peers)"):
         path = os.path.join(work, "peer_kernels.csv")
         cmd = [py, os.path.join(HERE, "peer_kernels.py"), path, "--peers", args.peers,
                "--reps", str(args.reps)] + force + (["--only", scans[0]] if len(scans) == 1 else []) + (
