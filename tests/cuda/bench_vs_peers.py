@@ -469,6 +469,14 @@ def gather_info(args, py):
                                                               ["?"])[-1]
     except (OSError, subprocess.TimeoutExpired):
         info["versions"] = "unknown"
+    # A snapshot (`git archive` of a commit, with that commit's hash in COMMIT: how the GPU
+    # machine gets our tree) is not a git checkout: git would answer for a repository around it.
+    commit_file = os.path.join(ROOT, "COMMIT")
+    if not os.path.isdir(os.path.join(ROOT, ".git")) and os.path.isfile(commit_file):
+        with open(commit_file) as f:
+            info["our commit"] = f.read().strip()[:12] + " (snapshot)"
+        info["peers"] = peers_commits(args.peers)
+        return info
     try:
         r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"],
                            capture_output=True, text=True, timeout=30)
