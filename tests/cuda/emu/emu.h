@@ -245,6 +245,21 @@ cudaError_t event_destroy_(cudaEvent_t e);
 cudaError_t event_record_(cudaEvent_t e, cudaStream_t = nullptr);
 cudaError_t event_elapsed_(float* ms, cudaEvent_t a, cudaEvent_t b);
 cudaError_t device_properties_(cudaDeviceProp* p, int device);
+// Device memory is host memory: report 64 GiB free of 64 GiB (the OOM message's numbers).
+inline cudaError_t mem_info_(size_t* free, size_t* total) {
+  *free = *total = size_t(64) << 30;
+  return cudaSuccess;
+}
+// Stream capture (CUDA graphs of decode steps): nothing is ever capturing here, and a capture or
+// a graph is not supported.
+inline cudaError_t is_capturing_(cudaStream_t, cudaStreamCaptureStatus* s) {
+  *s = cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+template <class... A>
+cudaError_t unsupported_(A&&...) {
+  return cudaErrorNotSupported;
+}
 
 }  // namespace emu
 
@@ -274,6 +289,14 @@ cudaError_t device_properties_(cudaDeviceProp* p, int device);
 #define cudaEventSynchronize ::emu::ok_
 #define cudaEventElapsedTime ::emu::event_elapsed_
 #define cudaGetDeviceProperties ::emu::device_properties_
+#define cudaMemGetInfo ::emu::mem_info_
+#define cudaStreamIsCapturing ::emu::is_capturing_
+#define cudaStreamBeginCapture ::emu::unsupported_
+#define cudaStreamEndCapture ::emu::unsupported_
+#define cudaGraphInstantiate ::emu::unsupported_
+#define cudaGraphLaunch ::emu::unsupported_
+#define cudaGraphDestroy ::emu::ok_
+#define cudaGraphExecDestroy ::emu::ok_
 
 // Correctly rounded f32 intrinsics: the host's IEEE operations (x86-64 without -mfma never fuses).
 inline float __fmul_rn(float a, float b) { return a * b; }
