@@ -67,21 +67,26 @@ TEST(DecodeGraph, SessionOnTheCpuStaysEager) {
   }
 }
 
-// ---- GPU
+// ---- GPU (the harness below also runs on the cpu, where every step is eager)
 
-// A small config the CUDA kernels take (heads of 16, a few vocabulary chunks).
+// tests/cuda/train_parity.py's small model (its shapes run on the GPU), with several vocabulary
+// chunks (the last partial) and larger weights (init_std 0.1) so predictions vary.
 ModelConfig gpu_tiny(const std::string& kind, const std::string& pattern = "") {
-  ModelConfig c = amor::testing::tiny_model(kind, /*d_model=*/64, /*n_layers=*/2, /*vocab=*/97,
-                                            /*d_ff=*/96);
-  c.head_dim = 16;
-  c.mamba2.head_dim = 16;
-  c.mamba2.d_state = 16;
-  c.mamba2.chunk = 16;
-  c.gdn.head_dim = 16;
-  c.gdn.chunk = 16;
-  c.init_std = 0.5;
-  c.vocab_chunk = 40;
+  ModelConfig c;
+  c.kind = kind;
   c.pattern = pattern;
+  c.vocab = 260;
+  c.vocab_chunk = 100;
+  c.d_model = 128;
+  c.n_layers = 2;
+  c.d_ff = 256;
+  c.head_dim = 64;
+  c.mamba2.head_dim = 64;
+  c.mamba2.d_state = 64;
+  c.mamba2.chunk = 64;
+  c.gdn.head_dim = 64;
+  c.gdn.chunk = 64;
+  c.init_std = 0.1;
   return c;
 }
 
@@ -94,11 +99,11 @@ struct Trace {
 // Prefill a random prompt, then `steps` greedy steps, each fed the previous step's predictions
 // (from the host on even steps, straight from the device on odd ones); step 5 excludes token 0
 // (an eager step inside a graphed session when graphs are on).
-Trace greedy(LanguageModel& m, int64_t B, int64_t steps, bool graphs) {
+Trace greedy(LanguageModel& m, int64_t B, int64_t steps, bool graphs, Device dev = Device::CUDA) {
   InferenceSession s(m, B);
   s.use_graphs(graphs);
   const int64_t V = m.config().vocab;
-  StepOutput out = s.prefill(testing::randint({B, 6}, 77, V).to(Device::CUDA));
+  StepOutput out = s.prefill(testing::randint({B, 6}, 77, V).to(dev));
   Tensor pred = out.predictions.to(Device::CPU);
   std::vector<int32_t> next(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) next[size_t(b)] = pred.data<int32_t>()[b * 6 + 5];
@@ -115,6 +120,17 @@ Trace greedy(LanguageModel& m, int64_t B, int64_t steps, bool graphs) {
   }
   EXPECT_EQ(s.length(), 6 + steps);
   return t;
+}
+
+TEST(DecodeGraph, GreedyHarnessOnTheCpuIsEager) {
+  for (const std::string kind : {"mamba2", "gdn"}) {
+    auto m = make_model(gpu_tiny(kind), DType::F32, 11);
+    const Trace eager = greedy(*m, 2, 7, false, Device::CPU);
+    const Trace on = greedy(*m, 2, 7, true, Device::CPU);
+    EXPECT_EQ(on.graphed, 0);
+    EXPECT_EQ(on.predictions, eager.predictions);
+    EXPECT_EQ(on.entropy, eager.entropy);
+  }
 }
 
 TEST(DecodeGraph, GpuGreedyDecodeEqualsEagerBitwise) {
@@ -160,8 +176,8 @@ TEST(DecodeGraph, GpuPoolReleasedWithTheSession) {
   {
     InferenceSession s(*m, 2);
     s.use_graphs(true);
-    s.prefill(testing::randint({2, 4}, 3, 97).to(Device::CUDA));
-    for (int i = 0; i < 4; ++i) s.step(testing::randint({2}, 40 + uint64_t(i), 97));
+    s.prefill(testing::randint({2, 4}, 3, 260).to(Device::CUDA));
+    for (int i = 0; i < 4; ++i) s.step(testing::randint({2}, 40 + uint64_t(i), 260));
     EXPECT_TRUE(s.last_step_graphed());
     EXPECT_GT(allocator(Device::CUDA).stats().bytes_in_pools, 0u);
   }
