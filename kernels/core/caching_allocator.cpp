@@ -66,9 +66,10 @@ void CachingAllocator::give_back(void* p, size_t rounded, const std::shared_ptr<
     stats_.bytes_in_pools += rounded;
     return;
   }
-  if (active_ && !pool) {
-    // A shared block freed during a capture may still be read by the graph (a tensor made before
-    // the capture whose last use was captured): kept aside until the pool is released.
+  if (active_) {
+    // A shared block (or one of a released pool) freed during a capture may still be read by the
+    // graph (a tensor made before the capture whose last use was captured): kept aside until the
+    // pool is released.
     active_->deferred[rounded].push_back(p);
     stats_.bytes_in_pools += rounded;
     return;
