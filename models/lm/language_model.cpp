@@ -6,7 +6,6 @@
 #include "kernels/core/profile.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/lm_head_loss/lm_head_argmax.h"
-#include "kernels/core/backend.h"
 #include "kernels/lm_head_loss/lm_head_loss.h"
 #include "models/amor/amor_model.h"
 #include "models/core/norm_eps.h"
