@@ -723,7 +723,9 @@ void execute(Plan& p, const CudnnAttnShape& n, float scale, bool backward,
     uids.push_back(uid), ptrs.push_back(const_cast<void*>(ptr));
   try {
     cudnnHandle_t handle = handle_for_current_device();
-    check(cudnnSetStream(handle, s), "cudnnSetStream");
+    // Stream 0 is the per-thread default stream here (kernels/CMakeLists.txt); cuDNN would read
+    // it as the legacy NULL stream.
+    check(cudnnSetStream(handle, s ? s : cudaStreamPerThread), "cudnnSetStream");
     Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack");
     void* wsp = p.plan_workspace > 0 ? workspace : nullptr;
     pack.set(AMOR_ATTR(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS), CUDNN_TYPE_INT64,

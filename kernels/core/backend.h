@@ -24,6 +24,18 @@ class Backend {
   virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_within(void* dst, const void* src, size_t bytes) = 0;
   virtual void synchronize() = 0;
+
+  // CUDA graphs (models/infer/decode_graph.h). Capture records the work every op enqueues on this
+  // thread's compute stream between begin_capture() and end_capture() (nothing runs), which
+  // returns an instantiated graph; launch_graph() replays it on that stream. Inside a capture
+  // nothing may wait for the device: no copy to or from the host, no synchronize(). abort_capture()
+  // ends a capture that failed half-way and drops what was recorded. The defaults (the cpu) throw
+  // amor::Error: a graph needs CUDA.
+  virtual void begin_capture();
+  virtual void* end_capture();
+  virtual void abort_capture();
+  virtual void launch_graph(void* graph);
+  virtual void destroy_graph(void* graph);
 };
 
 // The backend of a device; throws amor::Error if the device is not available in this build or

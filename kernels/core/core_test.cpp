@@ -120,6 +120,74 @@ TEST(CachingAllocator, OutOfMemoryGivesCachedBlocksBackAndRetries) {
   EXPECT_EQ(alloc.stats().bytes_in_use, size_t(5) << 20);
 }
 
+// CUDA graphs' private pools: blocks taken while a pool is active come back to that pool only, so
+// nothing a graph replays into is handed to other work while the pool lives.
+TEST(CachingAllocator, PrivatePoolKeepsItsBlocksUntilReleased) {
+  SmallDevice dev(64 << 20);
+  CachingAllocator alloc(dev);
+  { auto warm = alloc.allocate(4096); }  // a shared free block of the 4 KiB class
+  ASSERT_EQ(alloc.stats().bytes_cached, 4096u);
+  auto before = alloc.allocate(1024);  // made before the capture, last used inside it
+  void* before_addr = before.get();
+  const PoolId pool = alloc.create_pool();
+  std::shared_ptr<void> out;  // a captured output, held by the graph
+  void* scratch_addr = nullptr;
+  {
+    PoolScope scope(alloc, pool);
+    EXPECT_EQ(alloc.active_pool(), pool);
+    auto scratch = alloc.allocate(4096);  // not the shared free block: a new one of the pool
+    scratch_addr = scratch.get();
+    EXPECT_EQ(alloc.stats().bytes_cached, 4096u);
+    EXPECT_EQ(alloc.stats().raw_allocations, 3u);
+    out = alloc.allocate(512);
+    before.reset();  // a shared block freed during the capture: kept aside, not reused
+    EXPECT_EQ(alloc.stats().bytes_in_pools, 1024u);
+    auto next = alloc.allocate(1024);
+    EXPECT_NE(next.get(), before_addr);
+    next.reset();
+    scratch.reset();  // freed inside the capture: back to the pool ...
+    EXPECT_EQ(alloc.stats().bytes_in_pools, 4096u + 1024u + 1024u);
+    EXPECT_EQ(alloc.stats().bytes_cached, 4096u);
+    auto again = alloc.allocate(4096);  // ... and reused by the same capture
+    EXPECT_EQ(again.get(), scratch_addr);
+    EXPECT_EQ(alloc.stats().raw_allocations, 5u);
+  }
+  EXPECT_EQ(alloc.active_pool(), 0u);
+  EXPECT_EQ(alloc.stats().bytes_in_pools, 4096u + 1024u + 1024u);
+  // After the capture the pool's blocks are never handed out: a request of their class takes
+  // the shared free block.
+  auto other = alloc.allocate(4096);
+  EXPECT_NE(other.get(), scratch_addr);
+  EXPECT_EQ(alloc.stats().raw_allocations, 5u);
+  auto other_small = alloc.allocate(1024);  // a new block: `before` stays aside
+  EXPECT_NE(other_small.get(), before_addr);
+  EXPECT_EQ(alloc.stats().raw_allocations, 6u);
+  other.reset();
+  other_small.reset();
+  alloc.release_cached();  // an OOM retry gives back shared blocks only
+  EXPECT_EQ(alloc.stats().bytes_cached, 0u);
+  EXPECT_EQ(alloc.stats().bytes_in_pools, 4096u + 1024u + 1024u);
+  // The graph goes away: the pool's free blocks go back to the device, the block kept aside is
+  // shared again, and the output still held joins the shared lists when its holder lets go.
+  alloc.release_pool(pool);
+  EXPECT_EQ(alloc.stats().bytes_in_pools, 0u);
+  EXPECT_EQ(alloc.stats().bytes_cached, 1024u);
+  EXPECT_EQ(alloc.stats().bytes_in_use, 512u);
+  out.reset();
+  EXPECT_EQ(alloc.stats().bytes_cached, 1024u + 512u);
+  EXPECT_THROW(alloc.begin_pool(pool), Error);  // released
+}
+
+TEST(CachingAllocator, OnePoolActiveAtATime) {
+  SmallDevice dev(1 << 20);
+  CachingAllocator alloc(dev);
+  const PoolId a = alloc.create_pool(), b = alloc.create_pool();
+  EXPECT_NE(a, b);
+  PoolScope scope(alloc, a);
+  EXPECT_THROW(alloc.begin_pool(b), Error);
+  EXPECT_EQ(alloc.active_pool(), a);
+}
+
 TEST(CachingAllocator, SizeClasses) {
   EXPECT_EQ(CachingAllocator::round_size(1), 512u);
   EXPECT_EQ(CachingAllocator::round_size(513), 1024u);

@@ -26,6 +26,19 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
+namespace {
+[[noreturn]] void no_graphs(const char* what) {
+  throw Error(fmt::format("{}: CUDA graphs need a CUDA backend (this is the {} backend)", what,
+                          "cpu"));
+}
+}  // namespace
+
+void Backend::begin_capture() { no_graphs("Backend::begin_capture"); }
+void* Backend::end_capture() { no_graphs("Backend::end_capture"); }
+void Backend::abort_capture() {}
+void Backend::launch_graph(void*) { no_graphs("Backend::launch_graph"); }
+void Backend::destroy_graph(void*) {}
+
 bool cuda_available() { return cuda_backend_or_null() != nullptr; }
 
 Backend& backend(Device d) {

@@ -25,7 +25,11 @@ class CudaBackend final : public Backend {
     return p;
   }
   void raw_free(void* p) override { AMOR_CUDA_CHECK(cudaFree(p)); }
-  void memset_zero(void* p, size_t bytes) override { AMOR_CUDA_CHECK(cudaMemset(p, 0, bytes)); }
+  // Zeroing and device-to-device copies are enqueued on the compute stream (the per-thread
+  // default stream: kernels/CMakeLists.txt) like a kernel, so that stream capture records them.
+  void memset_zero(void* p, size_t bytes) override {
+    AMOR_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, cudaStreamPerThread));
+  }
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
     AMOR_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
   }
@@ -33,9 +37,41 @@ class CudaBackend final : public Backend {
     AMOR_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
   }
   void copy_within(void* dst, const void* src, size_t bytes) override {
-    AMOR_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+    AMOR_CUDA_CHECK(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cudaStreamPerThread));
   }
   void synchronize() override { AMOR_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+  // Relaxed mode: the caching allocator may cudaMalloc a new block while a capture runs (its
+  // private pool keeps it for the graph's lifetime; caching_allocator.h).
+  void begin_capture() override {
+    AMOR_CUDA_CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
+  }
+  void* end_capture() override {
+    cudaGraph_t graph = nullptr;
+    AMOR_CUDA_CHECK(cudaStreamEndCapture(cudaStreamPerThread, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    AMOR_CUDA_CHECK(err);
+    return exec;
+  }
+  void abort_capture() override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(cudaStreamPerThread, &status) == cudaSuccess &&
+        status != cudaStreamCaptureStatusNone) {
+      cudaGraph_t graph = nullptr;
+      if (cudaStreamEndCapture(cudaStreamPerThread, &graph) == cudaSuccess && graph)
+        cudaGraphDestroy(graph);
+    }
+    cudaGetLastError();  // an invalidated capture leaves its error behind: not the next op's
+  }
+  void launch_graph(void* graph) override {
+    AMOR_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), cudaStreamPerThread));
+  }
+  void destroy_graph(void* graph) override {
+    if (graph) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+  }
 };
 
 }  // namespace

@@ -68,6 +68,12 @@ __global__ void scatter_add_kernel(const int32_t* __restrict__ ids, const T* __r
 
 BadId read_flag(const int32_t* ids, unsigned long long* flag, cudaStream_t s) {
   unsigned long long pos = kNoBadId;
+  // Under stream capture (a decode-step CUDA graph) nothing may wait for the device: the check
+  // is skipped (the kernel still leaves bad ids' rows unwritten); the graph's caller checks the
+  // ids it copies in (models/infer/decode_graph.h).
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  AMOR_CUDA_CHECK(cudaStreamIsCapturing(s, &capturing));
+  if (capturing != cudaStreamCaptureStatusNone) return BadId{};
   AMOR_CUDA_CHECK(cudaMemcpyAsync(&pos, flag, sizeof(pos), cudaMemcpyDeviceToHost, s));
   AMOR_CUDA_CHECK(cudaStreamSynchronize(s));
   BadId bad;

@@ -190,6 +190,9 @@ void run_gemm(DType ab, DType c, bool transA, bool transB, int64_t M, int64_t N,
   DeviceLt& lt = device_lt(device);
   const Plan& p =
       plan_for(device, lt.handle, ab, c, transA, transB, M, N, K, lda, ldb, ldc, A, B, C);
+  // A library call with stream 0 would mean the legacy NULL stream; our stream 0 is the
+  // per-thread default stream (kernels/CMakeLists.txt), which stream capture can record.
+  if (stream == 0) stream = cudaStreamPerThread;
   const cublasStatus_t st =
       cublasLtMatmul(lt.handle, p.desc, &alpha, B, p.first, A, p.second, &beta, C, p.out, C,
                      p.out, &p.algo, lt.workspace, kWorkspaceBytes, stream);

@@ -7,6 +7,7 @@
 #include "kernels/cast/cuda_args.h"
 #include "kernels/core/check.h"
 #include "kernels/linear/gemm_cpu.h"
+#include "kernels/lm_head_loss/lm_head_loss.h"
 
 #ifdef AMOR_HAVE_CUDA
 #include "kernels/lm_head_loss/lm_head_loss_cuda.h"
@@ -77,6 +78,34 @@ Tensor lm_head_argmax(const Tensor& h, const Tensor& W, int64_t vocab_chunk,
     }
   });
   return out;
+}
+
+LmHeadDecodeOut lm_head_decode(const Tensor& h, const Tensor& W, int64_t vocab_chunk) {
+  const char* op = "lm_head_decode";
+  if (h.is_cpu()) {  // the two passes of the cpu reference
+    Tensor ignore = Tensor::full<int32_t>({h.size(0)}, -100);
+    return {lm_head_loss_forward(h, W, ignore, vocab_chunk).entropy,
+            lm_head_argmax(h, W, vocab_chunk)};
+  }
+  check_float_args(op, {{"h", &h}, {"W", &W}});
+  check_dim(op, "h", h, 2);
+  check_shape(op, "W", W, {kAny, h.size(1)});
+  AMOR_CHECK(vocab_chunk >= 1, "{}: vocab_chunk must be >= 1, got {}", op, vocab_chunk);
+  const int64_t N = h.size(0), D = h.size(1), V = W.size(0);
+  AMOR_CHECK(V >= 2, "{}: argument 'W' is {}, expected a vocabulary of V >= 2 rows (entropy / log V)",
+             op, W.str());
+  check_cuda_storage(op, "h", h);
+  check_cuda_int_range(op, "the vocabulary size V", V);
+  AMOR_ON_CUDA(op, h, LmHeadDecodeOut out{Tensor::empty({N}, DType::F32, h.device()),
+                                          Tensor::empty({N}, DType::I32, h.device())};
+               Tensor scratch =
+                   Tensor::empty({cuda::lm_head_forward_scratch_bytes(N, V, vocab_chunk)},
+                                 DType::U8, h.device());
+               cuda::lm_head_forward(h.dtype(), h.raw_data(), W.raw_data(), nullptr, nullptr,
+                                     out.entropy.data<float>(), nullptr,
+                                     out.argmax.data<int32_t>(), N, V, D, vocab_chunk,
+                                     scratch.raw_data());
+               return out);
 }
 
 }  // namespace amor

@@ -19,4 +19,14 @@ namespace amor {
 Tensor lm_head_argmax(const Tensor& h, const Tensor& W, int64_t vocab_chunk = 8192,
                       std::span<const int32_t> excluded = {});
 
+// What a decode step without targets needs, in one pass over the vocabulary: entropy f32 [N]
+// (H / log V, as lm_head_loss_forward's) and the greedy argmax i32 [N] (as lm_head_argmax's), on
+// h's device. On cuda nothing is read back to the host (lm_head_loss_forward copies its targets
+// for the range check), so a CUDA graph can capture it (models/infer/decode_graph.h).
+struct LmHeadDecodeOut {
+  Tensor entropy;
+  Tensor argmax;
+};
+LmHeadDecodeOut lm_head_decode(const Tensor& h, const Tensor& W, int64_t vocab_chunk = 8192);
+
 }  // namespace amor

@@ -79,6 +79,7 @@ class AmorModel final : public LanguageModel {
   Tensor body_backward(const Tensor& dh) override;
   std::unique_ptr<InferenceState> new_body_state() const override;
   Tensor body_infer(const Tensor& h, InferenceState& state, StepOutput& out) override;
+  std::string body_graph_blocker() const override;
   void forward_done(StepOutput& out) override;
 
  private:

@@ -5,7 +5,15 @@
 namespace amor::model {
 
 InferenceSession::InferenceSession(LanguageModel& model, int64_t batch)
-    : model_(model), state_(model.new_inference_state(batch)) {}
+    : model_(model), state_(model.new_inference_state(batch)) {
+  use_graphs(decode_graphs_from_env());
+}
+
+void InferenceSession::use_graphs(bool on) {
+  graphs_ = on;
+  blocker_ = on ? model_.decode_graph_blocker() : std::string();
+  if (!on) graph_.reset();
+}
 
 StepOutput InferenceSession::prefill(const Tensor& tokens, const Tensor& targets,
                                      std::span<const int32_t> exclude_next) {
@@ -28,6 +36,15 @@ StepOutput InferenceSession::step(const Tensor& tokens, const Tensor& targets,
              tokens.defined() ? tokens.str() : std::string("undefined"), B, B);
   if (targets.defined()) check_shape(op, "targets", targets, tokens.shape());
   decoding_ = true;
+  last_graphed_ = false;
+  if (graphs_ && blocker_.empty() && !targets.defined() && exclude_next.empty() &&
+      eager_steps_ > 0) {
+    if (!graph_) graph_ = std::make_unique<DecodeGraph>(model_, *state_);
+    StepOutput out = graph_->step(tokens.view({B, 1}));
+    last_graphed_ = true;
+    return out;
+  }
+  ++eager_steps_;
   return model_.infer(tokens.view({B, 1}), targets.defined() ? targets.view({B, 1}) : Tensor(),
                       *state_, exclude_next);
 }

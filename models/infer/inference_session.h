@@ -8,9 +8,17 @@
 // Oryx's schedule prefill_linear_decode_attention counts the tokens given to prefill() as the
 // prefill: they run linear, the steps attention. prefill() after the first step() is an error.
 // Sequences of different lengths go to different sessions (greedy_generate groups them).
+//
+// CUDA graphs (decode_graph.h): with graphs on (AMOR_DECODE_GRAPHS=1, or use_graphs(true)) and a
+// model whose step can be captured (LanguageModel::decode_graph_blocker), the first decode step
+// runs eagerly, the second is captured, and every later step without targets or exclusions
+// replays the graph (a step with either runs eagerly; the state is the same). Otherwise every
+// step is eager, as before.
 #pragma once
 #include <memory>
+#include <string>
 
+#include "models/infer/decode_graph.h"
 #include "models/lm/language_model.h"
 
 namespace amor::model {
@@ -28,6 +36,16 @@ class InferenceSession {
   StepOutput step(const Tensor& tokens, const Tensor& targets = Tensor(),
                   std::span<const int32_t> exclude_next = {});
 
+  // Graphs on or off for this session's later steps (default: decode_graphs_from_env()). Off drops
+  // a captured graph (and its memory).
+  void use_graphs(bool on);
+  bool graphs_on() const { return graphs_; }
+  // Why this session's steps run eagerly although graphs are on ("" when they do not, or when
+  // graphs are off).
+  const std::string& graph_blocker() const { return blocker_; }
+  // Whether the last step replayed (or captured and launched) a graph.
+  bool last_step_graphed() const { return last_graphed_; }
+
   int64_t batch() const { return state_->batch; }
   int64_t length() const { return state_->length; }  // tokens each sequence has been given
 
@@ -35,6 +53,10 @@ class InferenceSession {
   LanguageModel& model_;
   std::unique_ptr<InferenceState> state_;
   bool decoding_ = false;
+  bool graphs_ = false, last_graphed_ = false;
+  std::string blocker_;
+  int64_t eager_steps_ = 0;  // decode steps run eagerly (the capture waits for one)
+  std::unique_ptr<DecodeGraph> graph_;  // declared after state_: destroyed before it
 };
 
 }  // namespace amor::model

@@ -162,13 +162,17 @@ StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, Inf
   if (tg.defined()) {
     check_dtype(op, "targets", tg, DType::I32);
     check_shape(op, "targets", tg, tokens.shape());
-  } else {
-    tg = Tensor::full<int32_t>({B, T}, -100);
   }
-  StepOutput out;
-  gather(embed_->unit);
   // Token ids may come from the host (generation feeds back what it decoded): the model's device.
   const Device dev = embed_->value.device();
+  if (!tg.defined() && exclude_next.empty()) {
+    StepOutput out = infer_on_device(tokens.to(dev), state);
+    state.length += T;
+    return out;
+  }
+  if (!tg.defined()) tg = Tensor::full<int32_t>({B, T}, -100);
+  StepOutput out;
+  gather(embed_->unit);
   tg = tg.to(dev);
   Tensor h = body_infer(embedding_forward(tokens.to(dev), embed_->value), state, out).view({B * T, d});
   LmHeadLossOut head = lm_head_loss_forward(h, embed_->value, tg.view({B * T}), cfg_.vocab_chunk);
@@ -192,6 +196,36 @@ StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, Inf
   count_loss(tg, head.loss, out);
   state.length += T;
   return out;
+}
+
+StepOutput LanguageModel::infer_on_device(const Tensor& tokens, InferenceState& state) {
+  const int64_t B = tokens.size(0), T = tokens.size(1), d = cfg_.d_model;
+  StepOutput out;
+  gather(embed_->unit);
+  Tensor h = body_infer(embedding_forward(tokens, embed_->value), state, out).view({B * T, d});
+  // Entropy and greedy prediction in one pass over the vocabulary, no targets read back; no
+  // target means no loss: token_loss is zeros, n_valid and loss_sum 0 (count_loss's result).
+  LmHeadDecodeOut head = lm_head_decode(h, embed_->value, cfg_.vocab_chunk);
+  out.entropy = head.entropy.view({B, T});
+  out.predictions = head.argmax.view({B, T});
+  out.token_loss = Tensor::zeros({B, T}, head.entropy.dtype(), head.entropy.device());
+  release(embed_->unit);
+  return out;
+}
+
+void LanguageModel::replayed_step(InferenceState& state, int64_t T) {
+  advance_caches(state, T);
+  state.length += T;
+}
+
+std::string LanguageModel::decode_graph_blocker() const {
+  if (embed_->value.is_cpu()) return "the model is on the cpu (CUDA graphs need the GPU)";
+  if (hooks_) return "unit hooks are set (parallel gathers around each unit)";
+  return body_graph_blocker();
+}
+
+std::string LanguageModel::body_graph_blocker() const {
+  return fmt::format("model.kind '{}' has no capturable decode step", cfg_.kind);
 }
 
 void StepOutput::to_host() {
@@ -303,6 +337,29 @@ Tensor StackModel::body_infer(const Tensor& h0, InferenceState& state, StepOutpu
   h = norm_f_->apply(h);
   release(norm_f_unit_);
   return h;
+}
+
+// A step of M and G layers (and the norms, MLPs, embedding and LM head) keeps every shape and
+// address from step to step: the recurrent states are updated in place. Attention reads a KV
+// cache whose length is a launch argument and that grows by reallocation: not capturable yet.
+std::string StackModel::body_graph_blocker() const {
+  const std::string pattern = layer_pattern(cfg_);
+  for (char c : pattern) {
+    if (c == 'M' || c == 'G') continue;
+    if (c == 'A')
+      return fmt::format("model.kind '{}' has attention layers: the attention kernels take the KV "
+                         "length and the cache's address as launch arguments that change every "
+                         "step (the cache grows by reallocation)", cfg_.kind);
+    return fmt::format("model.kind '{}' (layer '{}') decides per step on the host (Oryx modes; "
+                       "fused attention paths)", cfg_.kind, std::string(1, c));
+  }
+  return "";
+}
+
+void StackModel::advance_caches(InferenceState& state, int64_t T) {
+  auto* s = dynamic_cast<StackInferenceState*>(&state);
+  AMOR_CHECK(s != nullptr, "StackModel::replayed_step: the inference state was made by another model kind");
+  for (auto& c : s->layers) c->length += T;
 }
 
 std::unique_ptr<LanguageModel> build_model(const ModelConfig& cfg, DType dtype) {

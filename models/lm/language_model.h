@@ -78,6 +78,20 @@ class LanguageModel {
   StepOutput infer(const Tensor& tokens, const Tensor& targets, InferenceState& state,
                    std::span<const int32_t> exclude_next = {});
 
+  // ---- CUDA graphs of decode steps (models/infer/decode_graph.h, README "Inference").
+  // Why a decode step of this model cannot be captured as a CUDA graph; "" when it can (a
+  // recurrent stack on the GPU: mamba2, gdn, serial without attention layers).
+  std::string decode_graph_blocker() const;
+  // infer() of tokens i32 [B,T] already on the model's device, without targets or exclusions:
+  // device work only (nothing copied to or from the host, no synchronisation), so that stream
+  // capture can record it. infer() runs it too when it has no targets and no exclusions, so an
+  // eager step and a replayed one run the same kernels. Leaves state.length alone (infer()
+  // advances it; after a replay, replayed_step() does).
+  StepOutput infer_on_device(const Tensor& tokens, InferenceState& state);
+  // The host-side bookkeeping of T tokens whose step a graph replay ran: state.length and every
+  // cache's counter advance as infer() would have advanced them.
+  void replayed_step(InferenceState& state, int64_t T);
+
   ParamStore& params() { return params_; }
   const ModelConfig& config() const { return cfg_; }
   // Parallelism wraps the model through these (nullptr: none); see models/core/unit_hooks.h.
@@ -127,6 +141,10 @@ class LanguageModel {
   // Inference of the body (the default: this kind has none).
   virtual std::unique_ptr<InferenceState> new_body_state() const;
   virtual Tensor body_infer(const Tensor& h, InferenceState& state, StepOutput& out);
+  // Why body_infer's decode step cannot be captured (default: the kind was not checked for it).
+  virtual std::string body_graph_blocker() const;
+  // Advances the caches' host-side counters by T tokens (after a graph replay).
+  virtual void advance_caches(InferenceState& /*state*/, int64_t /*T*/) {}
   // The end of forward(), after the losses were copied to the host (the GPU stream has drained):
   // where a model reads device results into StepOutput's host fields without a sync of its own.
   virtual void forward_done(StepOutput&) {}
@@ -175,6 +193,8 @@ class StackModel final : public LanguageModel {
   Tensor body_backward(const Tensor& dh) override;
   std::unique_ptr<InferenceState> new_body_state() const override;
   Tensor body_infer(const Tensor& h, InferenceState& state, StepOutput& out) override;
+  std::string body_graph_blocker() const override;
+  void advance_caches(InferenceState& state, int64_t T) override;
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;

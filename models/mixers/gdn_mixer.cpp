@@ -217,6 +217,10 @@ namespace {
 struct GdnCache final : MixerCache {
   Tensor q_conv, k_conv, v_conv;  // the last K-1 inputs of each short conv [B,C,K-1]
   Tensor state;                   // [B,H,K,V]
+  // -exp(A_log), made at the first call: the weights do not change during inference, and it is
+  // computed on the host (two copies and a device sync per layer per step otherwise; none may
+  // happen inside a captured decode step, decode_graph.h).
+  Tensor neg_a;
 };
 }  // namespace
 
@@ -233,8 +237,8 @@ Tensor GdnMixer::infer(const Tensor& x, const MixerContext&, MixerCache& cache) 
   Tensor k = l2norm_forward(branch(k_, c.k_conv).view({B, T, H, K}), kL2NormEps).y;
   Tensor v = branch(v_, c.v_conv).view({B, T, H, V});
   Tensor beta = sigmoid_forward(b_.apply(x));
-  Tensor g = channel_scale_forward(bias_softplus_forward(a_.apply(x), dt_bias_->value),
-                                   neg_exp(a_log_->value));
+  if (!c.neg_a.defined()) c.neg_a = neg_exp(a_log_->value);
+  Tensor g = channel_scale_forward(bias_softplus_forward(a_.apply(x), dt_bias_->value), c.neg_a);
   Tensor o = gated_delta_infer(q, k, v, scan_input(g), scan_input(beta), gated_delta_default_scale(K),
                                chunk_, c.state);
   RMSNormOut n = rmsnorm_gated_forward(o, gate_.apply(x).view({B, T, H, V}), o_norm_w_->value, V,

@@ -233,6 +233,10 @@ namespace {
 struct Mamba2Cache final : MixerCache {
   Tensor conv[3];  // x, B, C: the last K-1 conv inputs [B,C,K-1]
   Tensor ssd;      // [B,H,P,N]
+  // The scan's A = -exp(A_log) and D as it takes them, made at the first call: the weights do
+  // not change during inference, and A is computed on the host (two copies and a device sync per
+  // layer per step otherwise; none may happen inside a captured decode step, decode_graph.h).
+  Tensor a, d;
 };
 }  // namespace
 
@@ -251,10 +255,13 @@ Tensor Mamba2Mixer::infer(const Tensor& x, const MixerContext&, MixerCache& cach
   for (Part p : {kX, kB, kC})
     post[p] = conv_infer(pre[p], conv_weight(p), conv_bias(p), /*silu=*/true, c.conv[p - kX]);
   post[kDt] = scan_input(bias_softplus_forward(pre[kDt], dt_bias_->value));
-  Tensor y = ssd_infer(post[kX].view({B, T, heads_, head_dim_}), post[kDt],
-                       scan_input(neg_exp_a_log()), post[kB].view({B, T, groups_, d_state_}),
-                       post[kC].view({B, T, groups_, d_state_}), scan_input(d_skip_->value), chunk_,
-                       c.ssd)
+  if (!c.a.defined()) {
+    c.a = scan_input(neg_exp_a_log());
+    c.d = scan_input(d_skip_->value);
+  }
+  Tensor y = ssd_infer(post[kX].view({B, T, heads_, head_dim_}), post[kDt], c.a,
+                       post[kB].view({B, T, groups_, d_state_}),
+                       post[kC].view({B, T, groups_, d_state_}), c.d, chunk_, c.ssd)
                  .view({B, T, d_inner_});
   RMSNormOut n = rmsnorm_gated_forward(y, pre[kZ], norm_w_->value, d_inner_ / groups_, eps_,
                                        /*norm_before_gate=*/false);

@@ -32,7 +32,7 @@ namespace fs = std::filesystem;
 const char* kUsage =
     "usage: amor-run bench-decode SWEEP.yaml [--batch 1,64] [--context 1024,4096,...] [--steps N]\n"
     "                             [--prefill-chunk N] [--fire-rate 0.22[,...]] [--device cuda|cpu]\n"
-    "                             [--dtype bf16|f32] [--out FILE.csv] [key=value ...]\n"
+    "                             [--dtype bf16|f32] [--graphs] [--out FILE.csv] [key=value ...]\n"
     "  Prefill and greedy-decode speed of every run's model (random weights); see\n"
     "  runner/app/bench_decode.h.\n";
 
@@ -50,6 +50,7 @@ struct Options {
   int64_t steps = 32, prefill_chunk = 4096;
   std::vector<double> fire_rates{0.22};
   std::string device, dtype, out = "bench_decode.csv";
+  bool graphs = false;  // also time the decode steps replayed from CUDA graphs
 };
 
 int64_t parse_int(const std::string& flag, const std::string& s) {
@@ -102,6 +103,8 @@ Options parse(const std::vector<std::string>& args) {
     } else if (a == "--dtype") {
       o.dtype = value();
       if (o.dtype != "bf16" && o.dtype != "f32") throw Usage("--dtype '" + o.dtype + "': use bf16 or f32");
+    } else if (a == "--graphs") {
+      o.graphs = true;
     } else if (a == "--out") {
       o.out = value();
     } else if (a == "--help" || a == "-h") {
@@ -216,20 +219,22 @@ struct Row {
   std::string run, kind, device, dtype, note;
   int64_t params = 0, batch = 0, context = 0;
   double fire_target = NAN, prefill_ms = NAN, prefill_tok_s = NAN, decode_ms = NAN, decode_tok_s = NAN,
-         fire_decode = NAN;
+         fire_decode = NAN, graph_ms = NAN, graph_tok_s = NAN;
 };
 
 std::string num(double x, int digits) { return std::isnan(x) ? "" : fmt::format("{:.{}f}", x, digits); }
 
 void print_header(std::ostream& out) {
-  out << fmt::format("{:<34} {:>6} {:>8} {:>6} {:>11} {:>12} {:>10} {:>12} {:>6}  {}\n", "run", "batch",
-                     "context", "fire", "prefill_ms", "prefill_t/s", "decode_ms", "decode_t/s", "fired", "note");
+  out << fmt::format("{:<34} {:>6} {:>8} {:>6} {:>11} {:>12} {:>10} {:>12} {:>6} {:>9} {:>12}  {}\n", "run",
+                     "batch", "context", "fire", "prefill_ms", "prefill_t/s", "decode_ms", "decode_t/s", "fired",
+                     "graph_ms", "graph_t/s", "note");
 }
 
 void print_row(std::ostream& out, const Row& r) {
-  out << fmt::format("{:<34} {:>6} {:>8} {:>6} {:>11} {:>12} {:>10} {:>12} {:>6}  {}\n", r.run, r.batch,
-                     r.context, num(r.fire_target, 2), num(r.prefill_ms, 1), num(r.prefill_tok_s, 0),
-                     num(r.decode_ms, 3), num(r.decode_tok_s, 1), num(r.fire_decode, 3), r.note);
+  out << fmt::format("{:<34} {:>6} {:>8} {:>6} {:>11} {:>12} {:>10} {:>12} {:>6} {:>9} {:>12}  {}\n", r.run,
+                     r.batch, r.context, num(r.fire_target, 2), num(r.prefill_ms, 1), num(r.prefill_tok_s, 0),
+                     num(r.decode_ms, 3), num(r.decode_tok_s, 1), num(r.fire_decode, 3), num(r.graph_ms, 3),
+                     num(r.graph_tok_s, 1), r.note);
   out.flush();
 }
 
@@ -239,11 +244,12 @@ void write_csv(const std::string& path, const std::vector<Row>& rows) {
     std::ofstream f(tmp);
     AMOR_CHECK(f, "bench-decode: cannot write '{}'", tmp);
     f << "run,kind,params,device,dtype,batch,context,fire_target,prefill_ms,prefill_tok_s,decode_ms,"
-         "decode_tok_s,fire_decode,note\n";
+         "decode_tok_s,fire_decode,graph_ms,graph_tok_s,note\n";
     for (const Row& r : rows)
-      f << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"\n", r.run, r.kind, r.params, r.device, r.dtype,
-                       r.batch, r.context, num(r.fire_target, 4), num(r.prefill_ms, 3), num(r.prefill_tok_s, 1),
-                       num(r.decode_ms, 4), num(r.decode_tok_s, 2), num(r.fire_decode, 4), r.note);
+      f << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"\n", r.run, r.kind, r.params, r.device,
+                       r.dtype, r.batch, r.context, num(r.fire_target, 4), num(r.prefill_ms, 3),
+                       num(r.prefill_tok_s, 1), num(r.decode_ms, 4), num(r.decode_tok_s, 2), num(r.fire_decode, 4),
+                       num(r.graph_ms, 4), num(r.graph_tok_s, 2), r.note);
     AMOR_CHECK(f.good(), "bench-decode: writing '{}' failed", tmp);
   }
   fs::rename(tmp, path);
@@ -254,6 +260,7 @@ void measure(model::LanguageModel& m, const Options& o, Device dev, Row& r) {
   Backend& be = backend(dev);
   auto* amor_m = dynamic_cast<model::AmorModel*>(&m);
   model::InferenceSession s(m, r.batch);
+  s.use_graphs(false);  // the eager steps first, whatever AMOR_DECODE_GRAPHS says
   be.synchronize();
   auto t0 = std::chrono::steady_clock::now();
   prefill(s, r.context, o.prefill_chunk, m.config().vocab, 777, dev, [](const model::StepOutput&) {});
@@ -287,6 +294,23 @@ void measure(model::LanguageModel& m, const Options& o, Device dev, Row& r) {
     }
     r.fire_decode = fired / n;
   }
+  if (!o.graphs) return;
+  // The same session goes on with CUDA graphs: two untimed steps (the capture, then the first
+  // replay), then the same number of timed steps on the same tokens.
+  s.use_graphs(true);
+  if (!s.graph_blocker().empty()) {
+    r.note = "graphs: " + s.graph_blocker();
+    return;
+  }
+  for (int w = 0; w < 2; ++w) s.step(tokens[static_cast<size_t>(o.steps + w)]);
+  AMOR_CHECK(s.last_step_graphed(), "bench-decode: the session did not replay a graph");
+  be.synchronize();
+  t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < o.steps; ++i) s.step(tokens[static_cast<size_t>(i)]);
+  be.synchronize();
+  const double graph_s = seconds_since(t0);
+  r.graph_ms = 1e3 * graph_s / double(o.steps);
+  r.graph_tok_s = double(r.batch * o.steps) / graph_s;
 }
 
 // An untimed prefill of one chunk and a few steps at batch B: the first calls of a shape build

@@ -3,7 +3,7 @@
 //
 //   amor-run bench-decode SWEEP.yaml [--batch 1,64] [--context 1024,4096,...] [--steps N]
 //                         [--prefill-chunk N] [--fire-rate 0.22[,...]] [--device cuda|cpu]
-//                         [--dtype bf16|f32] [--out FILE.csv] [key=value ...]
+//                         [--dtype bf16|f32] [--graphs] [--out FILE.csv] [key=value ...]
 //
 // Each run of the sweep (expanded as amor-run does, presets resolved, key=value overrides applied;
 // experiments/bench-decode.yaml) gives one model, built with random weights (drawn from its
@@ -18,6 +18,11 @@
 //            step (per-token latency) and B / that (tokens/s). Random, not the model's own
 //            greedy tokens: a random model's greedy tokens fall into a loop of one entropy value,
 //            which would leave AMOR's gates all on or all off.
+//   graphs   with --graphs, the same session then runs two untimed steps with CUDA graphs (the
+//            capture, then a replay; models/infer/decode_graph.h) and the same --steps steps
+//            replayed: graph_ms and graph_tok_s. Kinds that cannot be captured (attention, AMOR,
+//            Oryx, fused, the cpu) leave them empty, with the reason in the note. The eager
+//            decode runs eagerly whatever AMOR_DECODE_GRAPHS says.
 // AMOR models run once per --fire-rate r (0.22 by default, the paper's rate): the gates'
 // thresholds are set so that a fraction r of decode tokens fire in every block (tau the (1 - r)
 // quantile of the block's gate entropies over 128 calibration decode steps of 8 sequences after
@@ -29,7 +34,8 @@
 //
 // Writes FILE.csv (default bench_decode.csv; temp + rename) with one row per (run, batch,
 // context, fire rate): run, kind, params, device, dtype, batch, context, fire_target, prefill_ms,
-// prefill_tok_s, decode_ms, decode_tok_s, fire_decode, note. Prints the same as a table.
+// prefill_tok_s, decode_ms, decode_tok_s, fire_decode, graph_ms, graph_tok_s, note. Prints the
+// same as a table.
 // Exit status: 0 done, 1 failure (message on err), 2 usage error.
 #pragma once
 #include <ostream>

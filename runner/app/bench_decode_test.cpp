@@ -63,7 +63,8 @@ TEST(BenchDecode, RowsPerRunBatchContextAndRate) {
   ASSERT_FALSE(rows.empty());
   const std::vector<std::string> header{"run", "kind", "params", "device", "dtype", "batch", "context",
                                         "fire_target", "prefill_ms", "prefill_tok_s", "decode_ms",
-                                        "decode_tok_s", "fire_decode", "note"};
+                                        "decode_tok_s", "fire_decode", "graph_ms", "graph_tok_s",
+                                        "note"};
   EXPECT_EQ(rows[0], header);
   // transformer: 2 batches x 2 contexts; amor: 3 rates x 2 x 2.
   ASSERT_EQ(rows.size(), 1u + 4u + 12u);
@@ -98,6 +99,26 @@ TEST(BenchDecode, RowsPerRunBatchContextAndRate) {
   }
   EXPECT_EQ(amor_rows, 12);
   EXPECT_NE(out.str().find("decode_t/s"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// --graphs on the cpu: no graph times, and the note says why.
+TEST(BenchDecode, GraphsColumnsEmptyWithTheReasonOnTheCpu) {
+  const fs::path dir = write_sweep("graphs");
+  std::ostringstream out, err;
+  const int rc = bench_decode_main({(dir / "sweep.yaml").string(), "--device", "cpu", "--batch", "1",
+                                    "--context", "9", "--steps", "2", "--fire-rate", "0.5", "--graphs",
+                                    "--out", (dir / "b.csv").string()},
+                                   out, err);
+  ASSERT_EQ(rc, 0) << err.str() << out.str();
+  const auto rows = read_csv(dir / "b.csv");
+  ASSERT_EQ(rows.size(), 3u);
+  for (size_t i = 1; i < rows.size(); ++i) {
+    ASSERT_EQ(rows[i].size(), 16u) << i;
+    EXPECT_GT(std::stod(rows[i][10]), 0.0);  // the eager decode_ms
+    EXPECT_EQ(rows[i][13], "");              // graph_ms
+    EXPECT_NE(rows[i][15].find("graphs: the model is on the cpu"), std::string::npos) << rows[i][15];
+  }
   fs::remove_all(dir);
 }
 

@@ -79,6 +79,12 @@ void check_head(const HeadCase& c, DType dt, uint64_t seed) {
   poison({{{c.N}, DType::I32}});
   const Tensor ref_arg = lm_head_argmax(h, W, c.chunk);
   expect_argmax(tag, lm_head_argmax(gh, gW, c.chunk), ref_arg, c.N >= 1000 ? c.N / 1000 : 0);
+  // lm_head_decode (a decode step's entropy and argmax in one pass, what a CUDA graph of a decode
+  // step captures): bitwise the separate GPU calls' numbers (the same kernel, the same chunks).
+  poison({{{c.N}, DType::F32}, {{c.N}, DType::I32}});
+  const LmHeadDecodeOut dec = lm_head_decode(gh, gW, c.chunk);
+  expect_equal(tag + " decode", "entropy", dec.entropy, lm_head_entropy(gh, gW, c.chunk).to(Device::CPU));
+  expect_argmax(tag + " decode", dec.argmax, lm_head_argmax(gh, gW, c.chunk).to(Device::CPU), 0);
   // With excluded ids (greedy_generate's min_new_tokens): id 0, the first rows' own argmax and,
   // for small chunks, every id of the first chunk (a chunk whose logits are all -inf).
   std::vector<int32_t> excluded = {0};

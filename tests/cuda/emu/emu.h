@@ -245,11 +245,20 @@ cudaError_t event_destroy_(cudaEvent_t e);
 cudaError_t event_record_(cudaEvent_t e, cudaStream_t = nullptr);
 cudaError_t event_elapsed_(float* ms, cudaEvent_t a, cudaEvent_t b);
 cudaError_t device_properties_(cudaDeviceProp* p, int device);
-// cudaMemGetInfo (cuda_backend.cu asks it after a failed allocation): no device memory to report.
-inline cudaError_t mem_get_info_(size_t* free, size_t* total) {
-  *free = 0;
-  *total = 0;
+// Device memory is host memory: report 64 GiB free of 64 GiB (the OOM message's numbers).
+inline cudaError_t mem_info_(size_t* free, size_t* total) {
+  *free = *total = size_t(64) << 30;
   return cudaSuccess;
+}
+// Stream capture (CUDA graphs of decode steps): nothing is ever capturing here, and a capture or
+// a graph is not supported.
+inline cudaError_t is_capturing_(cudaStream_t, cudaStreamCaptureStatus* s) {
+  *s = cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+template <class... A>
+cudaError_t unsupported_(A&&...) {
+  return cudaErrorNotSupported;
 }
 
 }  // namespace emu
@@ -262,7 +271,6 @@ inline cudaError_t mem_get_info_(size_t* free, size_t* total) {
 #define __shfl_xor_sync(mask, v, lane_mask) ::emu::shfl_xor((v), (lane_mask))
 #define cudaMalloc(p, n) ::emu::malloc_(reinterpret_cast<void**>(p), (n))
 #define cudaFree ::emu::free_
-#define cudaMemGetInfo ::emu::mem_get_info_
 #define cudaMemset ::emu::memset_
 #define cudaMemsetAsync ::emu::memset_
 #define cudaMemcpy ::emu::memcpy_
@@ -281,6 +289,14 @@ inline cudaError_t mem_get_info_(size_t* free, size_t* total) {
 #define cudaEventSynchronize ::emu::ok_
 #define cudaEventElapsedTime ::emu::event_elapsed_
 #define cudaGetDeviceProperties ::emu::device_properties_
+#define cudaMemGetInfo ::emu::mem_info_
+#define cudaStreamIsCapturing ::emu::is_capturing_
+#define cudaStreamBeginCapture ::emu::unsupported_
+#define cudaStreamEndCapture ::emu::unsupported_
+#define cudaGraphInstantiate ::emu::unsupported_
+#define cudaGraphLaunch ::emu::unsupported_
+#define cudaGraphDestroy ::emu::ok_
+#define cudaGraphExecDestroy ::emu::ok_
 
 // Correctly rounded f32 intrinsics: the host's IEEE operations (x86-64 without -mfma never fuses).
 inline float __fmul_rn(float a, float b) { return a * b; }

@@ -1,0 +1,88 @@
+#include "models/infer/decode_graph.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/core/backend.h"
+#include "kernels/core/check.h"
+
+namespace amor::model {
+
+bool parse_decode_graphs(const char* value) {
+  if (value == nullptr || std::strcmp(value, "") == 0 || std::strcmp(value, "0") == 0) return false;
+  if (std::strcmp(value, "1") == 0) return true;
+  throw Error(fmt::format("AMOR_DECODE_GRAPHS='{}': use 1 (CUDA graphs for decode steps) or 0", value));
+}
+
+bool decode_graphs_from_env() {
+  static const bool on = parse_decode_graphs(std::getenv("AMOR_DECODE_GRAPHS"));
+  return on;
+}
+
+namespace {
+Device device_of(LanguageModel& model) {
+  const auto& params = model.params().params();
+  AMOR_CHECK(!params.empty(), "DecodeGraph: the model has no parameters");
+  return params.front()->value.device();
+}
+}  // namespace
+
+DecodeGraph::DecodeGraph(LanguageModel& model, InferenceState& state)
+    : model_(model), state_(state), alloc_(allocator(device_of(model))) {
+  const std::string why = model.decode_graph_blocker();
+  AMOR_CHECK(why.empty(), "DecodeGraph: {}", why);
+  AMOR_CHECK(state.length > 0,
+             "DecodeGraph: capture after at least one eager step (the state has seen no token)");
+  tokens_ = Tensor::zeros({state.batch, 1}, DType::I32, device_of(model));
+}
+
+DecodeGraph::~DecodeGraph() {
+  out_ = StepOutput();  // the captured outputs go back to the pool first
+  if (graph_) alloc_.backend().destroy_graph(graph_);
+  if (pool_) alloc_.release_pool(pool_);
+}
+
+StepOutput DecodeGraph::step(const Tensor& tokens) {
+  const char* op = "DecodeGraph::step";
+  const int64_t B = state_.batch;
+  check_dtype(op, "tokens", tokens, DType::I32);
+  AMOR_CHECK(tokens.numel() == B, "{}: tokens {} for {} sequences", op, tokens.str(), B);
+  if (tokens.is_cpu()) {
+    // The captured embedding does not check its ids (nothing may be read back inside a graph).
+    const int64_t V = model_.config().vocab;
+    const int32_t* t = tokens.data<int32_t>();
+    for (int64_t b = 0; b < B; ++b)
+      AMOR_CHECK(t[b] >= 0 && t[b] < V, "{}: token {} of sequence {} is outside the vocabulary [0, {})",
+                 op, t[b], b, V);
+  }
+  // Outside the graph, on the compute stream: ordered before the replay that reads it.
+  tokens_.copy_from(tokens.view({B, 1}));
+  Backend& be = alloc_.backend();
+  if (!graph_) {
+    pool_ = alloc_.create_pool();
+    be.begin_capture();
+    try {
+      PoolScope scope(alloc_, pool_);
+      out_ = model_.infer_on_device(tokens_, state_);
+    } catch (...) {
+      be.abort_capture();
+      throw;
+    }
+    graph_ = be.end_capture();
+    // The capture ran the host code once (the mixers' counters advanced) but no kernel: this
+    // step's work is the first launch.
+    be.launch_graph(graph_);
+    state_.length += 1;
+  } else {
+    be.launch_graph(graph_);
+    model_.replayed_step(state_, 1);
+  }
+  // Fresh copies (outside the pool): the next replay overwrites the captured outputs.
+  StepOutput out;
+  out.entropy = out_.entropy.clone();
+  out.predictions = out_.predictions.clone();
+  out.token_loss = out_.token_loss.clone();
+  return out;
+}
+
+}  // namespace amor::model
