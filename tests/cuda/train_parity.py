@@ -23,6 +23,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -78,6 +79,8 @@ def has_gpu():
 
 
 def main():
+    # `timeout` sends SIGTERM: end through SystemExit so the report and the work folder are handled
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(124))
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     kinds, steps = list(KINDS), 30
     for a in sys.argv[1:]:
@@ -140,15 +143,23 @@ def main():
             if not ok:
                 failed.append(kind)
                 print(r.stdout[-1500:], r.stderr[-3000:])
+            sys.stdout.flush()
+            write_report(out_json, report)  # after every kind: a run cut by its time limit keeps them
     finally:
-        if out_json:
-            tmp = out_json + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump(report, f, indent=1)
-            os.replace(tmp, out_json)
+        write_report(out_json, report)
         shutil.rmtree(work, ignore_errors=True)
     print("%d kinds, %d failed%s" % (len(kinds), len(failed), (": " + ", ".join(failed)) if failed else ""))
     return 1 if failed else 0
+
+
+def write_report(out_json, report):
+    """OUT.json, written to a temporary name and renamed (atomic)."""
+    if not out_json:
+        return
+    tmp = out_json + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=1)
+    os.replace(tmp, out_json)
 
 
 def yaml_items(flow):
