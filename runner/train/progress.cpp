@@ -83,6 +83,12 @@ void Progress::update(const ProgressRow& r) {
   std::fflush(out_);
 }
 
+void Progress::note(const std::string& message) {
+  if (tty_) std::fprintf(out_, "\r\033[K");  // the live bar is redrawn by the next update
+  std::fprintf(out_, "%s %s\n", run_.c_str(), message.c_str());
+  std::fflush(out_);
+}
+
 void Progress::finish(const std::string& message) {
   if (tty_) std::fprintf(out_, "\r\033[K");
   std::fprintf(out_, "%s %s\n", run_.c_str(), message.c_str());

@@ -44,6 +44,9 @@ class Progress {
   // Called every step; prints when the line is due (every step on a tty, each log_every in a log).
   void update(const ProgressRow& row);
   void finish(const std::string& message);
+  // A line of its own between progress lines ("<run> <message>"), e.g. each evaluation task as it
+  // ends: evaluations at 32K tokens and 1.5B parameters take minutes without a progress line.
+  void note(const std::string& message);
   static std::string format_duration(double seconds);  // "1h02m", "3m20s", "42s"
   std::string format(const ProgressRow& row, double eta_seconds) const;
 

@@ -216,6 +216,9 @@ void Trainer::require_finite(double v, const std::string& what, int64_t step) co
 }
 
 ValidResult Trainer::evaluate(int64_t step) {
+  const auto since = [t0 = std::chrono::steady_clock::now()] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   ValidResult e = evaluate_valid(*fsdp_, *model_, *data_.valid, data_.recall_task, cfg_.train.micro_batch,
                                  cfg_.eval.max_examples, comm_, dev_, data_.roles);
   result_.metrics["valid_loss"] = e.loss;
@@ -232,6 +235,9 @@ ValidResult Trainer::evaluate(int64_t step) {
     h5_->flush();
   }
   require_finite(e.loss, "the validation loss", step);
+  if (!quiet_ && !harness_.specs.empty())
+    progress_->note(fmt::format("step {}: valid loss {:.4f} ({:.1f} s); evaluating {} task(s)", step, e.loss, since(),
+                                harness_.specs.size()));
   if (harness_.specs.empty()) return e;
   // The harness on an unsharded replica; batches dealt over the run's ranks (model_eval.h).
   auto replica = eval_replica(cfg_, *fsdp_, *model_, dtypes_.master, dev_, opt_.build_model);
@@ -255,6 +261,9 @@ ValidResult Trainer::evaluate(int64_t step) {
       h5_->flush();
     }
     require_finite(tr.metrics.at(headline), fmt::format("eval task {}'s {}", ts.name, headline), step);
+    if (!quiet_)
+      progress_->note(fmt::format("step {}: {} {} {:.4f} ({:.1f} s since the evaluation began)", step, ts.name,
+                                  headline, tr.metrics.at(headline), since()));
   }
   return e;
 }
