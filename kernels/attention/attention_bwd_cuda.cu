@@ -271,7 +271,10 @@ __global__ void __launch_bounds__(kThreads)
   auto sQ = [&](int i) { return sV + (BK + 2 * BQ * i) * kLd<D>; };
   auto sdO = [&](int i) { return sV + (BK + 2 * BQ * i + BQ) * kLd<D>; };
 
-  const int b = blockIdx.z, g = blockIdx.y, k0 = blockIdx.x * BK;
+  // Balanced: grid (g, b, key tile), so the first key tiles (the most rows) of every (b, g) start
+  // first and the short ones fill the tail (in the block-time model, 5% off the kernel's time).
+  const int b = kBal ? blockIdx.y : blockIdx.z, g = kBal ? blockIdx.x : blockIdx.y;
+  const int k0 = (kBal ? blockIdx.z : blockIdx.x) * BK;
   const int group = H / Hkv, Tq = map.Tq;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
   const int nrows = map.num_rows(b), r_start = map.first_row_seeing(b, k0);
@@ -442,7 +445,9 @@ void launch_backward(const bf16_t* q, const bf16_t* k, const bf16_t* v, const Ro
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kDqSmem));
   const float scale_log2 = scale * kLog2e;
   const int S = stat_stride(int(n.Tq));
-  const dim3 kv_grid(unsigned(ceil_div(n.Tk, kDkdvKeys<D>)), unsigned(n.Hkv), unsigned(n.B));
+  const unsigned key_tiles = unsigned(ceil_div(n.Tk, kDkdvKeys<D>));
+  const dim3 kv_grid = kBal ? dim3(unsigned(n.Hkv), unsigned(n.B), key_tiles)
+                            : dim3(key_tiles, unsigned(n.Hkv), unsigned(n.B));
   dkdv_kernel<D, kBal><<<kv_grid, kThreads, kDkdvSmem, s>>>(
       q, k, v, map, int(n.H), int(n.Hkv), int(n.Tk), scale_log2, scale, lse, delta, pos_c, S,
       dout, dk, dv);

@@ -49,7 +49,8 @@
 //            - the backward computes delta only at the firing rows, and with lse (log2 units)
 //              and the rows' positions in compacted order (row_stats_bf16x8_kernel), from which
 //              the dk/dv kernel loads each step's statistics and row positions by cp.async, two
-//              steps ahead, instead of the dependent loads of the old layout.
+//              steps ahead, instead of the dependent loads of the old layout; its grid is
+//              (g, b, key tile), the first key tiles (most rows) of every (b, g) first.
 //
 // Memory traffic (tensor-core path, T = Tq = Tk, per (b, h)): the forward reads Q once and each
 // K/V tile once per query tile that needs it (about T^2 / 64 / 2 rows of K and V, mostly from L2),
@@ -373,9 +374,10 @@ dim3 row_grid(int64_t a, int64_t b, int64_t c) { return dim3(unsigned(a), unsign
 // earlier layout (memsets of o, lse, dq; 128-row tiles from the first firing row; warps on
 // consecutive rows; delta at every row); unset, empty or "balanced", the balanced layout (see the
 // top of the file). Dense attention is the same either way.
-bool gated_balanced() {
+// Sequences longer than 64 * 65535 keys (the balanced grids' tiles in z) take the old layout.
+bool gated_balanced(const AttnDims& n) {
   const char* e = std::getenv("AMOR_ATTENTION_GATED");
-  if (e == nullptr || *e == 0 || std::strcmp(e, "balanced") == 0) return true;
+  if (e == nullptr || *e == 0 || std::strcmp(e, "balanced") == 0) return n.Tk <= 64 * 65535LL;
   if (std::strcmp(e, "old") == 0) return false;
   ::amor::cuda_fail(__FILE__, __LINE__, "attention",
                     "AMOR_ATTENTION_GATED must be old or balanced (or unset)");
@@ -414,7 +416,7 @@ void attention_forward(DType t, const void* q, const void* k, const void* v, con
   if (attention_uses_tensor_cores(t, n.D, ptrs, 4)) {
     const int32_t* rows = nullptr;
     const int32_t* count = nullptr;
-    const bool bal = gate != nullptr && gated_balanced();
+    const bool bal = gate != nullptr && gated_balanced(n);
     if (gate) {
       const int64_t elems = n.B * n.Tq * n.H * n.D;
       if (!bal) {  // the balanced kernel zeroes the gated-off rows itself
@@ -453,7 +455,7 @@ void attention_backward(DType t, const void* q, const void* k, const void* v, co
     return;
   }
   const void* ptrs[] = {q, k, v, o, dout, dq, dk, dv};
-  if (gate != nullptr && gated_balanced() && attention_uses_tensor_cores(t, n.D, ptrs, 8)) {
+  if (gate != nullptr && gated_balanced(n) && attention_uses_tensor_cores(t, n.D, ptrs, 8)) {
     // Balanced gated path: compacted rows and their statistics, then the kernels, which zero
     // dq's gated-off rows themselves.
     compact_rows(gate, row_scratch, n, s);
