@@ -19,6 +19,10 @@
 // dq kernel: as the forward (128 query rows per block, 32 per warp as two m-tiles; key tiles of
 // 32, double-buffered; fully masked key tiles skipped per warp):
 //   S = Q K^T, dP = dO V^T, dQ += dS K.
+// kBal (the balanced layout of gated rows, attention_cuda.cu): dq as the forward's kBal (tiles
+// from the last firing row, warps on an early and a late m-tile, dq zeroed at gated-off rows),
+// with lse and delta from compacted arrays; dk/dv takes each step's row positions, lse and delta
+// from compacted arrays by cp.async (no dependent global loads), its grid key-tile-major.
 // Both kernels write their results once, so the backward is deterministic. The dq kernel
 // recomputes S and dP (7 products in all where a fused kernel with f32 atomics for dQ needs 5):
 // the price of determinism and of no f32 dQ scratch.
@@ -108,7 +112,8 @@ __global__ void __launch_bounds__(kThreads)
   int mrow[MT];  // the warp's m-tiles (their first rows in the tile)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
-    mrow[mt] = kBal ? (mt == 0 ? 16 * warp : 16 * (2 * kWarps - 1 - warp)) : warp * kDqWarpRows + 16 * mt;
+    mrow[mt] = kBal ? (mt == 0 ? 16 * warp : 16 * (2 * kWarps - 1 - warp))
+                    : warp * kDqWarpRows + 16 * mt;
   // This thread's rows g4 and g4 + 8 of each m-tile, the m-tile's first row and last real row,
   // the warp's last real row (-1: none); the rows' lse and delta are read from shared memory
   // where used (kept in registers, they made the D = 128 kernel spill).
@@ -291,7 +296,8 @@ __global__ void __launch_bounds__(kThreads)
   // beyond the firing rows) into ring slot it % 3.
   auto load_pos = [&](int it) {
     const int r0 = r_start + (it % ntile) * BQ;
-    if (tid < BQ) mma::cp_async_4(&s_pos[it % kPosSlots][tid], pos_c + int64_t(b) * S + r0 + tid, true);
+    if (tid < BQ)
+      mma::cp_async_4(&s_pos[it % kPosSlots][tid], pos_c + int64_t(b) * S + r0 + tid, true);
   };
   // Step `it`: head g * group + it / ntile, rows r0 .. r0 + BQ - 1 of the sequence's row list.
   auto stage = [&](int it, int buf) {
@@ -305,7 +311,8 @@ __global__ void __launch_bounds__(kThreads)
       load_tile_async<D>(sQ(buf), q, q_row, BQ);
       load_tile_async<D>(sdO(buf), dout, q_row, BQ);
       const int64_t st = (int64_t(b) * H + h) * S + r0;
-      if (tid >= 32 && tid < 32 + BQ) mma::cp_async_4(&s_lse[buf][tid - 32], lse + st + tid - 32, true);
+      if (tid >= 32 && tid < 32 + BQ)
+        mma::cp_async_4(&s_lse[buf][tid - 32], lse + st + tid - 32, true);
       if (tid >= 64 && tid < 64 + BQ)
         mma::cp_async_4(&s_delta[buf][tid - 64], delta + st + tid - 64, true);
       if (tid == 96) s_last_pos[buf] = spos[(nrows - r0 < BQ ? nrows - r0 : BQ) - 1];

@@ -23,6 +23,11 @@
 // rows of the Q tile in shared memory, so the global stores are whole 16-byte chunks of a row.
 // Rows with no valid entries (padding) keep m = -inf; their alpha and P use 0 in place of m so that
 // no NaN appears (they are not stored).
+//
+// kBal (the balanced layout of gated rows, attention_cuda.cu): the tile's rows are the firing rows
+// counted from the last one backwards (padding at the front), the grid is (h, b, tile), warp w owns
+// m-tiles w and 7 - w and skips the early one's MMAs and softmax past its last row, and the block
+// zeroes its share of o and lse at the gated-off rows.
 #include <cmath>
 
 #include "kernels/attention/attention_tc.cuh"
@@ -105,7 +110,8 @@ __global__ void __launch_bounds__(kThreads)
   int mrow[MT];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
-    mrow[mt] = kBal ? (mt == 0 ? 16 * warp : 16 * (2 * kWarps - 1 - warp)) : warp * kFwdWarpRows + 16 * mt;
+    mrow[mt] = kBal ? (mt == 0 ? 16 * warp : 16 * (2 * kWarps - 1 - warp))
+                    : warp * kFwdWarpRows + 16 * mt;
   // Positions: this thread's rows g4 and g4 + 8 of each m-tile, the m-tile's first row and last
   // real row (rows are increasing; padding is -1), and the warp's last real row (-1: none).
   int pos[MT][2], mt_first_pos[MT], mt_last_pos[MT], warp_last_pos = -1;
