@@ -17,6 +17,8 @@
 //   cudnn cuDNN for every shape it takes: an amor::Error naming the shape where it does not
 //         apply (gate, f32, head dim) or cuDNN cannot build a plan
 // When auto falls back for a shape cuDNN declines, cuDNN's reason is printed once to stderr.
+// AMOR_ATTENTION_GATED=old|balanced picks the layout of our kernels for gated rows (default
+// balanced; attention_cuda.cu).
 #include "kernels/attention/attention.h"
 
 #include <algorithm>
@@ -207,7 +209,8 @@ AttentionGrads ours_backward_cuda(const Tensor& q, const Tensor& k, const Tensor
                    Tensor::empty(v.shape(), q.dtype(), q.device())};
   const cuda::AttnDims cn{n.B, n.Tq, n.Tk, n.H, n.Hkv, n.D};
   Tensor rows = Tensor::empty({cuda::attention_row_scratch_ints(cn)}, DType::I32, q.device());
-  Tensor delta = Tensor::empty({n.B * n.H * n.Tq}, DType::F32, q.device());
+  Tensor delta =
+      Tensor::empty({cuda::attention_delta_scratch_floats(cn)}, DType::F32, q.device());
   cuda::attention_backward(q.dtype(), q.raw_data(), k.raw_data(), v.raw_data(), gate_ptr(gate),
                            o.raw_data(), lse.data<float>(), dout.raw_data(),
                            static_cast<float>(s), g.dq.raw_data(), g.dk.raw_data(),

@@ -19,6 +19,10 @@
 // dq kernel: as the forward (128 query rows per block, 32 per warp as two m-tiles; key tiles of
 // 32, double-buffered; fully masked key tiles skipped per warp):
 //   S = Q K^T, dP = dO V^T, dQ += dS K.
+// kBal (the balanced layout of gated rows, attention_cuda.cu): dq as the forward's kBal (tiles
+// from the last firing row, warps on an early and a late m-tile, dq zeroed at gated-off rows),
+// with lse and delta from compacted arrays; dk/dv takes each step's row positions, lse and delta
+// from compacted arrays by cp.async (no dependent global loads), its grid key-tile-major.
 // Both kernels write their results once, so the backward is deterministic. The dq kernel
 // recomputes S and dP (7 products in all where a fused kernel with f32 atomics for dQ needs 5):
 // the price of determinism and of no f32 dQ scratch.
@@ -44,11 +48,11 @@ constexpr int dq_smem_bytes() {
   return (2 * kDqRows + 4 * kDqKeys) * kLd<D> * int(sizeof(bf16_t));  // Q, dO, then K, V twice
 }
 
-template <int D>
+template <int D, bool kBal>
 __global__ void __launch_bounds__(kThreads)
     dq_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
               const bf16_t* __restrict__ v, RowMap map, int H, int Hkv, int Tk, float scale_log2,
-              float scale, const float* __restrict__ lse, const float* __restrict__ delta,
+              float scale, const float* __restrict__ lse, const float* __restrict__ delta, int S,
               const bf16_t* __restrict__ dout, bf16_t* __restrict__ dq) {
   constexpr int MT = kDqMTiles, BN = kDqKeys;
   constexpr bool kRegs = kDqQInRegisters<D>;
@@ -63,24 +67,32 @@ __global__ void __launch_bounds__(kThreads)
   auto sK = [&](int i) { return sQ + (2 * kDqRows + 2 * BN * i) * kLd<D>; };
   auto sV = [&](int i) { return sQ + (2 * kDqRows + 2 * BN * i + BN) * kLd<D>; };
 
-  const int b = blockIdx.z, h = blockIdx.y;
-  const int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
-  const int nrows = map.num_rows(b), row0 = tile * kDqRows;
-  if (row0 >= nrows) return;
-  const int nvalid = nrows - row0 < kDqRows ? nrows - row0 : kDqRows;
+  // Block layout and the warps' m-tiles as the forward's (attention_fwd_cuda.cu): old, block (tile
+  // from the end of x, h, b), padding at the back, warp w on rows 32w .. 32w + 31; balanced
+  // (gated), block (h, b, t) with t = 0 the last 128 firing rows, padding at the front, warp w on
+  // m-tiles w and 7 - w, and the block zeroes its share of dq's gated-off rows.
+  const int b = kBal ? blockIdx.y : blockIdx.z, h = kBal ? blockIdx.x : blockIdx.y;
+  const int tile = kBal ? blockIdx.z : gridDim.x - 1 - blockIdx.x;  // the longest rows first
+  const int nrows = map.num_rows(b);
+  const int row0 = kBal ? nrows - (tile + 1) * kDqRows : tile * kDqRows;
   const int g = h / (H / Hkv), Tq = map.Tq;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
+  if constexpr (kBal) zero_gated_off_rows<D>(map, b, h, H, tile, gridDim.z, dq, nullptr);
+  if (kBal ? row0 + kDqRows <= 0 : row0 >= nrows) return;
+  const int nvalid = nrows - row0 < kDqRows ? nrows - row0 : kDqRows;  // (old layout)
 
   for (int r = tid; r < kDqRows; r += kThreads) {
-    const int qi = r < nvalid ? map.query(b, row0 + r) : -1;
+    const bool real = kBal ? row0 + r >= 0 : r < nvalid;
+    const int qi = real ? map.query(b, row0 + r) : -1;
     s_qi[r] = qi;
     s_pos[r] = qi >= 0 ? qi + map.offset : -1;
-    const int64_t st = (int64_t(b) * H + h) * Tq + qi;
-    s_lse[r] = qi >= 0 ? lse[st] * kLog2e : 0.0f;
+    // Balanced: lse (in log2 units) and delta of the compacted rows (attention_cuda.cu).
+    const int64_t st = kBal ? (int64_t(b) * H + h) * S + row0 + r : (int64_t(b) * H + h) * Tq + qi;
+    s_lse[r] = qi >= 0 ? lse[st] * (kBal ? 1.0f : kLog2e) : 0.0f;
     s_delta[r] = qi >= 0 ? delta[st] : 0.0f;
   }
   __syncthreads();
-  const int ntiles = s_pos[nvalid - 1] / BN + 1;
+  const int ntiles = s_pos[kBal ? kDqRows - 1 : nvalid - 1] / BN + 1;
   auto q_row = [&](int r) -> int64_t {
     return s_qi[r] >= 0 ? ((int64_t(b) * Tq + s_qi[r]) * H + h) * D : -1;
   };
@@ -97,17 +109,26 @@ __global__ void __launch_bounds__(kThreads)
   load_kv(0, 0);
   mma::cp_async_commit();
 
-  const int wr0 = warp * kDqWarpRows;  // the warp's first row in the tile
-  const int wlast = (nvalid < wr0 + kDqWarpRows ? nvalid : wr0 + kDqWarpRows) - 1;
-  const int warp_last_pos = wlast >= wr0 ? s_pos[wlast] : -1;  // -1: no real rows
-  // This thread's rows g4 and g4 + 8 of each m-tile; their lse and delta are read from shared
-  // memory where used (kept in registers, they made the D = 128 kernel spill).
-  int pos[MT][2], mt_first_pos[MT];
+  int mrow[MT];  // the warp's m-tiles (their first rows in the tile)
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+    mrow[mt] = kBal ? (mt == 0 ? 16 * warp : 16 * (2 * kWarps - 1 - warp))
+                    : warp * kDqWarpRows + 16 * mt;
+  // This thread's rows g4 and g4 + 8 of each m-tile, the m-tile's first row and last real row,
+  // the warp's last real row (-1: none); the rows' lse and delta are read from shared memory
+  // where used (kept in registers, they made the D = 128 kernel spill).
+  int pos[MT][2], mt_first_pos[MT], mt_last_pos[MT], warp_last_pos = -1;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
-    mt_first_pos[mt] = s_pos[wr0 + mt * 16];
-    pos[mt][0] = s_pos[wr0 + mt * 16 + g4];
-    pos[mt][1] = s_pos[wr0 + mt * 16 + g4 + 8];
+    mt_first_pos[mt] = s_pos[mrow[mt]];
+    pos[mt][0] = s_pos[mrow[mt] + g4];
+    pos[mt][1] = s_pos[mrow[mt] + g4 + 8];
+    mt_last_pos[mt] = -1;
+    for (int r = 0; r < 16; ++r) {
+      const int p = s_pos[mrow[mt] + r];
+      mt_last_pos[mt] = p > mt_last_pos[mt] ? p : mt_last_pos[mt];
+    }
+    warp_last_pos = mt_last_pos[mt] > warp_last_pos ? mt_last_pos[mt] : warp_last_pos;
   }
   float acc[MT][D / 8][4] = {};
   uint32_t qf[kRegs ? MT : 1][kRegs ? D / 16 : 1][4], of[kRegs ? MT : 1][kRegs ? D / 16 : 1][4];
@@ -122,14 +143,17 @@ __global__ void __launch_bounds__(kThreads)
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
-          load_a<D>(qf[kRegs ? mt : 0][kRegs ? kk : 0], sQ, wr0 + mt * 16, kk * 16);
-          load_a<D>(of[kRegs ? mt : 0][kRegs ? kk : 0], sdO, wr0 + mt * 16, kk * 16);
+          load_a<D>(qf[kRegs ? mt : 0][kRegs ? kk : 0], sQ, mrow[mt], kk * 16);
+          load_a<D>(of[kRegs ? mt : 0][kRegs ? kk : 0], sdO, mrow[mt], kk * 16);
         }
     }
     const int j0 = kt * BN;
     if (j0 > warp_last_pos) continue;  // warp-uniform: every key of the tile is masked (dS = 0)
     const bf16_t* cK = sK(kt & 1);
     const bf16_t* cV = sV(kt & 1);
+    bool act[MT];  // balanced: the early m-tile stops at its own last row (warp-uniform)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) act[mt] = !kBal || mt > 0 || j0 <= mt_last_pos[mt];
 
     float s[MT][BN / 8][4] = {}, dp[MT][BN / 8][4] = {};
 #pragma unroll
@@ -140,9 +164,9 @@ __global__ void __launch_bounds__(kThreads)
         if constexpr (kRegs) {
 #pragma unroll
           for (int i = 0; i < 4; ++i) qa[mt][i] = qf[mt][kk][i], da[mt][i] = of[mt][kk][i];
-        } else {
-          load_a<D>(qa[mt], sQ, wr0 + mt * 16, kk * 16);
-          load_a<D>(da[mt], sdO, wr0 + mt * 16, kk * 16);
+        } else if (act[mt]) {
+          load_a<D>(qa[mt], sQ, mrow[mt], kk * 16);
+          load_a<D>(da[mt], sdO, mrow[mt], kk * 16);
         }
       }
 #pragma unroll
@@ -150,20 +174,23 @@ __global__ void __launch_bounds__(kThreads)
         uint32_t kb[4], vb[4];
         load_b_rows<D>(kb, cK, np * 16, kk * 16);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma2(s[mt][2 * np], s[mt][2 * np + 1], qa[mt], kb);
+        for (int mt = 0; mt < MT; ++mt)
+          if (act[mt]) mma2(s[mt][2 * np], s[mt][2 * np + 1], qa[mt], kb);
         load_b_rows<D>(vb, cV, np * 16, kk * 16);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma2(dp[mt][2 * np], dp[mt][2 * np + 1], da[mt], vb);
+        for (int mt = 0; mt < MT; ++mt)
+          if (act[mt]) mma2(dp[mt][2 * np], dp[mt][2 * np + 1], da[mt], vb);
       }
     }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
+      if (!act[mt]) continue;
       const bool masked = j0 + BN - 1 > mt_first_pos[mt];
 #pragma unroll
       for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const int r = i >> 1, row = wr0 + mt * 16 + g4 + 8 * r;
+          const int r = i >> 1, row = mrow[mt] + g4 + 8 * r;
           float p = mma::exp2_approx(fmaf(s[mt][nt][i], scale_log2, -s_lse[row]));
           if (masked && j0 + nt * 8 + 2 * t4 + (i & 1) > pos[mt][r]) p = 0.0f;
           s[mt][nt][i] = p * (dp[mt][nt][i] - s_delta[row]);  // dS
@@ -174,13 +201,15 @@ __global__ void __launch_bounds__(kThreads)
     for (int kk = 0; kk < BN / 16; ++kk) {
       uint32_t dsa[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) acc_to_a(dsa[mt], s[mt], kk);
+      for (int mt = 0; mt < MT; ++mt)
+        if (act[mt]) acc_to_a(dsa[mt], s[mt], kk);
 #pragma unroll
       for (int dn = 0; dn < D / 16; ++dn) {
         uint32_t kb[4];
         load_b_cols<D>(kb, cK, kk * 16, dn * 16);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma2(acc[mt][2 * dn], acc[mt][2 * dn + 1], dsa[mt], kb);
+        for (int mt = 0; mt < MT; ++mt)
+          if (act[mt]) mma2(acc[mt][2 * dn], acc[mt][2 * dn + 1], dsa[mt], kb);
       }
     }
   }
@@ -191,13 +220,14 @@ __global__ void __launch_bounds__(kThreads)
   mma::sync_warp();
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
-    bf16_t* rows_smem = sQ + (wr0 + mt * 16 + g4) * kLd<D>;
+    bf16_t* rows_smem = sQ + (mrow[mt] + g4) * kLd<D>;
     store_acc_rows<D>(acc[mt], scale, scale, rows_smem, rows_smem + 8 * kLd<D>);
   }
   mma::sync_warp();
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   for (int c = lane; c < kDqWarpRows * kChunks; c += 32) {
-    const int row = wr0 + c / kChunks, ch = c % kChunks, qi = s_qi[row];
+    const int lr = c / kChunks, ch = c % kChunks;
+    const int row = (lr < 16 ? mrow[0] : mrow[1]) + (lr & 15), qi = s_qi[row];
     if (qi >= 0) {
       *reinterpret_cast<uint4*>(dq + ((int64_t(b) * Tq + qi) * H + h) * D + ch * 8) =
           *reinterpret_cast<const uint4*>(sQ + row * kLd<D> + ch * 8);
@@ -219,16 +249,24 @@ constexpr int dkdv_smem_bytes() {
   return (2 * kDkdvKeys<D> + 4 * kDkdvRows) * kLd<D> * int(sizeof(bf16_t));  // K, V; Q, dO x2
 }
 
-template <int D>
+// Balanced (gated) variant: the step's rows come from the compacted statistics (pos_c, lse_c,
+// delta_c of stride S: attention_cuda.cu's row_stats kernel) by 4-byte cp.async, the positions
+// two steps ahead (a ring of three) since the Q and dO copies of the next step take their
+// addresses from them, lse and delta with the step's Q and dO. No global load of a row index,
+// lse or delta ever stalls a warp (the old variant gathers them through the row list in
+// registers, two dependent loads per step that warp 0 waits on before the step can start).
+template <int D, bool kBal>
 __global__ void __launch_bounds__(kThreads)
     dkdv_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                 const bf16_t* __restrict__ v, RowMap map, int H, int Hkv, int Tk,
                 float scale_log2, float scale, const float* __restrict__ lse,
-                const float* __restrict__ delta, const bf16_t* __restrict__ dout,
-                bf16_t* __restrict__ dk, bf16_t* __restrict__ dv) {
+                const float* __restrict__ delta, const int32_t* __restrict__ pos_c, int S,
+                const bf16_t* __restrict__ dout, bf16_t* __restrict__ dk,
+                bf16_t* __restrict__ dv) {
   constexpr int MT = kDkdvMTiles<D>, BK = kDkdvKeys<D>, BQ = kDkdvRows;
+  constexpr int kPosSlots = kBal ? 3 : 2;
   extern __shared__ uint4 smem_raw[];
-  __shared__ int s_pos[2][BQ];
+  __shared__ int s_pos[kPosSlots][BQ];
   __shared__ float s_lse[2][BQ];
   __shared__ float s_delta[2][BQ];
   __shared__ int s_last_pos[2];  // the position of the step's last real row
@@ -238,7 +276,10 @@ __global__ void __launch_bounds__(kThreads)
   auto sQ = [&](int i) { return sV + (BK + 2 * BQ * i) * kLd<D>; };
   auto sdO = [&](int i) { return sV + (BK + 2 * BQ * i + BQ) * kLd<D>; };
 
-  const int b = blockIdx.z, g = blockIdx.y, k0 = blockIdx.x * BK;
+  // Balanced: grid (g, b, key tile), so the first key tiles (the most rows) of every (b, g) start
+  // first and the short ones fill the tail (in the block-time model, 5% off the kernel's time).
+  const int b = kBal ? blockIdx.y : blockIdx.z, g = kBal ? blockIdx.x : blockIdx.y;
+  const int k0 = (kBal ? blockIdx.z : blockIdx.x) * BK;
   const int group = H / Hkv, Tq = map.Tq;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
   const int nrows = map.num_rows(b), r_start = map.first_row_seeing(b, k0);
@@ -251,9 +292,32 @@ __global__ void __launch_bounds__(kThreads)
   };
   load_tile_async<D>(sK, k, kv_row, BK);
   load_tile_async<D>(sV, v, kv_row, BK);
+  // Balanced: the positions of step `it` (rows r0 .. r0 + BQ - 1 of the compacted list; -1
+  // beyond the firing rows) into ring slot it % 3.
+  auto load_pos = [&](int it) {
+    const int r0 = r_start + (it % ntile) * BQ;
+    if (tid < BQ)
+      mma::cp_async_4(&s_pos[it % kPosSlots][tid], pos_c + int64_t(b) * S + r0 + tid, true);
+  };
   // Step `it`: head g * group + it / ntile, rows r0 .. r0 + BQ - 1 of the sequence's row list.
   auto stage = [&](int it, int buf) {
     const int h = g * group + it / ntile, r0 = r_start + (it % ntile) * BQ;
+    if constexpr (kBal) {
+      const int* spos = s_pos[it % kPosSlots];  // landed: loaded two steps ahead
+      auto q_row = [&](int r) -> int64_t {
+        const int p = spos[r];
+        return p >= 0 ? ((int64_t(b) * Tq + (p - map.offset)) * H + h) * D : -1;
+      };
+      load_tile_async<D>(sQ(buf), q, q_row, BQ);
+      load_tile_async<D>(sdO(buf), dout, q_row, BQ);
+      const int64_t st = (int64_t(b) * H + h) * S + r0;
+      if (tid >= 32 && tid < 32 + BQ)
+        mma::cp_async_4(&s_lse[buf][tid - 32], lse + st + tid - 32, true);
+      if (tid >= 64 && tid < 64 + BQ)
+        mma::cp_async_4(&s_delta[buf][tid - 64], delta + st + tid - 64, true);
+      if (tid == 96) s_last_pos[buf] = spos[(nrows - r0 < BQ ? nrows - r0 : BQ) - 1];
+      return;
+    }
     auto q_row = [&](int r) -> int64_t {
       return r0 + r < nrows ? ((int64_t(b) * Tq + map.query(b, r0 + r)) * H + h) * D : -1;
     };
@@ -269,6 +333,13 @@ __global__ void __launch_bounds__(kThreads)
       if (valid && (tid == BQ - 1 || r0 + tid + 1 == nrows)) s_last_pos[buf] = qi + map.offset;
     }
   };
+  if constexpr (kBal) {  // the positions of steps 0 and 1 first: step 0's copies need them
+    if (total > 0) load_pos(0);
+    if (total > 1) load_pos(1);
+    mma::cp_async_commit();
+    mma::cp_async_wait<0>();
+    __syncthreads();
+  }
   if (total > 0) stage(0, 0);
   mma::cp_async_commit();
 
@@ -286,8 +357,11 @@ __global__ void __launch_bounds__(kThreads)
     mma::cp_async_wait<0>();
     __syncthreads();
     if (it + 1 < total) stage(it + 1, (it + 1) & 1);
+    // Balanced: slot (it + 2) % 3 was last read by step it - 1 (before the barrier).
+    if (kBal && it + 2 < total) load_pos(it + 2);
     mma::cp_async_commit();
     const int buf = it & 1;
+    const int* spos = s_pos[kBal ? it % kPosSlots : buf];
     // Warp-uniform: no row of the step sees the warp's first key (so none of its keys); skipping
     // is exact, the step would add P = dS = 0.
     if (s_last_pos[buf] < warp_key0) continue;
@@ -316,7 +390,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     // Rows are increasing: the step needs no mask when its first row sees the warp's last key and
     // every row is a real one.
-    const bool masked = warp_key0 + 16 * MT - 1 > s_pos[buf][0] || s_pos[buf][BQ - 1] < 0;
+    const bool masked = warp_key0 + 16 * MT - 1 > spos[0] || spos[BQ - 1] < 0;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -325,7 +399,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int i = 0; i < 4; ++i) {
           const int col = nt * 8 + 2 * t4 + (i & 1);
           float p = mma::exp2_approx(fmaf(st[mt][nt][i], scale_log2, -s_lse[buf][col]));
-          if (masked && key[mt][i >> 1] > s_pos[buf][col]) p = 0.0f;
+          if (masked && key[mt][i >> 1] > spos[col]) p = 0.0f;
           st[mt][nt][i] = p;                                           // P^T
           dpt[mt][nt][i] = p * (dpt[mt][nt][i] - s_delta[buf][col]);  // dS^T
         }
@@ -366,24 +440,31 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int D>
+template <int D, bool kBal>
 void launch_backward(const bf16_t* q, const bf16_t* k, const bf16_t* v, const RowMap& map,
-                     const float* lse, const float* delta, const bf16_t* dout, float scale,
-                     bf16_t* dq, bf16_t* dk, bf16_t* dv, const AttnDims& n, cudaStream_t s) {
+                     const float* lse, const float* delta, const int32_t* pos_c,
+                     const bf16_t* dout, float scale, bf16_t* dq, bf16_t* dk, bf16_t* dv,
+                     const AttnDims& n, cudaStream_t s) {
   constexpr int kDkdvSmem = dkdv_smem_bytes<D>(), kDqSmem = dq_smem_bytes<D>();
-  AMOR_CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel<D>,
+  AMOR_CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel<D, kBal>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kDkdvSmem));
-  AMOR_CUDA_CHECK(
-      cudaFuncSetAttribute(dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kDqSmem));
+  AMOR_CUDA_CHECK(cudaFuncSetAttribute(dq_kernel<D, kBal>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kDqSmem));
   const float scale_log2 = scale * kLog2e;
-  const dim3 kv_grid(unsigned(ceil_div(n.Tk, kDkdvKeys<D>)), unsigned(n.Hkv), unsigned(n.B));
-  dkdv_kernel<D><<<kv_grid, kThreads, kDkdvSmem, s>>>(q, k, v, map, int(n.H), int(n.Hkv),
-                                                      int(n.Tk), scale_log2, scale, lse, delta,
-                                                      dout, dk, dv);
+  const int S = stat_stride(int(n.Tq));
+  const unsigned key_tiles = unsigned(ceil_div(n.Tk, kDkdvKeys<D>));
+  const dim3 kv_grid = kBal ? dim3(unsigned(n.Hkv), unsigned(n.B), key_tiles)
+                            : dim3(key_tiles, unsigned(n.Hkv), unsigned(n.B));
+  dkdv_kernel<D, kBal><<<kv_grid, kThreads, kDkdvSmem, s>>>(
+      q, k, v, map, int(n.H), int(n.Hkv), int(n.Tk), scale_log2, scale, lse, delta, pos_c, S,
+      dout, dk, dv);
   AMOR_CUDA_CHECK_LAUNCH();
-  const dim3 q_grid(unsigned(ceil_div(n.Tq, kDqRows)), unsigned(n.H), unsigned(n.B));
-  dq_kernel<D><<<q_grid, kThreads, kDqSmem, s>>>(q, k, v, map, int(n.H), int(n.Hkv), int(n.Tk),
-                                                 scale_log2, scale, lse, delta, dout, dq);
+  const unsigned tiles = unsigned(ceil_div(n.Tq, kDqRows));
+  const dim3 q_grid = kBal ? dim3(unsigned(n.H), unsigned(n.B), tiles)
+                           : dim3(tiles, unsigned(n.H), unsigned(n.B));
+  dq_kernel<D, kBal><<<q_grid, kThreads, kDqSmem, s>>>(q, k, v, map, int(n.H), int(n.Hkv),
+                                                       int(n.Tk), scale_log2, scale, lse, delta,
+                                                       S, dout, dq);
   AMOR_CUDA_CHECK_LAUNCH();
 }
 
@@ -395,11 +476,27 @@ void backward_tc(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_
                  cudaStream_t s) {
   const RowMap map{rows, count, int(n.Tq), int(n.Tk - n.Tq)};
   if (n.D == 64) {
-    launch_backward<64>(q, k, v, map, lse, delta, dout, scale, dq, dk, dv, n, s);
+    launch_backward<64, false>(q, k, v, map, lse, delta, nullptr, dout, scale, dq, dk, dv, n, s);
   } else if (n.D == 128) {
-    launch_backward<128>(q, k, v, map, lse, delta, dout, scale, dq, dk, dv, n, s);
+    launch_backward<128, false>(q, k, v, map, lse, delta, nullptr, dout, scale, dq, dk, dv, n, s);
   } else {
     ::amor::cuda_fail(__FILE__, __LINE__, "attn::backward_tc", "head dim is neither 64 nor 128");
+  }
+}
+
+void backward_tc_balanced(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* rows,
+                          const int32_t* count, const int32_t* pos_c, const float* lse_c,
+                          const float* delta_c, const bf16_t* dout, float scale, bf16_t* dq,
+                          bf16_t* dk, bf16_t* dv, const AttnDims& n, cudaStream_t s) {
+  const RowMap map{rows, count, int(n.Tq), int(n.Tk - n.Tq)};
+  if (n.D == 64) {
+    launch_backward<64, true>(q, k, v, map, lse_c, delta_c, pos_c, dout, scale, dq, dk, dv, n, s);
+  } else if (n.D == 128) {
+    launch_backward<128, true>(q, k, v, map, lse_c, delta_c, pos_c, dout, scale, dq, dk, dv, n,
+                               s);
+  } else {
+    ::amor::cuda_fail(__FILE__, __LINE__, "attn::backward_tc_balanced",
+                      "head dim is neither 64 nor 128");
   }
 }
 

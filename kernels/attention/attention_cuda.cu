@@ -18,11 +18,39 @@
 //    checks and odd shapes, not for speed.
 //
 // The gate (AMOR: Q, attention and O only at firing rows): compact_firing_rows writes, per
-// sequence, the indices of its firing rows in increasing order and their count; the tensor-core
-// kernels then tile over those rows only (a tile is the next 64 firing rows, each keeping its own
-// causal limit = its position), so their cost scales with the number of firing rows. Gated-off
-// rows are cleared beforehand (o, dq = 0; lse = 0 by a memset) and never read. Tq = 1 (decode over
-// a KV cache) is one row per sequence: a single partly filled tile.
+// sequence, the indices of its firing rows in increasing order and their count (then its
+// gated-off rows); the tensor-core kernels tile over the firing rows only (a tile is 128 firing
+// rows, each keeping its own causal limit = its position), so their cost scales with the number
+// of firing rows. Tq = 1 (decode over a KV cache) is one row per sequence: a single partly filled
+// tile. Two layouts, AMOR_ATTENTION_GATED=old|balanced (default balanced; dense attention is the
+// same under both):
+//
+//  old       o, lse (forward) and dq (backward) are cleared by memsets of the whole tensors; the
+//            forward and dq tiles start at the first firing row, so the last tile of a sequence
+//            is the partial one; warp w of a tile takes its rows 32w .. 32w + 31; the block grid
+//            is (tile, h, b); delta = rowsum(dO * O) at every row; the dk/dv kernel gathers each
+//            step's rows through the row list (row index, then lse and delta: dependent loads).
+//  balanced  Why: at 22% firing a tile's 128 rows span ~580 positions (~9 key tiles of 64), so
+//            in the old layout warp 0 of a tile is done after ~1/4 of the keys warp 3 needs and
+//            the block's time is its last warp's; and the partial tile, the last, is the longest
+//            (keys up to T) while holding few rows. Time model (block time = its longest warp,
+//            in key tiles, summed over a sequence's tiles at T = 2048, ~450 firing rows): old 87,
+//            balanced 62; the useful work is 56.
+//            - tiles are cut from the last firing row backwards, so the partial tile is the
+//              first (shortest) one; the grid is (h, b, tile) with tile 0 the longest, so the
+//              longest tiles of every (b, h) start first and the empty blocks (tiles beyond a
+//              sequence's firing rows) come last;
+//            - warp w takes m-tiles w and 7 - w (16 rows each) of the tile, an early and a late
+//              one, and stops computing the early one after its last row's key tile: every warp
+//              has about the same work (2 a + 7 s key tiles, where m-tile i needs a + i s);
+//            - the forward and dq kernels zero o, lse and dq at the gated-off rows themselves
+//              (each block a share of the off rows of its (b, h)), in place of memsets of whole
+//              tensors (B T H D bf16 written twice per step, ~30 us at B T = 16K, H D = 2048);
+//            - the backward computes delta only at the firing rows, and with lse (log2 units)
+//              and the rows' positions in compacted order (row_stats_bf16x8_kernel), from which
+//              the dk/dv kernel loads each step's statistics and row positions by cp.async, two
+//              steps ahead, instead of the dependent loads of the old layout; its grid is
+//              (g, b, key tile), the first key tiles (most rows) of every (b, g) first.
 //
 // Memory traffic (tensor-core path, T = Tq = Tk, per (b, h)): the forward reads Q once and each
 // K/V tile once per query tile that needs it (about T^2 / 64 / 2 rows of K and V, mostly from L2),
@@ -38,6 +66,8 @@
 // warp): forward D = 64 reads 16 KB of K/V fragments per 32 x 64 x 64 tile pair of products
 // (31 B per kFLOP, half the former 62); dq D = 64 31 B/kFLOP (was 71); dk/dv D = 64 46 (was 69).
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/attention/attention_cuda.h"
 #include "kernels/attention/attention_tc.cuh"
@@ -48,9 +78,10 @@ namespace {
 
 constexpr int kCompactThreads = 256;
 
-// rows[b * Tq + r], r < count[b]: the firing rows of sequence b in increasing order. One block per
-// sequence; thread t takes a contiguous chunk of rows, counts, the block scans the counts, and
-// each thread writes its chunk's indices from its offset.
+// rows[b * Tq + r], r < count[b]: the firing rows of sequence b in increasing order; then, at
+// r >= count[b], its gated-off rows in increasing order (the balanced kernels zero their outputs
+// there). One block per sequence; thread t takes a contiguous chunk of rows, counts, the block
+// scans the counts, and each thread writes its chunk's indices from its offsets.
 __global__ void __launch_bounds__(kCompactThreads)
     compact_firing_rows_kernel(const uint8_t* __restrict__ gate, int Tq, int32_t* __restrict__ rows,
                                int32_t* __restrict__ count) {
@@ -70,8 +101,14 @@ __global__ void __launch_bounds__(kCompactThreads)
   }
   __syncthreads();
   int32_t* out = rows + int64_t(b) * Tq + s_off[t];
-  for (int i = lo; i < hi; ++i)
-    if (gb[i] != 0) *out++ = i;
+  int32_t* out_off = rows + int64_t(b) * Tq + s_off[kCompactThreads] + (lo - s_off[t]);
+  for (int i = lo; i < hi; ++i) {
+    if (gb[i] != 0) {
+      *out++ = i;
+    } else {
+      *out_off++ = i;
+    }
+  }
 }
 
 // delta[(b * H + h) * Tq + i] = sum_d dout[b,i,h,d] o[b,i,h,d] (f32), one warp per row; rows are
@@ -117,6 +154,51 @@ __global__ void delta_bf16x8_kernel(const bf16_t* __restrict__ o, const bf16_t* 
     if (sub == 0 && row < nrows) {
       const int64_t h = row % H, bi = row / H, i = bi % Tq, b = bi / Tq;
       delta[(b * H + h) * Tq + i] = s;
+    }
+  }
+}
+
+// The balanced gated backward's per-row statistics in compacted order (attn::stat_stride(Tq) = S
+// entries per sequence or (sequence, head), a multiple of 4 so 16-byte copies stay aligned, and
+// >= Tq + 32 so a 32-row step that starts at a firing row never reads past its sequence):
+//   pos_c[b * S + r]          = rows[b * Tq + r] + Tk - Tq  (r < count[b]; else -1)
+//   delta_c[(b * H + h) S + r] = rowsum(dout * o) of that row     (else 0)
+//   lse_c[(b * H + h) S + r]   = lse * log2(e) of that row         (else 0)
+// so that the dk/dv kernel loads a step's rows by cp.async from contiguous arrays, without the
+// dependent global loads (row index, then lse and delta) a gather would stall on. Lanes and
+// vector loads as delta_bf16x8_kernel, over the slots (b, r, h), h fastest.
+__global__ void row_stats_bf16x8_kernel(const bf16_t* __restrict__ o,
+                                        const bf16_t* __restrict__ dout,
+                                        const float* __restrict__ lse,
+                                        const int32_t* __restrict__ rows,
+                                        const int32_t* __restrict__ count, int B, int Tq, int H,
+                                        int D, int S, int offset, int32_t* __restrict__ pos_c,
+                                        float* __restrict__ delta_c, float* __restrict__ lse_c) {
+  const int lanes = D / 8, lane = threadIdx.x & 31, sub = lane % lanes, rows_per_warp = 32 / lanes;
+  const int64_t nslots = int64_t(B) * S * H;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x >> 5);
+  for (int64_t base = (int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)) *
+                      rows_per_warp;
+       base < nslots; base += warps * rows_per_warp) {  // warp-uniform bound: shuffles stay full
+    const int64_t slot = base + lane / lanes;
+    const int h = int(slot % H), r = int((slot / H) % S), b = int(slot / (int64_t(H) * S));
+    const bool fires = slot < nslots && r < count[b];
+    const int qi = fires ? rows[int64_t(b) * Tq + r] : 0;
+    float dot = 0.0f;
+    if (fires) {
+      const int64_t row = ((int64_t(b) * Tq + qi) * H + h) * D;
+      float a[8], c[8];
+      load_vec<bf16_t, 8>(o + row + sub * 8, a);
+      load_vec<bf16_t, 8>(dout + row + sub * 8, c);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) dot += a[i] * c[i];
+    }
+    dot = subwarp_sum(dot, lanes);
+    if (sub == 0 && slot < nslots) {
+      const int64_t at = (int64_t(b) * H + h) * S + r;
+      delta_c[at] = dot;
+      lse_c[at] = fires ? lse[(int64_t(b) * H + h) * Tq + qi] * attn::kLog2e : 0.0f;
+      if (h == 0) pos_c[int64_t(b) * S + r] = fires ? qi + offset : -1;
     }
   }
 }
@@ -288,6 +370,19 @@ __global__ void __launch_bounds__(32)
 
 dim3 row_grid(int64_t a, int64_t b, int64_t c) { return dim3(unsigned(a), unsigned(b), unsigned(c)); }
 
+// AMOR_ATTENTION_GATED (environment, read at every call): "old" runs the gated rows on the
+// earlier layout (memsets of o, lse, dq; 128-row tiles from the first firing row; warps on
+// consecutive rows; delta at every row); unset, empty or "balanced", the balanced layout (see the
+// top of the file). Dense attention is the same either way.
+// Sequences longer than 64 * 65535 keys (the balanced grids' tiles in z) take the old layout.
+bool gated_balanced(const AttnDims& n) {
+  const char* e = std::getenv("AMOR_ATTENTION_GATED");
+  if (e == nullptr || *e == 0 || std::strcmp(e, "balanced") == 0) return n.Tk <= 64 * 65535LL;
+  if (std::strcmp(e, "old") == 0) return false;
+  ::amor::cuda_fail(__FILE__, __LINE__, "attention",
+                    "AMOR_ATTENTION_GATED must be old or balanced (or unset)");
+}
+
 void compact_rows(const uint8_t* gate, int32_t* row_scratch, const AttnDims& n, cudaStream_t s) {
   compact_firing_rows_kernel<<<unsigned(n.B), kCompactThreads, 0, s>>>(
       gate, int(n.Tq), row_scratch, row_scratch + n.B * n.Tq);
@@ -296,7 +391,15 @@ void compact_rows(const uint8_t* gate, int32_t* row_scratch, const AttnDims& n, 
 
 }  // namespace
 
-int64_t attention_row_scratch_ints(const AttnDims& n) { return n.B * n.Tq + n.B; }
+// rows (B*Tq), count (B), padding to a multiple of 4, pos_c (B*S): see row_stats_bf16x8_kernel.
+int64_t attention_row_scratch_ints(const AttnDims& n) {
+  return (n.B * n.Tq + n.B + 3) / 4 * 4 + n.B * attn::stat_stride(int(n.Tq));
+}
+
+// delta (B*H*Tq) of the old layout, or delta_c and lse_c (B*H*S each) of the balanced one.
+int64_t attention_delta_scratch_floats(const AttnDims& n) {
+  return 2 * n.B * n.H * attn::stat_stride(int(n.Tq));
+}
 
 bool attention_uses_tensor_cores(DType t, int64_t D, const void* const* ptrs, int nptrs) {
   if (t != DType::BF16 || (D != 64 && D != 128)) return false;
@@ -313,17 +416,20 @@ void attention_forward(DType t, const void* q, const void* k, const void* v, con
   if (attention_uses_tensor_cores(t, n.D, ptrs, 4)) {
     const int32_t* rows = nullptr;
     const int32_t* count = nullptr;
+    const bool bal = gate != nullptr && gated_balanced(n);
     if (gate) {
       const int64_t elems = n.B * n.Tq * n.H * n.D;
-      AMOR_CUDA_CHECK(cudaMemsetAsync(o, 0, size_t(elems) * sizeof(bf16_t), s));
-      AMOR_CUDA_CHECK(cudaMemsetAsync(lse, 0, size_t(n.B * n.H * n.Tq) * sizeof(float), s));
+      if (!bal) {  // the balanced kernel zeroes the gated-off rows itself
+        AMOR_CUDA_CHECK(cudaMemsetAsync(o, 0, size_t(elems) * sizeof(bf16_t), s));
+        AMOR_CUDA_CHECK(cudaMemsetAsync(lse, 0, size_t(n.B * n.H * n.Tq) * sizeof(float), s));
+      }
       compact_rows(gate, row_scratch, n, s);
       rows = row_scratch;
       count = row_scratch + n.B * n.Tq;
     }
     attn::forward_tc(static_cast<const bf16_t*>(q), static_cast<const bf16_t*>(k),
                      static_cast<const bf16_t*>(v), rows, count, scale, static_cast<bf16_t*>(o),
-                     lse, n, s);
+                     lse, n, bal, s);
     return;
   }
   dispatch_storage(t, "attention_forward", [&](auto tag) {
@@ -348,6 +454,28 @@ void attention_backward(DType t, const void* q, const void* k, const void* v, co
     }
     return;
   }
+  const void* ptrs[] = {q, k, v, o, dout, dq, dk, dv};
+  if (gate != nullptr && gated_balanced(n) && attention_uses_tensor_cores(t, n.D, ptrs, 8)) {
+    // Balanced gated path: compacted rows and their statistics, then the kernels, which zero
+    // dq's gated-off rows themselves.
+    compact_rows(gate, row_scratch, n, s);
+    const int S = attn::stat_stride(int(n.Tq));
+    int32_t* pos_c = row_scratch + (n.B * n.Tq + n.B + 3) / 4 * 4;
+    float* delta_c = delta;
+    float* lse_c = delta + n.B * n.H * S;
+    const int64_t slots = n.B * S * n.H;
+    row_stats_bf16x8_kernel<<<grid_for(slots * (n.D / 8), 256), 256, 0, s>>>(
+        static_cast<const bf16_t*>(o), static_cast<const bf16_t*>(dout), lse, row_scratch,
+        row_scratch + n.B * n.Tq, int(n.B), int(n.Tq), int(n.H), int(n.D), S,
+        int(n.Tk - n.Tq), pos_c, delta_c, lse_c);
+    AMOR_CUDA_CHECK_LAUNCH();
+    attn::backward_tc_balanced(static_cast<const bf16_t*>(q), static_cast<const bf16_t*>(k),
+                               static_cast<const bf16_t*>(v), row_scratch,
+                               row_scratch + n.B * n.Tq, pos_c, lse_c, delta_c,
+                               static_cast<const bf16_t*>(dout), scale, static_cast<bf16_t*>(dq),
+                               static_cast<bf16_t*>(dk), static_cast<bf16_t*>(dv), n, s);
+    return;
+  }
   if (delta_vectorizable(t, n.D, o, dout)) {
     delta_bf16x8_kernel<<<grid_for(qrows * (n.D / 8), 256), 256, 0, s>>>(
         static_cast<const bf16_t*>(o), static_cast<const bf16_t*>(dout), qrows, int(n.Tq),
@@ -362,7 +490,6 @@ void attention_backward(DType t, const void* q, const void* k, const void* v, co
       AMOR_CUDA_CHECK_LAUNCH();
     });
   }
-  const void* ptrs[] = {q, k, v, o, dout, dq, dk, dv};
   if (attention_uses_tensor_cores(t, n.D, ptrs, 8)) {
     const int32_t* rows = nullptr;
     const int32_t* count = nullptr;

@@ -15,8 +15,12 @@ struct AttnDims {
   int64_t B, Tq, Tk, H, Hkv, D;
 };
 
-// int32 scratch both passes need: the compacted firing rows of each sequence and their counts.
+// int32 scratch both passes need: the compacted firing rows of each sequence and their counts
+// (and the backward's compacted positions).
 int64_t attention_row_scratch_ints(const AttnDims& n);
+// f32 scratch of the backward (its `delta` argument): rowsum(dout * o) per row, and with a gate
+// the compacted statistics of the firing rows.
+int64_t attention_delta_scratch_floats(const AttnDims& n);
 
 // o [B,Tq,H,D], lse [B,H,Tq] (natural log; 0 at gated-off rows, whose o is 0).
 void attention_forward(DType t, const void* q, const void* k, const void* v, const uint8_t* gate,
@@ -24,7 +28,8 @@ void attention_forward(DType t, const void* q, const void* k, const void* v, con
                        cudaStream_t s = 0);
 
 // dq [B,Tq,H,D] (0 at gated-off rows), dk and dv [B,Tk,Hkv,D] (summed over each kv head's query
-// heads). delta is f32 scratch of B*H*Tq floats (rowsum(dout * o)). Deterministic: no atomics.
+// heads). delta is f32 scratch of attention_delta_scratch_floats floats. Deterministic: no
+// atomics.
 void attention_backward(DType t, const void* q, const void* k, const void* v, const uint8_t* gate,
                         const void* o, const float* lse, const void* dout, float scale, void* dq,
                         void* dk, void* dv, int32_t* row_scratch, float* delta,

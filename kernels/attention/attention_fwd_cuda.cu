@@ -23,6 +23,11 @@
 // rows of the Q tile in shared memory, so the global stores are whole 16-byte chunks of a row.
 // Rows with no valid entries (padding) keep m = -inf; their alpha and P use 0 in place of m so that
 // no NaN appears (they are not stored).
+//
+// kBal (the balanced layout of gated rows, attention_cuda.cu): the tile's rows are the firing rows
+// counted from the last one backwards (padding at the front), the grid is (h, b, tile), warp w owns
+// m-tiles w and 7 - w and skips the early one's MMAs and softmax past its last row, and the block
+// zeroes its share of o and lse at the gated-off rows.
 #include <cmath>
 
 #include "kernels/attention/attention_tc.cuh"
@@ -46,7 +51,7 @@ constexpr int forward_smem_bytes() {
   return (kFwdRows + 4 * kFwdKeys<D>) * kLd<D> * int(sizeof(bf16_t));  // Q, then K and V twice
 }
 
-template <int D>
+template <int D, bool kBal>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                    const bf16_t* __restrict__ v, RowMap map, int H, int Hkv, int Tk,
@@ -61,21 +66,28 @@ __global__ void __launch_bounds__(kThreads)
   auto sK = [&](int i) { return sQ + (kFwdRows + 2 * BN * i) * kLd<D>; };
   auto sV = [&](int i) { return sQ + (kFwdRows + 2 * BN * i + BN) * kLd<D>; };
 
-  const int b = blockIdx.z, h = blockIdx.y;
-  const int tile = gridDim.x - 1 - blockIdx.x;  // the longest rows first
-  const int nrows = map.num_rows(b), row0 = tile * kFwdRows;
-  if (row0 >= nrows) return;  // the whole block: fewer firing rows than tiles
-  const int nvalid = nrows - row0 < kFwdRows ? nrows - row0 : kFwdRows;
+  // Old layout: block (tile from the end of the grid's x, h, b), tile rows [128 t, 128 t + 128),
+  // padding at the back. Balanced (gated): block (h, b, t) with t = 0 the last 128 firing rows,
+  // tile rows [n - 128 (t + 1), n - 128 t), padding at the front (only the shortest tile is
+  // partial); it also zeroes its share of the gated-off rows.
+  const int b = kBal ? blockIdx.y : blockIdx.z, h = kBal ? blockIdx.x : blockIdx.y;
+  const int tile = kBal ? blockIdx.z : gridDim.x - 1 - blockIdx.x;  // the longest rows first
+  const int nrows = map.num_rows(b);
+  const int row0 = kBal ? nrows - (tile + 1) * kFwdRows : tile * kFwdRows;
   const int g = h / (H / Hkv), Tq = map.Tq;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
+  if constexpr (kBal) zero_gated_off_rows<D>(map, b, h, H, tile, gridDim.z, o, lse);
+  if (kBal ? row0 + kFwdRows <= 0 : row0 >= nrows) return;  // no firing rows left for the block
+  const int nvalid = nrows - row0 < kFwdRows ? nrows - row0 : kFwdRows;  // (old layout)
 
   for (int r = tid; r < kFwdRows; r += kThreads) {
-    const int qi = r < nvalid ? map.query(b, row0 + r) : -1;
+    const bool real = kBal ? row0 + r >= 0 : r < nvalid;
+    const int qi = real ? map.query(b, row0 + r) : -1;
     s_qi[r] = qi;
     s_pos[r] = qi >= 0 ? qi + map.offset : -1;
   }
   __syncthreads();
-  const int ntiles = s_pos[nvalid - 1] / BN + 1;
+  const int ntiles = s_pos[kBal ? kFwdRows - 1 : nvalid - 1] / BN + 1;
   auto q_row = [&](int r) -> int64_t {
     return s_qi[r] >= 0 ? ((int64_t(b) * Tq + s_qi[r]) * H + h) * D : -1;
   };
@@ -91,16 +103,29 @@ __global__ void __launch_bounds__(kThreads)
   load_kv(0, 0);
   mma::cp_async_commit();
 
-  const int wr0 = warp * kFwdWarpRows;  // the warp's first row in the tile
-  // The warp's last real row's position (rows are increasing); -1: the warp has no real rows.
-  const int wlast = (nvalid < wr0 + kFwdWarpRows ? nvalid : wr0 + kFwdWarpRows) - 1;
-  const int warp_last_pos = wlast >= wr0 ? s_pos[wlast] : -1;
-  int pos[MT][2], mt_first_pos[MT];  // this thread's rows g4 and g4 + 8 of each m-tile
+  // The warp's m-tiles (first rows in the tile): old, 32w and 32w + 16; balanced, 16w and
+  // 16 (7 - w), an early and a late one, so every warp has about the same work (the tile's rows
+  // span ~580 positions at 22% firing, and a warp of 32 consecutive rows would need keys only up
+  // to its own last row: the first warp would idle for most of the block's time).
+  int mrow[MT];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+    mrow[mt] = kBal ? (mt == 0 ? 16 * warp : 16 * (2 * kWarps - 1 - warp))
+                    : warp * kFwdWarpRows + 16 * mt;
+  // Positions: this thread's rows g4 and g4 + 8 of each m-tile, the m-tile's first row and last
+  // real row (rows are increasing; padding is -1), and the warp's last real row (-1: none).
+  int pos[MT][2], mt_first_pos[MT], mt_last_pos[MT], warp_last_pos = -1;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
-    pos[mt][0] = s_pos[wr0 + mt * 16 + g4];
-    pos[mt][1] = s_pos[wr0 + mt * 16 + g4 + 8];
-    mt_first_pos[mt] = s_pos[wr0 + mt * 16];
+    pos[mt][0] = s_pos[mrow[mt] + g4];
+    pos[mt][1] = s_pos[mrow[mt] + g4 + 8];
+    mt_first_pos[mt] = s_pos[mrow[mt]];
+    mt_last_pos[mt] = -1;
+    for (int r = 0; r < 16; ++r) {
+      const int p = s_pos[mrow[mt] + r];
+      mt_last_pos[mt] = p > mt_last_pos[mt] ? p : mt_last_pos[mt];
+    }
+    warp_last_pos = mt_last_pos[mt] > warp_last_pos ? mt_last_pos[mt] : warp_last_pos;
   }
   float acc[MT][D / 8][4] = {};
   float m[MT][2], l[MT][2];
@@ -118,12 +143,17 @@ __global__ void __launch_bounds__(kThreads)
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
-          load_a<D>(qf[kQRegs ? mt : 0][kQRegs ? kk : 0], sQ, wr0 + mt * 16, kk * 16);
+          load_a<D>(qf[kQRegs ? mt : 0][kQRegs ? kk : 0], sQ, mrow[mt], kk * 16);
     }
     const int j0 = kt * BN;
     if (j0 > warp_last_pos) continue;  // warp-uniform: every key of the tile is masked
     const bf16_t* cK = sK(kt & 1);
     const bf16_t* cV = sV(kt & 1);
+    // Balanced: m-tile 0 (the early one) stops at its own last row (exact, as the warp's skip);
+    // m-tile 1 holds the warp's last row. Warp-uniform.
+    bool act[MT];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) act[mt] = !kBal || mt > 0 || j0 <= mt_last_pos[mt];
 
     float s[MT][BN / 8][4] = {};
 #pragma unroll
@@ -135,7 +165,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
           for (int i = 0; i < 4; ++i) qa[mt][i] = qf[mt][kk][i];
         } else {
-          load_a<D>(qa[mt], sQ, wr0 + mt * 16, kk * 16);
+          if (act[mt]) load_a<D>(qa[mt], sQ, mrow[mt], kk * 16);
         }
       }
 #pragma unroll
@@ -143,11 +173,13 @@ __global__ void __launch_bounds__(kThreads)
         uint32_t kb[4];
         load_b_rows<D>(kb, cK, np * 16, kk * 16);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma2(s[mt][2 * np], s[mt][2 * np + 1], qa[mt], kb);
+        for (int mt = 0; mt < MT; ++mt)
+          if (act[mt]) mma2(s[mt][2 * np], s[mt][2 * np + 1], qa[mt], kb);
       }
     }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
+      if (!act[mt]) continue;
       const bool masked = j0 + BN - 1 > mt_first_pos[mt];
       float mx[2] = {m[mt][0], m[mt][1]};
 #pragma unroll
@@ -190,13 +222,15 @@ __global__ void __launch_bounds__(kThreads)
     for (int kk = 0; kk < BN / 16; ++kk) {
       uint32_t pa[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) acc_to_a(pa[mt], s[mt], kk);
+      for (int mt = 0; mt < MT; ++mt)
+        if (act[mt]) acc_to_a(pa[mt], s[mt], kk);
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t vb[4];
         load_b_cols<D>(vb, cV, kk * 16, dp * 16);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma2(acc[mt][2 * dp], acc[mt][2 * dp + 1], pa[mt], vb);
+        for (int mt = 0; mt < MT; ++mt)
+          if (act[mt]) mma2(acc[mt][2 * dp], acc[mt][2 * dp + 1], pa[mt], vb);
       }
     }
   }
@@ -212,17 +246,18 @@ __global__ void __launch_bounds__(kThreads)
       l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 1);
       l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 2);
       inv[r] = l[mt][r] > 0.0f ? 1.0f / l[mt][r] : 0.0f;
-      const int row = wr0 + mt * 16 + g4 + 8 * r, qi = s_qi[row];
+      const int row = mrow[mt] + g4 + 8 * r, qi = s_qi[row];
       if (t4 == 0 && qi >= 0)
         lse[(int64_t(b) * H + h) * Tq + qi] = (m[mt][r] + log2f(l[mt][r])) * 0.69314718055994531f;
     }
-    bf16_t* rows_smem = sQ + (wr0 + mt * 16 + g4) * kLd<D>;
+    bf16_t* rows_smem = sQ + (mrow[mt] + g4) * kLd<D>;
     store_acc_rows<D>(acc[mt], inv[0], inv[1], rows_smem, rows_smem + 8 * kLd<D>);
   }
   mma::sync_warp();
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   for (int c = lane; c < kFwdWarpRows * kChunks; c += 32) {
-    const int row = wr0 + c / kChunks, ch = c % kChunks, qi = s_qi[row];
+    const int lr = c / kChunks, ch = c % kChunks;
+    const int row = (lr < 16 ? mrow[0] : mrow[1]) + (lr & 15), qi = s_qi[row];
     if (qi >= 0) {
       *reinterpret_cast<uint4*>(o + ((int64_t(b) * Tq + qi) * H + h) * D + ch * 8) =
           *reinterpret_cast<const uint4*>(sQ + row * kLd<D> + ch * 8);
@@ -230,15 +265,17 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int D>
+template <int D, bool kBal>
 void launch_forward(const bf16_t* q, const bf16_t* k, const bf16_t* v, const RowMap& map,
                     float scale, bf16_t* o, float* lse, const AttnDims& n, cudaStream_t s) {
   constexpr int kSmem = forward_smem_bytes<D>();
-  AMOR_CUDA_CHECK(cudaFuncSetAttribute(forward_kernel<D>,
+  AMOR_CUDA_CHECK(cudaFuncSetAttribute(forward_kernel<D, kBal>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  const dim3 grid(unsigned(ceil_div(n.Tq, kFwdRows)), unsigned(n.H), unsigned(n.B));
-  forward_kernel<D><<<grid, kThreads, kSmem, s>>>(q, k, v, map, int(n.H), int(n.Hkv), int(n.Tk),
-                                                  scale * kLog2e, o, lse);
+  const unsigned tiles = unsigned(ceil_div(n.Tq, kFwdRows));
+  const dim3 grid = kBal ? dim3(unsigned(n.H), unsigned(n.B), tiles)
+                         : dim3(tiles, unsigned(n.H), unsigned(n.B));
+  forward_kernel<D, kBal><<<grid, kThreads, kSmem, s>>>(q, k, v, map, int(n.H), int(n.Hkv),
+                                                        int(n.Tk), scale * kLog2e, o, lse);
   AMOR_CUDA_CHECK_LAUNCH();
 }
 
@@ -246,12 +283,15 @@ void launch_forward(const bf16_t* q, const bf16_t* k, const bf16_t* v, const Row
 
 void forward_tc(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* rows,
                 const int32_t* count, float scale, bf16_t* o, float* lse, const AttnDims& n,
-                cudaStream_t s) {
+                bool balanced, cudaStream_t s) {
   const RowMap map{rows, count, int(n.Tq), int(n.Tk - n.Tq)};
+  const bool bal = rows != nullptr && balanced;
   if (n.D == 64) {
-    launch_forward<64>(q, k, v, map, scale, o, lse, n, s);
+    bal ? launch_forward<64, true>(q, k, v, map, scale, o, lse, n, s)
+        : launch_forward<64, false>(q, k, v, map, scale, o, lse, n, s);
   } else if (n.D == 128) {
-    launch_forward<128>(q, k, v, map, scale, o, lse, n, s);
+    bal ? launch_forward<128, true>(q, k, v, map, scale, o, lse, n, s)
+        : launch_forward<128, false>(q, k, v, map, scale, o, lse, n, s);
   } else {
     ::amor::cuda_fail(__FILE__, __LINE__, "attn::forward_tc", "head dim is neither 64 nor 128");
   }

@@ -17,6 +17,11 @@ constexpr int kWarps = 4, kThreads = 32 * kWarps;
 // (The tile sizes are the kernels' own: attention_fwd_cuda.cu, attention_bwd_cuda.cu.)
 constexpr float kLog2e = 1.4426950408889634f;
 
+// Entries per sequence (or sequence and head) of the balanced backward's compacted row
+// statistics: a multiple of 4, and >= Tq + 32 so that a 32-row step starting at any firing row
+// stays inside its own sequence's entries (those past the firing rows hold position -1).
+__host__ __device__ inline int stat_stride(int Tq) { return (Tq + 3) / 4 * 4 + 32; }
+
 // Shared-memory row stride of a [rows][D] bf16 tile: 16 bytes of padding shift consecutive rows
 // by four banks, so the eight rows an ldmatrix reads at once hit different banks.
 template <int D>
@@ -49,6 +54,28 @@ struct RowMap {
     return lo;
   }
 };
+
+// Gated (balanced layout): zeroes the gated-off rows of head h of sequence b in `out` (o or dq,
+// [B,Tq,H,D]) and, where lse is not null, their lse; the block takes part `part` of `parts` equal
+// shares of the rows. compact_firing_rows lists a sequence's gated-off rows after its firing ones,
+// so this replaces the memsets of whole tensors (B*Tq*H*D) by stores of the off rows alone, made
+// by blocks of the attention kernel itself (most of them have no firing rows of their own).
+template <int D>
+__device__ __forceinline__ void zero_gated_off_rows(const RowMap& map, int b, int h, int H,
+                                                    int part, int parts, bf16_t* out,
+                                                    float* lse) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  const int fired = map.count[b], n = map.Tq - fired;
+  const int per = (n + parts - 1) / parts, lo = part * per, hi = lo + per < n ? lo + per : n;
+  const int32_t* off = map.rows + int64_t(b) * map.Tq + fired;
+  uint4 zero;
+  zero.x = zero.y = zero.z = zero.w = 0u;
+  for (int c = threadIdx.x; c < (hi - lo) * kChunks; c += kThreads) {
+    const int qi = off[lo + c / kChunks], ch = c % kChunks;
+    *reinterpret_cast<uint4*>(out + ((int64_t(b) * map.Tq + qi) * H + h) * D + ch * 8) = zero;
+    if (lse != nullptr && ch == 0) lse[(int64_t(b) * H + h) * map.Tq + qi] = 0.0f;
+  }
+}
 
 // Issues the 16-byte cp.async copies of `nrows` rows of D bf16 into a [nrows][ld] shared tile;
 // row i comes from src + row_off(i) (elements), or is zero-filled where row_off(i) < 0.
@@ -122,13 +149,21 @@ __device__ __forceinline__ void store_acc_rows(const float (&acc)[D / 8][4], flo
   }
 }
 
-// ---- launchers (host), bf16 with D = 64 or 128; rows/count null without a gate.
+// ---- launchers (host), bf16 with D = 64 or 128; rows/count null without a gate. balanced (with
+// a gate): the gated layout of the forward and dq kernels (attention_cuda.cu), which also zero
+// the gated-off rows of o and lse; else the caller has cleared them.
 void forward_tc(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* rows,
                 const int32_t* count, float scale, bf16_t* o, float* lse, const AttnDims& n,
-                cudaStream_t s);
+                bool balanced, cudaStream_t s);
 void backward_tc(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* rows,
                  const int32_t* count, const float* lse, const float* delta, const bf16_t* dout,
                  float scale, bf16_t* dq, bf16_t* dk, bf16_t* dv, const AttnDims& n,
                  cudaStream_t s);
+// The balanced gated backward: rows/count as above, and the compacted statistics of the firing
+// rows (pos_c, lse_c in log2 units, delta_c; stride stat_stride(Tq); attention_cuda.cu).
+void backward_tc_balanced(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* rows,
+                          const int32_t* count, const int32_t* pos_c, const float* lse_c,
+                          const float* delta_c, const bf16_t* dout, float scale, bf16_t* dq,
+                          bf16_t* dk, bf16_t* dv, const AttnDims& n, cudaStream_t s);
 
 }  // namespace amor::cuda::attn

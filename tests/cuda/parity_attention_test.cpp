@@ -23,18 +23,22 @@
 namespace amor::parity {
 namespace {
 
-enum class Gate { None, Amor, AllOff, AllOn };
+// Spread: exactly `fired` rows of each sequence fire, row 0 among them, the rest evenly spaced
+// (fired counts that are and are not multiples of the kernels' 128-row tiles).
+enum class Gate { None, Amor, AllOff, AllOn, Spread };
 
 struct AttnCase {
   int64_t B, Tq, Tk, H, Hkv, D;
   Gate gate;
+  int64_t fired = 0;  // Gate::Spread
 };
 
 std::string name(const AttnCase& c) {
-  const char* g[] = {"", " gate 22%", " gate all off", " gate all on"};
+  const char* g[] = {"", " gate 22%", " gate all off", " gate all on", " gate fires "};
   return "attention B" + std::to_string(c.B) + " Tq" + std::to_string(c.Tq) + " Tk" +
          std::to_string(c.Tk) + " H" + std::to_string(c.H) + "/" + std::to_string(c.Hkv) + " D" +
-         std::to_string(c.D) + g[int(c.gate)];
+         std::to_string(c.D) + g[int(c.gate)] +
+         (c.gate == Gate::Spread ? std::to_string(c.fired) : std::string());
 }
 
 // u8 [B, Tq]: AMOR's gate fires on ~22% of the rows (a fixed LCG, so the test is reproducible).
@@ -46,6 +50,10 @@ Tensor make_gate(const AttnCase& c, uint64_t seed) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
     const double u = double(s >> 11) / double(1ull << 53);
     p[i] = c.gate == Gate::AllOn ? 1 : c.gate == Gate::AllOff ? 0 : (u < 0.22 ? 1 : 0);
+    if (c.gate == Gate::Spread) {  // row r fires where floor(r fired / Tq) steps (and r = 0)
+      const int64_t r = i % c.Tq;
+      p[i] = r == 0 || (r * c.fired) / c.Tq != ((r - 1) * c.fired) / c.Tq;
+    }
   }
   return g;
 }
@@ -89,7 +97,7 @@ void check_case(const AttnCase& c, DType dt, uint64_t seed) {
     expect_equal(op, "dq (all off)", gg.dq, rg.dq);
     expect_equal(op, "dk (all off)", gg.dk, rg.dk);
   }
-  if (c.gate == Gate::Amor) {  // gated-off rows are exactly zero in o and dq
+  if (c.gate == Gate::Amor || c.gate == Gate::Spread) {  // gated-off rows: exactly zero o, dq
     Tensor go = down(g.o), gdq = down(gg.dq);
     const uint8_t* gp = gate.data<uint8_t>();
     const int64_t row = c.H * c.D;
@@ -141,6 +149,21 @@ TEST(CudaParity, AttentionSmallGate) {
   run_cases({{2, 40, 40, 2, 1, 64, Gate::Amor}}, {DType::F32}, 5150);
 }
 
+// The gated layouts' edges: firing counts one below, at and one above the forward's and dq's
+// 128-row tile (a 1-row tile; the balanced layout puts the partial tile first), row 0 firing, two
+// sequences, Tk = Tq + 1, head dim 128, a 2-row tile of a 3-tile sequence under GQA, and a single
+// firing row (row 0: the position that sees one key).
+TEST(CudaParity, AttentionSmallGateEdges) {
+  AMOR_REQUIRE_GPU();
+  run_cases({{1, 300, 300, 1, 1, 64, Gate::Spread, 127},
+             {1, 300, 301, 1, 1, 64, Gate::Spread, 128},
+             {2, 200, 200, 1, 1, 64, Gate::Spread, 129},
+             {1, 180, 180, 1, 1, 128, Gate::Spread, 129},
+             {1, 300, 300, 2, 1, 64, Gate::Spread, 258},
+             {1, 40, 40, 1, 1, 64, Gate::Spread, 1}},
+            {DType::BF16}, 5400);
+}
+
 TEST(CudaParity, AttentionSmallDecode) {
   AMOR_REQUIRE_GPU();
   // Tq < Tk (queries are the last Tq positions), decode (Tq = 1), head dim 128.
@@ -186,6 +209,11 @@ TEST(CudaParity, AttentionGate) {
              {2, 100, 100, 16, 16, 64, Gate::AllOff},
              {2, 100, 100, 16, 16, 64, Gate::AllOn}},
             {DType::BF16, DType::F32}, 8000);
+  // The gated layouts at training length: tile-edge firing counts, row 0 firing.
+  run_cases({{1, 2048, 2048, 8, 8, 64, Gate::Spread, 513},
+             {1, 2048, 2048, 4, 4, 128, Gate::Spread, 384},
+             {2, 1500, 1501, 8, 2, 64, Gate::Spread, 127}},
+            {DType::BF16}, 8100);
 }
 
 }  // namespace
