@@ -14,7 +14,9 @@
 //     computed: a chunk step is three products and three barriers, no memory latency. For bf16
 //     (the shapes of the register-state forward pass) gdn_state_bwd_reg_kernel replaces it by
 //     default: a warp per 16 columns of V with its dS slice in registers (AMOR_GDN_VARIANT=tile
-//     keeps this one).
+//     keeps this one), in blocks of all of a head's warps (gdn_state_bwd_wide_kernel,
+//     gated_delta_state_bwd_cuda.cu; AMOR_GDN_SBWD=reg keeps the 4-warp blocks of
+//     gdn_state_bwd_reg_kernel below, AMOR_GDN_SBWD_WARPS=N fixes the wide blocks' warps).
 //  2. gdn_bwd_qk_kernel, one block per (chunk, head, batch), chunks in parallel: the terms of
 //     O = scale diag(e) Q S + P Vn and S' = e S + Kh^T Vn and Vn = U - W S, reduced over V in
 //     32-column tiles: dP = dO Vn^T, dqS = dO S^T, dKh = Vn dS'^T, dW = -dVn S^T, <dS', S>. Gives
@@ -45,6 +47,7 @@
 // each (97, 112 or 111, and 91 KB of shared memory, <= 128 registers); bwd_wy_reg three blocks
 // of 4 warps (65 KB, <= 168 registers), two at K 128, V 256 (97 KB).
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
+#include "kernels/gated_delta/gated_delta_state_bwd.cuh"
 #include "kernels/gated_delta/gated_delta_tc.cuh"
 
 namespace amor::cuda {
@@ -1343,7 +1346,9 @@ void backward_typed(const void* q, const void* k, const void* v, const void* g, 
   if constexpr (std::is_same_v<T, bf16_t>) {
     reg = reg_state_ok<T>(d, kp) && reinterpret_cast<uintptr_t>(qp) % 16 == 0 &&
           reinterpret_cast<uintptr_t>(dop) % 16 == 0;
-    if (reg) {
+    if (reg && state_bwd_wide_enabled()) {
+      launch_state_bwd_wide(qp, kp, dop, dsf, dsf_f32, scale, d, sc, ds0, stream);
+    } else if (reg) {
       switch (d.K) {
         case 32:
           launch_state_bwd_reg<32>(qp, kp, dop, dsf, dsf_f32, scale, d, sc, ds0, stream);
