@@ -84,23 +84,6 @@ __device__ __forceinline__ void stage_store(bf16_t* slot, const uint32_t (&p)[4]
   if (r < rows) *reinterpret_cast<uint4*>(dst + r * stride + h8) = x;
 }
 
-// The value x as if recomputed here (an empty asm the compiler cannot see through, no
-// instruction): it stops the compiler from keeping values alive across a long stretch of code
-// because they can be reused (hoisted loop invariants, common subexpressions) where recomputing
-// them is cheap and registers are the limit. No-op under the CPU emulator.
-template <class X>
-__device__ __forceinline__ void hide(X& x) {
-#ifndef AMOR_CUDA_EMU
-  if constexpr (sizeof(X) == 8) {
-    asm volatile("" : "+l"(x));
-  } else if constexpr (std::is_same_v<X, float>) {
-    asm volatile("" : "+f"(x));
-  } else {
-    asm volatile("" : "+r"(x));
-  }
-#endif
-}
-
 // kMaxWarps bounds the block (16: 128 registers a thread; 8: 255, for AMOR_GDN_SBWD_WARPS <= 8).
 template <int K, int kMaxWarps, class Sh>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1)
@@ -126,22 +109,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1)
   const int64_t ld = s.ld, ldo = s.ldo, ldp = s.ldp;
   const int R = int(reg_rows(d));
   bf16_t* const stage = s.stage + warp * 16 * kStageLd;
-  // The global addresses are recomputed where used from an opaque copy of (b, h) (opaque: an
-  // empty asm the compiler cannot see through), so that the compiler does not hoist a dozen 64-bit
-  // loop invariants out of the chunk loop: registers are the pass's limit (128 a thread).
-  auto opaque = [](int64_t x) {
-    hide(x);
-    return x;
-  };
   auto rows_of = [&](int ch) { return int(d.T - int64_t(ch) * d.L < d.L ? d.T - int64_t(ch) * d.L : d.L); };
   auto load_q = [&](int ch) {  // chunk ch's q (single buffer)
-    const int64_t x0 = (opaque(b) * d.T + int64_t(ch) * d.L) * d.H + h;
+    const int64_t x0 = (b * d.T + int64_t(ch) * d.L) * d.H + h;
     const int n = rows_of(ch);
     tile_load_zfill(q + x0 * K, d.H * K, n, (n + 15) / 16 * 16, K, s.q, ld);
   };
   auto load_rest = [&](int ch, int buf) {  // chunk ch's k, W, dO columns, gam
-    const int64_t bo = opaque(b), t0 = int64_t(ch) * d.L, x0 = (bo * d.T + t0) * d.H + h;
-    const int64_t r0 = (bo * d.H + h) * d.T + t0;
+    const int64_t t0 = int64_t(ch) * d.L, x0 = (b * d.T + t0) * d.H + h, r0 = bh * d.T + t0;
     const int n = rows_of(ch), np = (n + 15) / 16 * 16;
     tile_load_zfill(k + x0 * K, d.H * K, n, np, K, pick(s.k, buf), ld);
     tile_load_zfill(W + r0 * K, K, n, np, K, pick(s.W, buf), ld);
@@ -236,9 +211,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1)
     //   ... the columns scaled by D_{n-1,j} (zero past n), then + dO^T P (P lower: k steps >= the
     //   column step only);
     //   dVn to the scratch (rows < n); -dVn^T as A fragments (the same bf16 values, sign flipped).
-    const int64_t bho = opaque(bh);
-    bf16_t* const dso = dS_out + (bho * d.NC + ch) * KV + c0;
-    bf16_t* const dvo = dVn_out + (bho * d.T + int64_t(ch) * d.L) * V + c0;
+    bf16_t* const dso = dS_out + (bh * d.NC + ch) * KV + c0;
+    bf16_t* const dvo = dVn_out + (bh * d.T + int64_t(ch) * d.L) * V + c0;
     uint32_t va[LT / 2][4];
 #pragma unroll
     for (int hf = 0; hf < LT / 2 / kJp; ++hf) {
@@ -249,12 +223,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1)
         for (int e = 0; e < 4; ++e) dv[j][e] = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
-        // Packed again in every part, not kept from the first (32 registers).
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          hide(ds[2 * kk][e]);
-          hide(ds[2 * kk + 1][e]);
-        }
         const uint32_t sa[4] = {mma::pack_bf16x2(ds[2 * kk][0], ds[2 * kk][1]),
                                 mma::pack_bf16x2(ds[2 * kk][2], ds[2 * kk][3]),
                                 mma::pack_bf16x2(ds[2 * kk + 1][0], ds[2 * kk + 1][1]),
