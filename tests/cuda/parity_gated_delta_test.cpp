@@ -220,6 +220,19 @@ TEST(CudaParity, GatedDeltaSmallK128) {
   for (const GdnCase& c : cases) check_case(c, seed += 100, true);
 }
 
+// The register passes of the backward at K 64 (8 warps of the wide state pass, bwd_qk's 8-warp
+// kernel) and K 48 with chunks of 32 (5 warps, columns of K past the last n16 block in bwd_qk),
+// several chunks with a partial last one, bf16 only (the f32 path takes other kernels).
+TEST(CudaParity, GatedDeltaSmallRegBwd) {
+  AMOR_REQUIRE_GPU();
+  const GdnCase cases[] = {
+      {1, 200, 1, 64, 128, 64, true, true, true, 64, true},
+      {1, 77, 2, 48, 80, 32, true, true, true, 32, true},
+  };
+  uint64_t seed = 8300;
+  for (const GdnCase& c : cases) check_case(c, seed += 100, true);
+}
+
 TEST(CudaParity, GatedDeltaSmallStep) {
   AMOR_REQUIRE_GPU();
   check_step(2, 3, 16, 40, 2, 7900);
