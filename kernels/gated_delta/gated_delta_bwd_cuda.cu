@@ -24,6 +24,9 @@
 //     passes' shapes) gdn_bwd_qk_reg_kernel replaces it by default: the four sums in MMA
 //     accumulators over all of V (64-column tiles, double-buffered) instead of added into shared
 //     memory tile by tile (AMOR_GDN_QK=tile keeps this one; AMOR_GDN_VARIANT=tile implies it).
+//     Its finish computes dq, dk and dW on the warps' own accumulators, with only dP through
+//     shared memory (AMOR_GDN_QK_FINISH=smem: the f32 sums through shared memory and the
+//     block-wide products of bwd_qk_finish, as before 2026-12-02 session 6).
 //  3. gdn_bwd_wy_kernel, one block per (chunk, head, batch): the WY/UT terms. dTm = (dVn V^T +
 //     dW K^T diag(e)) diag(beta) (lower), dv = diag(beta) Tm^T dVn, z = Tm^T dW, dA = -Tm^T dTm
 //     Tm^T (strictly lower), then dk, dbeta, dgam from W, U and A, and dg as the reverse
