@@ -20,20 +20,26 @@
 // (4 per scheduler). At H16 B8 that is 128 blocks, one wave on 132 SMs.
 //
 // What makes 16 warps fit:
-//  - registers (512 threads: at most 128 each): dS^T is 64 f32 per lane at K 128; its A fragments
-//    are packed per k step as they are consumed (not kept, 32 registers), dO^T's A fragments
-//    reloaded for the two products that read them, so the live set peaks at dS^T + dVn^T's
-//    32 accumulators + a few fragments;
-//  - shared memory (206 KB at K 128, V 256): q single-buffered (its next copy starts once P and
-//    Q~ have read it, behind the chunk's second barrier: the warps' products hide it), k, W, dO,
-//    gam double-buffered, and each warp's staging tile (dS' and dVn leave through it) holds one
-//    16-row block instead of K rows.
+//  - registers (512 threads: at most 128 each): dS^T is 64 f32 per lane at K 128. dVn^T is
+//    computed in parts of kJp n16 column blocks (one at K 128, two at K <= 64: 8 or 16
+//    accumulators instead of 32), dS^T's A fragments packed again per part as they are consumed,
+//    dO^T's fragments reloaded for each product that reads them. ptxas still spills a little at
+//    K 128 (112 bytes stored, 328 loaded, static counts); AMOR_GDN_SBWD_WARPS=8 takes blocks of
+//    8 warps built for 255 registers instead (189, no spills; 152 KB, one block per SM, two per
+//    head at V 256);
+//  - shared memory (190 KB at K 128, V 256, 16 warps; 104 KB at K 64, V 128, 8 warps: two blocks
+//    per SM): q single-buffered (its next copy starts once P and Q~ have read it, behind the
+//    chunk's second barrier: the warps' products hide it), k, W, dO, gam double-buffered, and
+//    each warp's staging tile (dS' and dVn leave through it) holds one 16-row block instead of K
+//    rows.
 // Per chunk: two barriers (the chunk's tiles in; P, Q~, D written), then each warp's chain
 // without barriers, as gdn_state_bwd_reg_kernel.
 //
 // Expected (H200, K 128, V 256, chunk 64, B8 T2048 H16): per chunk and SM 176 KB of traffic
 // (q, k, W, dO in; dS', dVn out), ~3.4K MMAs (16 warps x 212 + P), ~0.9 MB of ldmatrix reads;
-// memory-bound at ~20 B/cycle per SM: ~9K cycles per chunk, 32 chunks, ~160-200 us (was 1097).
+// memory-bound at ~20 B/cycle per SM: ~9K cycles per chunk, 32 chunks, ~160-250 us (was 1097).
+// At H24 K64 V128: 192 blocks of 8 warps, 72 KB per chunk and block, ~120-180 us (was 441).
+// Not yet measured on the GPU.
 //
 // Rounding: as gdn_state_bwd_reg_kernel (bf16 operands, f32 accumulation, D scales dS^T K^T in
 // f32); the sums are in the same order, so the results are the same bits.
