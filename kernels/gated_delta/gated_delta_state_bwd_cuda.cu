@@ -348,9 +348,10 @@ bool state_bwd_wide_enabled() {
   return wide;
 }
 
-// As many warps as the head has 16-column slices (at most kWideMaxWarps), halved while the grid
-// would leave more than half of the SMs idle (few heads: smaller blocks spread over more SMs) or
-// the layout exceeds the shared memory.
+// As many warps as the head has 16-column slices (at most kWideMaxWarps), halved down to 4 while
+// the grid would leave more than half of the SMs idle (few heads: smaller blocks spread over more
+// SMs; below 4 warps each would compute a larger share of P and reload q, k, W for fewer columns),
+// and further while the layout exceeds the shared memory.
 int state_bwd_wide_warps(const Dims& d) {
   static const int fixed = [] {
     const char* e = std::getenv("AMOR_GDN_SBWD_WARPS");
@@ -361,7 +362,7 @@ int state_bwd_wide_warps(const Dims& d) {
   int w = fixed ? fixed : int(slices < kWideMaxWarps ? slices : kWideMaxWarps);
   auto blocks = [&](int ww) { return d.B * d.H * ((slices + ww - 1) / ww); };
   if (!fixed)
-    while (w > 1 && 2 * blocks(w) < num_sms()) w = (w + 1) / 2;
+    while (w > 4 && 2 * blocks(w) < num_sms()) w = (w + 1) / 2;
   while (w > 1 && smem_bytes<StateBwdWideSmem<bf16_t>>(d, w) > kGdnMaxSmemBytes) w = (w + 1) / 2;
   return w;
 }
