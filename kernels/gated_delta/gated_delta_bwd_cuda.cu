@@ -14,7 +14,9 @@
 //     computed: a chunk step is three products and three barriers, no memory latency. For bf16
 //     (the shapes of the register-state forward pass) gdn_state_bwd_reg_kernel replaces it by
 //     default: a warp per 16 columns of V with its dS slice in registers (AMOR_GDN_VARIANT=tile
-//     keeps this one).
+//     keeps this one), in blocks of all of a head's warps (gdn_state_bwd_wide_kernel,
+//     gated_delta_state_bwd_cuda.cu; AMOR_GDN_SBWD=reg keeps the 4-warp blocks of
+//     gdn_state_bwd_reg_kernel below, AMOR_GDN_SBWD_WARPS=N fixes the wide blocks' warps).
 //  2. gdn_bwd_qk_kernel, one block per (chunk, head, batch), chunks in parallel: the terms of
 //     O = scale diag(e) Q S + P Vn and S' = e S + Kh^T Vn and Vn = U - W S, reduced over V in
 //     32-column tiles: dP = dO Vn^T, dqS = dO S^T, dKh = Vn dS'^T, dW = -dVn S^T, <dS', S>. Gives
@@ -22,6 +24,9 @@
 //     passes' shapes) gdn_bwd_qk_reg_kernel replaces it by default: the four sums in MMA
 //     accumulators over all of V (64-column tiles, double-buffered) instead of added into shared
 //     memory tile by tile (AMOR_GDN_QK=tile keeps this one; AMOR_GDN_VARIANT=tile implies it).
+//     Its finish computes dq, dk and dW on the warps' own accumulators, with only dP through
+//     shared memory (AMOR_GDN_QK_FINISH=smem: the f32 sums through shared memory and the
+//     block-wide products of bwd_qk_finish, as before 2026-12-02 session 6).
 //  3. gdn_bwd_wy_kernel, one block per (chunk, head, batch): the WY/UT terms. dTm = (dVn V^T +
 //     dW K^T diag(e)) diag(beta) (lower), dv = diag(beta) Tm^T dVn, z = Tm^T dW, dA = -Tm^T dTm
 //     Tm^T (strictly lower), then dk, dbeta, dgam from W, U and A, and dg as the reverse
@@ -45,11 +50,23 @@
 // each (97, 112 or 111, and 91 KB of shared memory, <= 128 registers); bwd_wy_reg three blocks
 // of 4 warps (65 KB, <= 168 registers), two at K 128, V 256 (97 KB).
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
+#include "kernels/gated_delta/gated_delta_state_bwd.cuh"
 #include "kernels/gated_delta/gated_delta_tc.cuh"
 
 namespace amor::cuda {
 namespace gdn {
 namespace {
+
+// gdn_bwd_qk_reg_kernel's finish (AMOR_GDN_QK_FINISH, read once): "smem" the one through shared
+// memory (bwd_qk_finish, shared with gdn_bwd_qk_kernel); anything else (default) the one on the
+// warps' accumulators.
+inline bool qk_finish_reg() {
+  static const bool reg = [] {
+    const char* e = std::getenv("AMOR_GDN_QK_FINISH");
+    return !(e && std::string(e) == "smem");
+  }();
+  return reg;
+}
 
 // The sequential pass of the backward. Chunk c - 1's q, k, dO, W and gam are loaded (cp.async,
 // double-buffered) while chunk c is computed, so no memory latency sits on the chain from chunk to
@@ -355,6 +372,15 @@ void launch_state_bwd_reg(const bf16_t* q, const bf16_t* k, const bf16_t* dO, co
   });
 }
 
+// The bf16 pair p[0], p[1] (4-byte aligned) as two floats, one 4-byte load.
+__device__ __forceinline__ float2 load_bf16x2(const bf16_t* p) {
+  const uint32_t u = load_pair(p), lo = u << 16, hi = u & 0xffff0000u;
+  float2 f;
+  memcpy(&f.x, &lo, 4);
+  memcpy(&f.y, &hi, 4);
+  return f;
+}
+
 // The rest of bwd_qk once the V reductions dP = dO Vn^T, dqS = dO S^T, dKh = Vn dS'^T,
 // dW = -dVn S^T (f32 in shared memory) and <dS', S> (sd) are done: P, dq, dk and dgam partials, dW.
 // Shared by the shared-memory and the register-accumulator kernels (Smem: either layout).
@@ -516,7 +542,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 // (64 columns: dO, Vn, dVn, S, dS') are double-buffered, so for V <= 128 every copy of the block is
 // issued up front. Rows past the chunk are zero-filled; R = reg_rows(d) rows throughout. Rounding
 // as the kernel above (bf16 operands, f32 sums; only the order of the f32 additions over V differs).
-template <int KS, class Sh>
+template <int KS, bool kRegFinish, class Sh>
 __global__ void __launch_bounds__(kThreads * KS, 2 / KS)
     gdn_bwd_qk_reg_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                           const bf16_t* __restrict__ dO, const float* __restrict__ gam,
@@ -628,32 +654,200 @@ __global__ void __launch_bounds__(kThreads * KS, 2 / KS)
       tile_commit();
     }
   }
-  // The sums to shared memory (over the V tiles, no longer read): element e of n8 tile j is row
-  // m0 + g + 8 (e / 2), columns h0 + 8 j + 2 t (+1) (p0 + .. for dP), a float2 per pair.
-  if (active) {
+  if constexpr (!kRegFinish) {
+    // The sums to shared memory (over the V tiles, no longer read): element e of n8 tile j is
+    // row m0 + g + 8 (e / 2), columns h0 + 8 j + 2 t (+1) (p0 + .. for dP), a float2 per pair.
+    if (active) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int c = h0 + 8 * j + 2 * t, cp = p0 + 8 * j + 2 * t;
+      for (int j = 0; j < 4; ++j) {
+        const int c = h0 + 8 * j + 2 * t, cp = p0 + 8 * j + 2 * t;
 #pragma unroll
-      for (int hi = 0; hi < 2; ++hi) {
-        const int r = m0 + g + 8 * hi;
-        if (j < 2 * kDpPairs && cp < R)
-          *reinterpret_cast<float2*>(s.dP + r * s.ldl + cp) =
-              make_float2(dp[j][2 * hi], dp[j][2 * hi + 1]);
-        if (c < K) {
-          *reinterpret_cast<float2*>(s.dqS + r * s.ldw + c) =
-              make_float2(dqs[j][2 * hi], dqs[j][2 * hi + 1]);
-          *reinterpret_cast<float2*>(s.dKh + r * s.ldw + c) =
-              make_float2(dkh[j][2 * hi], dkh[j][2 * hi + 1]);
-          *reinterpret_cast<float2*>(s.dW + r * s.ldw + c) =
-              make_float2(-dw[j][2 * hi], -dw[j][2 * hi + 1]);
+        for (int hi = 0; hi < 2; ++hi) {
+          const int r = m0 + g + 8 * hi;
+          if (j < 2 * kDpPairs && cp < R)
+            *reinterpret_cast<float2*>(s.dP + r * s.ldl + cp) =
+                make_float2(dp[j][2 * hi], dp[j][2 * hi + 1]);
+          if (c < K) {
+            *reinterpret_cast<float2*>(s.dqS + r * s.ldw + c) =
+                make_float2(dqs[j][2 * hi], dqs[j][2 * hi + 1]);
+            *reinterpret_cast<float2*>(s.dKh + r * s.ldw + c) =
+                make_float2(dkh[j][2 * hi], dkh[j][2 * hi + 1]);
+            *reinterpret_cast<float2*>(s.dW + r * s.ldw + c) =
+                make_float2(-dw[j][2 * hi], -dw[j][2 * hi + 1]);
+          }
         }
       }
+    }
+    __syncthreads();
+    sd = block_sum(sd, s.red);
+    bwd_qk_finish(s, p, d, scale, sd, dq, dk_part, dgam_part, dW_out);
+    return;
+  }
+  // The finish with dqS, dKh and dW kept in the warps' accumulators (the default): only dP goes
+  // to shared memory (the warps' products need all of its columns); each warp then computes its
+  // rows x columns of dq and dk with MMAs on the dP tile and stores dq, the dk partial and dW
+  // from its fragments, and its parts of the K reductions k_j . dKh_j and q_r . (S dO_r) by
+  // shuffles over the row's lanes. The dq, dk and dW bits are those of bwd_qk_finish (the same
+  // products in the same k order; dP past the chunk is zero either way); x and rp sum the K
+  // reductions in another order. ncu (RESULTS.md, 2026-12-02): bwd_qk_finish's f32 round trip
+  // of the three [R, K] sums and its per-row SIMT reductions made the kernel issue-bound.
+  if (active) {
+#pragma unroll
+    for (int j = 0; j < 2 * kDpPairs; ++j) {
+      const int cp = p0 + 8 * j + 2 * t;
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi)
+        if (cp < R)
+          *reinterpret_cast<float2*>(s.dP + (m0 + g + 8 * hi) * s.ldl + cp) =
+              make_float2(dp[j][2 * hi], dp[j][2 * hi + 1]);
     }
   }
   __syncthreads();
   sd = block_sum(sd, s.red);
-  bwd_qk_finish(s, p, d, scale, sd, dq, dk_part, dgam_part, dW_out);
+  const int64_t ldk = s.ldk, ldl = s.ldl;
+  // P_rj = scale (q_r.k_j) D_rj; keep dP_rj P_rj in P and dP_rj D_rj in dP (j <= r, else 0).
+  block_mm_t<bf16_t>(n, n, K, RowA<bf16_t>{s.q, ldk}, ColB<bf16_t>{s.k, ldk},
+                     [&](int r, int j, float qk) {
+                       const float D = j <= r ? exp_t<bf16_t>(s.gam[r] - s.gam[j]) : 0.0f,
+                                   dpv = s.dP[r * ldl + j];
+                       s.P[r * ldl + j] = dpv * scale * qk * D;
+                       s.dP[r * ldl + j] = dpv * D;
+                     });
+  __syncthreads();
+  const float glast = s.gam[n - 1];
+  float* const kdp = s.dqS;                 // [2 KS][R]: the warps' parts of k_j . dKh_j
+  float* const qdp = s.dqS + 2 * KS * R;    // [2 KS][R]: ... of q_r . (S dO_r)
+  if (active) {
+    const int r0 = m0 + g, r1 = r0 + 8;
+    const float e0 = exp_t<bf16_t>(s.gam[r0]), e1 = exp_t<bf16_t>(s.gam[r1]);
+    const float d0 = exp_t<bf16_t>(glast - s.gam[r0]), d1 = exp_t<bf16_t>(glast - s.gam[r1]);
+    float kd0 = 0.0f, kd1 = 0.0f, qd0 = 0.0f, qd1 = 0.0f;
+    // dq_r = scale (e_r (S dO)_r + sum_{j <= r} dP_rj D_rj k_j): k blocks up to the row block.
+    float acc[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+    for (int k0 = 0; k0 <= m0; k0 += 16) {
+      const uint32_t a[4] = {RowA<float>{s.dP, ldl}.pair(r0, k0 + 2 * t),
+                             RowA<float>{s.dP, ldl}.pair(r1, k0 + 2 * t),
+                             RowA<float>{s.dP, ldl}.pair(r0, k0 + 2 * t + 8),
+                             RowA<float>{s.dP, ldl}.pair(r1, k0 + 2 * t + 8)};
+#pragma unroll
+      for (int jp = 0; jp < 2; ++jp) {
+        if (h0 + 16 * jp < K) {
+          uint32_t b0[2], b1[2];
+          RowB<bf16_t>{s.k, ldk}.frag_b2(k0, h0 + 16 * jp, lane, b0, b1);
+          mma::mma_bf16_16816(acc[2 * jp], a, b0);
+          mma::mma_bf16_16816(acc[2 * jp + 1], a, b1);
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = h0 + 8 * j + 2 * t;
+      if (c < K) {
+        const float2 q0 = load_bf16x2(s.q + r0 * ldk + c), q1 = load_bf16x2(s.q + r1 * ldk + c);
+        qd0 += q0.x * dqs[j][0] + q0.y * dqs[j][1];
+        qd1 += q1.x * dqs[j][2] + q1.y * dqs[j][3];
+        if (r0 < n)
+          *reinterpret_cast<uint32_t*>(dq + (x0 + r0 * d.H) * K + c) =
+              mma::pack_bf16x2(scale * (e0 * dqs[j][0] + acc[j][0]),
+                               scale * (e0 * dqs[j][1] + acc[j][1]));
+        if (r1 < n)
+          *reinterpret_cast<uint32_t*>(dq + (x0 + r1 * d.H) * K + c) =
+              mma::pack_bf16x2(scale * (e1 * dqs[j][2] + acc[j][2]),
+                               scale * (e1 * dqs[j][3] + acc[j][3]));
+      }
+    }
+    // dk_j (partial) = scale sum_{r >= j} dP_rj D_rj q_r + D_{n-1,j} dKh_j: k blocks from the
+    // row block on; dW = -dVn S^T.
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+    for (int k0 = m0; k0 < n; k0 += 16) {
+      const uint32_t a[4] = {ColA<float>{s.dP, ldl}.pair(r0, k0 + 2 * t),
+                             ColA<float>{s.dP, ldl}.pair(r1, k0 + 2 * t),
+                             ColA<float>{s.dP, ldl}.pair(r0, k0 + 2 * t + 8),
+                             ColA<float>{s.dP, ldl}.pair(r1, k0 + 2 * t + 8)};
+#pragma unroll
+      for (int jp = 0; jp < 2; ++jp) {
+        if (h0 + 16 * jp < K) {
+          uint32_t b0[2], b1[2];
+          RowB<bf16_t>{s.q, ldk}.frag_b2(k0, h0 + 16 * jp, lane, b0, b1);
+          mma::mma_bf16_16816(acc[2 * jp], a, b0);
+          mma::mma_bf16_16816(acc[2 * jp + 1], a, b1);
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = h0 + 8 * j + 2 * t;
+      if (c < K) {
+        const float2 k0v = load_bf16x2(s.k + r0 * ldk + c), k1v = load_bf16x2(s.k + r1 * ldk + c);
+        kd0 += k0v.x * dkh[j][0] + k0v.y * dkh[j][1];
+        kd1 += k1v.x * dkh[j][2] + k1v.y * dkh[j][3];
+        if (r0 < n) {
+          *reinterpret_cast<float2*>(dk_part + (row0 + r0) * K + c) =
+              make_float2(scale * acc[j][0] + d0 * dkh[j][0], scale * acc[j][1] + d0 * dkh[j][1]);
+          *reinterpret_cast<uint32_t*>(dW_out + (row0 + r0) * K + c) =
+              mma::pack_bf16x2(-dw[j][0], -dw[j][1]);
+        }
+        if (r1 < n) {
+          *reinterpret_cast<float2*>(dk_part + (row0 + r1) * K + c) =
+              make_float2(scale * acc[j][2] + d1 * dkh[j][2], scale * acc[j][3] + d1 * dkh[j][3]);
+          *reinterpret_cast<uint32_t*>(dW_out + (row0 + r1) * K + c) =
+              mma::pack_bf16x2(-dw[j][2], -dw[j][3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) {
+      kd0 += __shfl_xor_sync(0xffffffffu, kd0, o);
+      kd1 += __shfl_xor_sync(0xffffffffu, kd1, o);
+      qd0 += __shfl_xor_sync(0xffffffffu, qd0, o);
+      qd1 += __shfl_xor_sync(0xffffffffu, qd1, o);
+    }
+    if (t == 0) {
+      kdp[wc * R + r0] = kd0;
+      kdp[wc * R + r1] = kd1;
+      qdp[wc * R + r0] = qd0;
+      qdp[wc * R + r1] = qd1;
+    }
+  }
+  __syncthreads();
+  // x_j = D_{n-1,j} k_j . dKh_j and rp_r = scale e_r q_r.(S dO_r) + sum_j dP_rj P_rj: a warp per
+  // row, the lanes along P's row.
+  {
+    const int nw = int(blockDim.x) / 32;
+    for (int r = warp; r < n; r += nw) {  // warp-uniform (warp_sum)
+      float ps = 0.0f;
+      for (int j = lane; j < n; j += 32) ps += s.P[r * ldl + j];
+      ps = warp_sum(ps);
+      if (lane == 0) {
+        float kd = 0.0f, qd = 0.0f;
+        for (int w = 0; w < 2 * KS; ++w) {
+          kd += kdp[w * R + r];
+          qd += qdp[w * R + r];
+        }
+        s.x[r] = exp_t<bf16_t>(glast - s.gam[r]) * kd;
+        s.rp[r] = scale * exp_t<bf16_t>(s.gam[r]) * qd + ps;
+      }
+    }
+  }
+  __syncthreads();
+  // dgam_r (partial) = rp_r - sum_r' dP_r'r P_r'r - x_r (+ e_{n-1} <dS', S> + sum_j x_j for the
+  // last row), as bwd_qk_finish.
+  for (int r = threadIdx.x; r < n; r += blockDim.x) {
+    float a = s.rp[r] - s.x[r];
+    for (int j = 0; j < n; ++j) a -= s.P[j * ldl + r];
+    if (r == n - 1) {
+      a += exp_t<bf16_t>(glast) * sd;
+      for (int j = 0; j < n; ++j) a += s.x[j];
+    }
+    dgam_part[row0 + r] = a;
+  }
 }
 
 // Two blocks per SM (91 KB of shared memory for bf16).
@@ -837,14 +1031,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// The bf16 pair p[0], p[1] (4-byte aligned) as two floats, one 4-byte load.
-__device__ __forceinline__ float2 load_bf16x2(const bf16_t* p) {
-  const uint32_t u = load_pair(p), lo = u << 16, hi = u & 0xffff0000u;
-  float2 f;
-  memcpy(&f.x, &lo, 4);
-  memcpy(&f.y, &hi, 4);
-  return f;
-}
 
 // bwd_wy with the products in MMA fragments: bf16, K one of kRegStateK, V and the chunk multiples
 // of 16 (AMOR_GDN_WY=tile keeps the kernel above). Warp m of kWyWarps owns the chunk's rows
@@ -1343,7 +1529,9 @@ void backward_typed(const void* q, const void* k, const void* v, const void* g, 
   if constexpr (std::is_same_v<T, bf16_t>) {
     reg = reg_state_ok<T>(d, kp) && reinterpret_cast<uintptr_t>(qp) % 16 == 0 &&
           reinterpret_cast<uintptr_t>(dop) % 16 == 0;
-    if (reg) {
+    if (reg && state_bwd_wide_enabled()) {
+      launch_state_bwd_wide(qp, kp, dop, dsf, dsf_f32, scale, d, sc, ds0, stream);
+    } else if (reg) {
       switch (d.K) {
         case 32:
           launch_state_bwd_reg<32>(qp, kp, dop, dsf, dsf_f32, scale, d, sc, ds0, stream);
@@ -1370,7 +1558,8 @@ void backward_typed(const void* q, const void* k, const void* v, const void* g, 
     qk_reg = reg && d.K <= 128 && qk_variant_reg();
     auto launch_qk_reg = [&](auto ks, auto sh) {
       constexpr int KS = decltype(ks)::value;
-      auto* kernel = gdn_bwd_qk_reg_kernel<KS, decltype(sh)>;
+      auto* kernel = qk_finish_reg() ? gdn_bwd_qk_reg_kernel<KS, true, decltype(sh)>
+                                     : gdn_bwd_qk_reg_kernel<KS, false, decltype(sh)>;
       allow_smem(kernel);
       kernel<<<chunks, kThreads * KS, smem_bytes<BwdQkRegSmem<T>>(d), stream>>>(
           qp, kp, dop, sc.gam, sc.Vn, sc.dVn, sc.S, sc.dS, scale, d, static_cast<T*>(dq), sc.dk,

@@ -207,6 +207,32 @@ TEST(CudaParity, GatedDeltaSmall) {
   for (const GdnCase& c : cases) check_case(c, seed += 100, true);
 }
 
+// K 128, V 256 (the presets' compiled shape) over several chunks: the backward's sequential pass
+// carries dS' across chunks in registers (gated_delta_state_bwd_cuda.cu: 16 warps, a block per
+// head), with a partial last chunk (the runtime-shape kernels) and with full chunks only.
+TEST(CudaParity, GatedDeltaSmallK128) {
+  AMOR_REQUIRE_GPU();
+  const GdnCase cases[] = {
+      {1, 150, 1, 128, 256, 64, true, true, true, 64, true},
+      {1, 128, 1, 128, 256, 64, false, true, false, 64, true},
+  };
+  uint64_t seed = 8100;
+  for (const GdnCase& c : cases) check_case(c, seed += 100, true);
+}
+
+// The register passes of the backward at K 64 (8 warps of the wide state pass, bwd_qk's 8-warp
+// kernel) and K 48 with chunks of 32 (5 warps, columns of K past the last n16 block in bwd_qk),
+// several chunks with a partial last one, bf16 only (the f32 path takes other kernels).
+TEST(CudaParity, GatedDeltaSmallRegBwd) {
+  AMOR_REQUIRE_GPU();
+  const GdnCase cases[] = {
+      {1, 200, 1, 64, 128, 64, true, true, true, 64, true},
+      {1, 77, 2, 48, 80, 32, true, true, true, 32, true},
+  };
+  uint64_t seed = 8300;
+  for (const GdnCase& c : cases) check_case(c, seed += 100, true);
+}
+
 TEST(CudaParity, GatedDeltaSmallStep) {
   AMOR_REQUIRE_GPU();
   check_step(2, 3, 16, 40, 2, 7900);
