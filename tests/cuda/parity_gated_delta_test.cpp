@@ -207,6 +207,20 @@ TEST(CudaParity, GatedDeltaSmall) {
   for (const GdnCase& c : cases) check_case(c, seed += 100, true);
 }
 
+// The fused forward's shapes (bf16, chunk 64, K 64 or 128, V a multiple of 64;
+// gated_delta_fwd_fused_cuda.cu), forward only, for a quick emulator run: partial last chunks
+// (T not a multiple of 64), both states and gate dtypes, two V blocks per head, several heads.
+TEST(CudaParity, GatedDeltaSmallFusedFwd) {
+  AMOR_REQUIRE_GPU();
+  const GdnCase cases[] = {
+      {1, 130, 1, 64, 128, 64, true, false, true, 64, true},
+      {2, 64, 2, 64, 64, 64, false, false, false, 64, true},
+      {1, 100, 1, 128, 128, 64, true, false, false, 64, true},
+  };
+  uint64_t seed = 8100;
+  for (const GdnCase& c : cases) check_case(c, seed += 100, false);
+}
+
 TEST(CudaParity, GatedDeltaSmallStep) {
   AMOR_REQUIRE_GPU();
   check_step(2, 3, 16, 40, 2, 7900);
