@@ -6,6 +6,12 @@
 //   W = Tm diag(beta e) K,   U = Tm diag(beta) V,   Vn = U - W S
 //   O = scale diag(e) Q S + P Vn,   P_rj = scale (q_r . k_j) D_rj (j <= r)
 //   S' = e_{n-1} S + sum_j D_{n-1,j} k_j Vn_j^T
+// Default for bf16 at chunk 64, K 64 or 128, V a multiple of 64 (fused_fwd_ok): the fused
+// forward of gated_delta_fwd_fused_cuda.cu, two kernels (the prepare below in a Tm-only form, then
+// one sequential pass that computes Vn, the output and the state update per chunk without W, U,
+// S or Vn in memory). A forward that keeps the backward's intermediates (`saved`) runs the
+// prepare and the state pass below for them and the fused pass for o and the final state (the
+// same bits as without `saved`). AMOR_GDN_FWD=split: the three kernels below everywhere.
 // Three kernels (as flash-linear-attention structures chunk_gated_delta_rule_fwd):
 //  1. gdn_prepare_kernel, one block per (chunk, head, batch), all chunks in parallel: gam, A, Tm,
 //     W, U from the chunk's k, v, g, beta (nothing depends on the state). Writes gam [BH,T], W

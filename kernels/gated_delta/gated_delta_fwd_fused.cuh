@@ -34,8 +34,8 @@ void launch_prepare_tm(const bf16_t* k, const void* g, const void* beta, bool ga
                        const Dims& d, float* gam, bf16_t* Tm, cudaStream_t stream);
 
 // Whether the fused forward handles these inputs: bf16, chunk 64, K 64 or 128, V a multiple of
-// 64, 16-byte aligned q, k and v (v: as the full prepare needs), 4-byte aligned o, and the default variants (AMOR_GDN_FWD,
-// AMOR_GDN_VARIANT and AMOR_GDN_PREPARE unset).
+// 64, 16-byte aligned q, k and v (v: as the full prepare needs), 4-byte aligned o, and the
+// default variants (AMOR_GDN_FWD, AMOR_GDN_VARIANT and AMOR_GDN_PREPARE unset).
 bool fused_fwd_ok(const Dims& d, const void* q, const void* k, const void* v, const void* o);
 
 // o and the final state (when non-null) from q, k, v, beta and the prepare's gam and Tm.

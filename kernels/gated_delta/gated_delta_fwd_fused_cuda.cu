@@ -15,37 +15,43 @@
 //     Tm written (the three-kernel forward's prepare also reads v and writes W in bf16 and U in
 //     f32: 2.5x the bytes at K 64, V 128).
 //  2. gdn_fwd_fused_kernel, one block per (64 columns of V, head, batch), sequential over the
-//     chunks (the columns of S are independent: only rows of S mix). Eight warps; warp w takes
-//     the chunk's rows m0 = 16 (w % 4) .. m0 + 15 and the 32 columns cw = 32 (w / 4) .. of the
-//     block's 64, and owns the f32 state rows 16 kb .. 16 kb + 15 (kb = w % 4, w % 4 + 4, ...
-//     < K / 16) of the same 32 columns as MMA accumulators. A bf16 copy of S sits in shared
-//     memory as the B operand of every warp's K S and Q S. Per chunk, three phases between
-//     three barriers:
-//       P1  Y = K_w S, QS = Q_w S (one B fragment of S feeds both); X~ = beta (v - e Y), rounded
-//           to bf16 into the X tile; QS scaled by scale e_r in f32 (the output's first term);
-//           (K 128: also P_w, see P3)
-//       P2  Vn_w = Tm_w X~ (Tm lower: key blocks <= the row block), rounded to bf16 into the Vn
-//           tile
-//       P3  P_w = Q_w K^T (key blocks <= the row block), masked, decayed and scaled in f32,
-//           rounded as A fragments (the output_tc kernel's way); O_w = QS + P_w Vn, stored;
+//     chunks (the columns of S are independent: only rows of S mix). Four warps; warp w takes
+//     the chunk's rows m0 = 16 w .. m0 + 15 (all 64 columns: 8 n8 tiles per A fragment) and owns
+//     the f32 state rows 16 kb .. 16 kb + 15 (kb = w, w + 4 < K / 16) of the block's columns as
+//     MMA accumulators. A bf16 copy of S sits in shared memory as the B operand of every warp's
+//     K S and Q S. Per chunk, three phases between three barriers:
+//       P1  Y = K_w S; X~ = beta (v - e Y) (f32), rounded to bf16 into the X tile. K 128: also
+//           P_w and Q S (see below).
+//       P2  Vn_w = Tm_w X~ (Tm lower: k blocks <= w), rounded to bf16 into the Vn tile.
+//       P3  O_w = scale diag(e) Q_w S + P_w Vn, stored (4-byte pairs), with P_w = Q_w K^T over
+//           the key blocks <= w, masked, decayed and scaled in f32 and rounded to bf16 A
+//           fragments (the output_tc kernel's way: no trip through shared memory);
 //           S' = e_{n-1} S + (K^T D) Vn: A = K^T (ldmatrix.trans of the k tile) with each
-//           fragment column j scaled by D_{n-1,j} (scale_bf16x2), B = Vn; S' (bf16) into the S
-//           tile (read only in P1, so no second copy).
+//           fragment column j scaled by D_{n-1,j} (scale_bf16x2), B = Vn; S' in bf16 into an S
+//           tile that no warp reads in P3.
+//     Where Q S and P go is a matter of registers and shared memory:
+//       K 64: in P3 (P key block by key block, each block's fragments straight into
+//         O += P_jp Vn_jp), so q is read in P1 and P3 (two q tiles, chunk c + 1's copied during
+//         chunk c); S and X take turns in two [64, 64] tiles: S' goes into the tile X occupied
+//         (read only in P2), the next X into the old S's (read last in P3). 72.5 KB of shared
+//         memory, 168 registers: three blocks per SM.
+//       K 128: in P1, P's fragments and Q S held in registers to P3, so q is free after P1 (one
+//         q tile, chunk c + 1's copied during P2, P3); one S tile (read only in P1). 96.5 KB,
+//         242 registers: two blocks per SM.
 //     Copies (cp.async, issued one phase or more ahead): k and gam of chunk c + 1 double-buffered
-//     (read in P1 and P3 of chunk c), q double-buffered for K 64 / single for K 128 (P computed in
-//     P1 there, so q is free after P1 and chunk c + 1's q is copied during P2, P3), Tm single
-//     (read in P2 only; chunk c + 1's copied during P3 and P1), v and beta of chunk c + 1 straight
-//     into each lane's registers (the elementwise X~ needs them in the C-fragment layout) after
-//     P1. So the chain is compute and barriers only.
-// Memory (bf16, B8 T2K, H24 K64 V128): q, k, Tm read once per 64 columns of V (twice; the two
-// blocks of a head run side by side, so the second read mostly hits L2), v read and o written
-// once, nothing per chunk state: ~350-500 MB (the three-kernel forward: ~1.3 GB, among them every
-// chunk's start state S and Vn written and read back, U in f32).
-// Rounding against the three-kernel forward: X~ is rounded to bf16 where W and the U products
-// rounded W (and kept U in f32); D scales k (bf16 fragment) instead of Vn; P and the scaling of
-// Q S as the output_tc kernel. Both within the bf16 scan tolerance of the f32 reference.
-// Occupancy: K 64: 73 KB of shared memory, <= 80 registers, three blocks of 256 threads per SM
-// (H24 B8: 384 blocks, all resident on 132 SMs); K 128: 97 KB, <= 128 registers, two blocks.
+//     (read in P1 and P3), q as above, Tm single (read in P2 only; chunk c + 1's copied during
+//     P3 and P1), v and beta of chunk c + 1 straight into each lane's registers (the elementwise
+//     X~ wants them in the C-fragment layout) after P1. So the chain is compute and barriers.
+// Work per chunk and block (K 64): K S, Q S and the state update 8 x 4 MMAs per warp each, Tm X~,
+// P Q K^T and P Vn 10 x 8, 10 x 8 and 10 x 8 per block: 704 MMAs (the three-kernel forward
+// computes W, U and Vn = U - W S besides, and moves S and Vn through memory).
+// Memory (bf16, B8 T2K, H24 K64 V128): q, k, Tm read once per 64 columns of V (the blocks of a
+// head are neighbours in the grid, so the second read mostly hits L2), v read and o written
+// once, no per-chunk state: ~350-500 MB (the three-kernel forward: ~1.3 GB, every chunk's start
+// state S and Vn written and read back among them, U in f32).
+// Rounding against the three-kernel forward: X~ is rounded to bf16 where W was (and U kept in
+// f32); D scales k (bf16 fragment) instead of Vn; P and the scaling of Q S as the output_tc
+// kernel. The emulator measures the same ~3e-3 of the f32 reference as the three kernels.
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
 #include "kernels/gated_delta/gated_delta_fwd_fused.cuh"
 #include "kernels/gated_delta/gated_delta_tc.cuh"
@@ -55,23 +61,16 @@ namespace {
 
 constexpr int kFRows = 64;  // the chunk (L = 64)
 constexpr int kFBV = 64;    // V columns per block
-constexpr int kFWarps = 8;  // (row block w % 4) x (column half w / 4)
-constexpr int kFCols = 32;  // V columns per warp: 4 n8 tiles
+constexpr int kFWarps = 4;  // warp w: the chunk's rows 16 w .. 16 w + 15
+constexpr int kFCols = 64;  // V columns per warp (all of the block's): kNT n8 tiles
+constexpr int kNT = kFCols / 8;
 
-// Two layouts, by what the registers allow (ptxas: with Q S held from P1 to P3 and the P
-// fragments held through P3, K 64 spilled at the 80 registers of three blocks per SM):
-//  K 64 (kPTile false): Q S and P in P3, key block by key block (P_jp's fragments go straight
-//    into O += P_jp Vn_jp), so q is read in P1 and P3 (two q tiles); S and X take turns in two
-//    [64, 64] tiles (S' is written in P3 into the tile X occupied, read only in P2; the next X
-//    into the tile of the old S, read last in P3): 73 KB, three blocks per SM.
-//  K 128 (kPTile true): P and Q S in P1 (q is then free after P1: one q tile), P into a bf16 P
-//    tile (each of the two warps of a row block computes half its key blocks), Q S held to P3:
-//    106 KB, two blocks per SM.
+// The layout (kPTile: K 128, Q S and P in P1, one q tile; see the top).
 template <int K>
 struct FusedSmem {
   static constexpr bool kPTile = K > 64;
   static constexpr int ldk = K + 8, ldv = kFBV + 8, ldt = kFRows + 8;  // tile_ld<bf16_t>
-  bf16_t *k[2], *q[2], *Tm, *SX[2], *Vn, *P;
+  bf16_t *k[2], *q[2], *Tm, *SX[2], *Vn;
   float* gam[2];
   __host__ __device__ FusedSmem(Carve& c, const Dims&) {
     for (int i = 0; i < 2; ++i) k[i] = c.take_as<bf16_t>(kFRows * ldk);
@@ -82,7 +81,6 @@ struct FusedSmem {
     SX[0] = c.take_as<bf16_t>(srows * ldv);  // kPTile: S; else S and X by turns
     SX[1] = c.take_as<bf16_t>(kFRows * ldv);  // kPTile: X
     Vn = c.take_as<bf16_t>(kFRows * ldv);
-    P = kPTile ? c.take_as<bf16_t>(kFRows * ldt) : nullptr;
     for (int i = 0; i < 2; ++i) gam[i] = c.take_as<float>(kFRows);
   }
 };
@@ -119,38 +117,39 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, g = lane / 4, t = lane % 4;
   const int rb = warp % 4, m0 = 16 * rb, cw = kFCols * (warp / 4);
   const int r0 = m0 + g, r1 = r0 + 8;  // this lane's rows of the C fragments
-  const int64_t b = blockIdx.z, hd = blockIdx.y, bh = b * d.H + hd, H = d.H, V = d.V;
-  const int64_t v0 = int64_t(blockIdx.x) * kFBV, KV = int64_t(K) * V, NC = d.NC;
-  auto rows_of = [&](int64_t c) {
-    return int(d.T - c * kFRows < kFRows ? d.T - c * kFRows : kFRows);
-  };
+  // Sizes as int (T H V, T H K and K V fit: gated_delta.cpp's checks and the presets); offsets
+  // into the tensors as int64.
+  const int T = int(d.T), H = int(d.H), V = int(d.V), NC = int(d.NC);
+  const int bh = int(blockIdx.z) * H + int(blockIdx.y), v0 = int(blockIdx.x) * kFBV;
+  const int64_t xb = int64_t(blockIdx.z) * T * H + blockIdx.y;  // token row of (b, t 0, h)
+  const int64_t KV = int64_t(K) * V;
+  auto rows_of = [&](int c) { return T - c * kFRows < kFRows ? T - c * kFRows : kFRows; };
   // Chunk c's k and gam (and q when with_q) into buffer buf, rows past the chunk zero.
-  auto load_kq = [&](int64_t c, int buf, bool with_q) {
-    const int64_t t0 = c * kFRows, x0 = (b * d.T + t0) * H + hd;
+  auto load_kq = [&](int c, int buf, bool with_q) {
+    const int64_t x0 = xb + int64_t(c) * kFRows * H;
     const int n = rows_of(c);
     tile_load_zfill(k + x0 * K, H * K, n, kFRows, K, pick(s.k, buf), ldk);
     if (with_q) tile_load_zfill(q + x0 * K, H * K, n, kFRows, K, pick(s.q, buf), ldk);
-    vec_load_zfill(gam + bh * d.T + t0, n, kFRows, pick(s.gam, buf));
+    vec_load_zfill(gam + int64_t(bh) * T + c * kFRows, n, kFRows, pick(s.gam, buf));
   };
-  auto load_tm = [&](int64_t c) {
-    const int n = rows_of(c);
-    tile_load_zfill(Tm + (bh * d.T + c * kFRows) * kFRows, kFRows, n, kFRows, kFRows, s.Tm, ldt);
+  auto load_tm = [&](int c) {
+    tile_load_zfill(Tm + (int64_t(bh) * T + c * kFRows) * kFRows, kFRows, rows_of(c), kFRows,
+                    kFRows, s.Tm, ldt);
   };
   // This lane's v (bf16 pairs: rows r0, r1, columns cw + 8 j + 2 t, + 1) and beta of chunk c.
-  uint32_t vr[4][2];
+  uint32_t vr[kNT][2];
   float br[2];
-  auto load_v = [&](int64_t c) {
-    const int64_t t0 = c * kFRows;
+  auto load_v = [&](int c) {
     const int n = rows_of(c);
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int r = hh ? r1 : r0;
       const bool in = r < n;
-      const int64_t x = (b * d.T + t0 + (in ? r : 0)) * H + hd;
+      const int64_t x = xb + int64_t(c * kFRows + (in ? r : 0)) * H;
       br[hh] = in ? load_any(beta_in, x, gate_f32) : 0.0f;
       const bf16_t* vp = v + x * V + v0 + cw + 2 * t;
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
+      for (int j = 0; j < kNT; ++j)
         vr[j][hh] = in ? *reinterpret_cast<const uint32_t*>(vp + 8 * j) : 0u;
     }
   };
@@ -183,9 +182,9 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
     }
   };
   // ot = scale diag(e) Q_w S (the output's first term).
-  auto q_times_s = [&](const bf16_t* qt, const bf16_t* St, const float* gm, float (&ot)[4][4]) {
+  auto q_times_s = [&](const bf16_t* qt, const bf16_t* St, const float* gm, float (&ot)[kNT][4]) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < kNT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) ot[j][e] = 0.0f;
 #pragma unroll
@@ -193,7 +192,7 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
       uint32_t a[4];
       RowA<bf16_t>{qt, ldk}.frag_a(m0, 16 * kk, lane, a);
 #pragma unroll
-      for (int np = 0; np < 2; ++np) {
+      for (int np = 0; np < kNT / 2; ++np) {
         uint32_t b0[2], b1[2];
         RowB<bf16_t>{St, ldv}.frag_b2(16 * kk, cw + 16 * np, lane, b0, b1);
         mma::mma_bf16_16816(ot[2 * np], a, b0);
@@ -202,7 +201,7 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
     }
     const float se0 = scale * exp_t<bf16_t>(gm[r0]), se1 = scale * exp_t<bf16_t>(gm[r1]);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < kNT; ++j) {
       ot[j][0] *= se0;
       ot[j][1] *= se0;
       ot[j][2] *= se1;
@@ -210,9 +209,9 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
     }
   };
   // ot += A Vn_jp (A: the k step of keys 16 jp ..).
-  auto add_p_vn = [&](const uint32_t (&a)[4], int jp, float (&ot)[4][4]) {
+  auto add_p_vn = [&](const uint32_t (&a)[4], int jp, float (&ot)[kNT][4]) {
 #pragma unroll
-    for (int np = 0; np < 2; ++np) {
+    for (int np = 0; np < kNT / 2; ++np) {
       uint32_t b0[2], b1[2];
       RowB<bf16_t>{s.Vn, ldv}.frag_b2(16 * jp, cw + 16 * np, lane, b0, b1);
       mma::mma_bf16_16816(ot[2 * np], a, b0);
@@ -220,14 +219,14 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
     }
   };
   // The warp's state rows into an S tile (bf16).
-  float st[KB][4][4];  // st[i][j][e] = S[16 (rb + 4 i) + g + 8 (e / 2)][cw + 8 j + 2 t + e % 2]
+  float st[KB][kNT][4];  // st[i][j][e] = S[16 (rb + 4 i) + g + 8 (e / 2)][cw + 8 j + 2 t + e % 2]
   auto put_state = [&](bf16_t* St) {
 #pragma unroll
     for (int i = 0; i < KB; ++i) {
       const int kb = rb + 4 * i;
       if (kb >= KS) break;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < kNT; ++j) {
         bf16_t* at = St + (16 * kb + g) * ldv + cw + 8 * j + 2 * t;
         *reinterpret_cast<uint32_t*>(at) = mma::pack_bf16x2(st[i][j][0], st[i][j][1]);
         *reinterpret_cast<uint32_t*>(at + 8 * ldv) = mma::pack_bf16x2(st[i][j][2], st[i][j][3]);
@@ -248,18 +247,18 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
 #pragma unroll
   for (int i = 0; i < KB; ++i)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < kNT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int kb = rb + 4 * i;
         const int64_t at =
-            bh * KV + (16 * kb + g + 8 * (e / 2)) * V + v0 + cw + 8 * j + 2 * t + e % 2;
+            int64_t(bh) * KV + (16 * kb + g + 8 * (e / 2)) * V + v0 + cw + 8 * j + 2 * t + e % 2;
         st[i][j][e] = s0 && kb < KS ? load_any(s0, at, state_f32) : 0.0f;
       }
   put_state(s.SX[0]);
 
-  bf16_t* const o_b = o + (b * d.T * H + hd) * V + v0 + cw + 2 * t;
-  for (int64_t c = 0; c < NC; ++c) {
+  bf16_t* const o_b = o + xb * V + v0 + cw + 2 * t;
+  for (int c = 0; c < NC; ++c) {
     const int n = rows_of(c), buf = int(c & 1);
     const bf16_t *kt = pick(s.k, buf), *qt = pick(s.q, buf);
     const float* gm = pick(s.gam, buf);
@@ -271,33 +270,30 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
     if (c + 1 < NC) load_kq(c + 1, buf ^ 1, !kPTile);
     tile_commit();
 
-    // P1: Y = K_w S; X~ = beta (v - e Y) into X. K 128: also P (half the warp's key blocks,
-    // into the P tile) and Q S.
-    float ot[4][4];
+    // P1: Y = K_w S; X~ = beta (v - e Y) into X. K 128: also P_w and Q S.
+    float ot[kNT][4];
+    uint32_t pa[kPTile ? 4 : 1][4];  // K 128: P_w's A fragments (key blocks <= rb), P1 to P3
     if constexpr (kPTile) {
 #pragma unroll
-      for (int jp = 0; jp < 4; jp += 2) {
-        const int jb = jp + warp / 4;
-        if (jb > rb) break;
+      for (int jp = 0; jp < 4; ++jp) {
+        if (jp > rb) break;
         uint32_t x[2][2];
-        p_block(qt, kt, gm, n, jb, x);
-#pragma unroll
-        for (int h2 = 0; h2 < 2; ++h2) {
-          bf16_t* at = s.P + r0 * ldt + 16 * jb + 8 * h2 + 2 * t;
-          *reinterpret_cast<uint32_t*>(at) = x[h2][0];
-          *reinterpret_cast<uint32_t*>(at + 8 * ldt) = x[h2][1];
-        }
+        p_block(qt, kt, gm, n, jp, x);
+        pa[jp][0] = x[0][0];
+        pa[jp][1] = x[0][1];
+        pa[jp][2] = x[1][0];
+        pa[jp][3] = x[1][1];
       }
       q_times_s(qt, St, gm, ot);
     }
     {
-      float y[4][4] = {};
+      float y[kNT][4] = {};
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
         uint32_t a[4];
         RowA<bf16_t>{kt, ldk}.frag_a(m0, 16 * kk, lane, a);
 #pragma unroll
-        for (int np = 0; np < 2; ++np) {
+        for (int np = 0; np < kNT / 2; ++np) {
           uint32_t b0[2], b1[2];
           RowB<bf16_t>{St, ldv}.frag_b2(16 * kk, cw + 16 * np, lane, b0, b1);
           mma::mma_bf16_16816(y[2 * np], a, b0);
@@ -306,7 +302,7 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
       }
       const float e0 = exp_t<bf16_t>(gm[r0]), e1 = exp_t<bf16_t>(gm[r1]);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < kNT; ++j) {
         bf16_t* at = Xt + r0 * ldv + cw + 8 * j + 2 * t;
         *reinterpret_cast<uint32_t*>(at) =
             mma::pack_bf16x2(br[0] * (bf_lo(vr[j][0]) - e0 * y[j][0]),
@@ -321,7 +317,7 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
     __syncthreads();  // X~ (and P) complete, Tm landed; K 128: S and q no longer read
     if constexpr (kPTile) {
       if (c + 1 < NC) {
-        const int64_t x0 = (b * d.T + (c + 1) * kFRows) * H + hd;
+        const int64_t x0 = xb + int64_t(c + 1) * kFRows * H;
         tile_load_zfill(q + x0 * K, H * K, rows_of(c + 1), kFRows, K, s.q[0], ldk);
       }
     }
@@ -329,14 +325,14 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
 
     // P2: Vn_w = Tm_w X~ into Vn.
     {
-      float vn[4][4] = {};
+      float vn[kNT][4] = {};
 #pragma unroll
       for (int kb = 0; kb < 4; ++kb) {
         if (kb > rb) break;
         uint32_t a[4];
         RowA<bf16_t>{s.Tm, ldt}.frag_a(m0, 16 * kb, lane, a);
 #pragma unroll
-        for (int np = 0; np < 2; ++np) {
+        for (int np = 0; np < kNT / 2; ++np) {
           uint32_t b0[2], b1[2];
           RowB<bf16_t>{Xt, ldv}.frag_b2(16 * kb, cw + 16 * np, lane, b0, b1);
           mma::mma_bf16_16816(vn[2 * np], a, b0);
@@ -344,7 +340,7 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
         }
       }
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < kNT; ++j) {
         bf16_t* at = s.Vn + r0 * ldv + cw + 8 * j + 2 * t;
         *reinterpret_cast<uint32_t*>(at) = mma::pack_bf16x2(vn[j][0], vn[j][1]);
         *reinterpret_cast<uint32_t*>(at + 8 * ldv) = mma::pack_bf16x2(vn[j][2], vn[j][3]);
@@ -359,9 +355,7 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
 #pragma unroll
       for (int jp = 0; jp < 4; ++jp) {
         if (jp > rb) break;
-        uint32_t a[4];
-        RowA<bf16_t>{s.P, ldt}.frag_a(m0, 16 * jp, lane, a);
-        add_p_vn(a, jp, ot);
+        add_p_vn(pa[kPTile ? jp : 0], jp, ot);
       }
     } else {
       q_times_s(qt, St, gm, ot);
@@ -375,9 +369,9 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
       }
     }
     {
-      bf16_t* const oc = o_b + c * kFRows * H * V;
+      bf16_t* const oc = o_b + int64_t(c) * kFRows * H * V;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < kNT; ++j) {
         if (r0 < n)
           *reinterpret_cast<uint32_t*>(oc + r0 * H * V + 8 * j) =
               mma::pack_bf16x2(ot[j][0], ot[j][1]);
@@ -390,7 +384,7 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
 #pragma unroll
     for (int i = 0; i < KB; ++i)
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
+      for (int j = 0; j < kNT; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) st[i][j][e] *= elast;
 #pragma unroll
@@ -403,9 +397,9 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
         const int j = j0 + (u & 1) + 8 * (u >> 1);
         dd[u] = j < n ? exp_t<bf16_t>(glast - gm[j]) : 0.0f;
       }
-      uint32_t bv[2][2][2];
+      uint32_t bv[kNT / 2][2][2];
 #pragma unroll
-      for (int np = 0; np < 2; ++np)
+      for (int np = 0; np < kNT / 2; ++np)
         RowB<bf16_t>{s.Vn, ldv}.frag_b2(16 * jr, cw + 16 * np, lane, bv[np][0], bv[np][1]);
 #pragma unroll
       for (int i = 0; i < KB; ++i) {
@@ -418,7 +412,7 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
         a[2] = mma::scale_bf16x2(a[2], dd[2], dd[3]);
         a[3] = mma::scale_bf16x2(a[3], dd[2], dd[3]);
 #pragma unroll
-        for (int np = 0; np < 2; ++np) {
+        for (int np = 0; np < kNT / 2; ++np) {
           mma::mma_bf16_16816(st[i][2 * np], a, bv[np][0]);
           mma::mma_bf16_16816(st[i][2 * np + 1], a, bv[np][1]);
         }
@@ -433,10 +427,10 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
       const int kb = rb + 4 * i;
       if (kb >= KS) break;
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
+      for (int j = 0; j < kNT; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          s_final[bh * KV + (16 * kb + g + 8 * (e / 2)) * V + v0 + cw + 8 * j + 2 * t + e % 2] =
+          s_final[int64_t(bh) * KV + (16 * kb + g + 8 * (e / 2)) * V + v0 + cw + 8 * j + 2 * t + e % 2] =
               st[i][j][e];
     }
   }
