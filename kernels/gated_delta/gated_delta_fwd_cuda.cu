@@ -6,6 +6,12 @@
 //   W = Tm diag(beta e) K,   U = Tm diag(beta) V,   Vn = U - W S
 //   O = scale diag(e) Q S + P Vn,   P_rj = scale (q_r . k_j) D_rj (j <= r)
 //   S' = e_{n-1} S + sum_j D_{n-1,j} k_j Vn_j^T
+// Default for bf16 at chunk 64, K 64 or 128, V a multiple of 64 (fused_fwd_ok): the fused
+// forward of gated_delta_fwd_fused_cuda.cu, two kernels (the prepare below in a Tm-only form, then
+// one sequential pass that computes Vn, the output and the state update per chunk without W, U,
+// S or Vn in memory). A forward that keeps the backward's intermediates (`saved`) runs the
+// prepare and the state pass below for them and the fused pass for o and the final state (the
+// same bits as without `saved`). AMOR_GDN_FWD=split: the three kernels below everywhere.
 // Three kernels (as flash-linear-attention structures chunk_gated_delta_rule_fwd):
 //  1. gdn_prepare_kernel, one block per (chunk, head, batch), all chunks in parallel: gam, A, Tm,
 //     W, U from the chunk's k, v, g, beta (nothing depends on the state). Writes gam [BH,T], W
@@ -50,6 +56,7 @@
 // <= 80 registers), output three (48 KB, 80 registers).
 #include <type_traits>
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
+#include "kernels/gated_delta/gated_delta_fwd_fused.cuh"
 #include "kernels/gated_delta/gated_delta_tc.cuh"
 
 namespace amor::cuda {
@@ -337,7 +344,9 @@ __device__ __forceinline__ void mma_split(float (&x)[2][4], const uint32_t (&ah)
   mma::mma_bf16_16816(x[1], al, bh1);
 }
 
-template <class Sh>
+// kTmOnly (the fused forward, gated_delta_fwd_fused_cuda.cu): only gam and Tm, no v tile, no
+// K~, V~, W, U; the same instructions up to Tm, so the same gam and Tm bits as the full kernel.
+template <class Sh, bool kTmOnly>
 __global__ void __launch_bounds__(kPrepWarps * 32, 4)
     gdn_prepare_reg_kernel(const bf16_t* __restrict__ k, const bf16_t* __restrict__ v,
                            const void* g_in, const void* beta_in, bool gate_f32, Dims d,
@@ -347,13 +356,13 @@ __global__ void __launch_bounds__(kPrepWarps * 32, 4)
   extern __shared__ float smem[];
   const ChunkPos p = chunk_pos<Sh>(d);
   Carve carve{smem};
-  PrepareRegSmem<bf16_t> s(carve, d);
+  PrepareRegSmem<bf16_t> s(carve, prepare_layout_dims(d, kTmOnly));
   const int n = p.n, R = int(reg_rows(d));
   const int64_t K = d.K, V = d.V, H = d.H, row0 = p.bh * d.T + p.t0;
   const int64_t x0 = (p.b * d.T + p.t0) * H + p.h;  // token index of row 0 (row r: x0 + r H)
   const int64_t ldk = s.ldk, ldv = s.ldv, ldl = s.ldl;
   tile_load_zfill(k + x0 * K, H * K, n, R, int(K), s.k, ldk);
-  tile_load_zfill(v + x0 * V, H * V, n, R, int(V), s.v, ldv);
+  if constexpr (!kTmOnly) tile_load_zfill(v + x0 * V, H * V, n, R, int(V), s.v, ldv);
   tile_commit();
   for (int r = int(threadIdx.x); r < R; r += int(blockDim.x)) {
     s.graw[r] = r < n ? load_any(g_in, x0 + r * H, gate_f32) : 0.0f;
@@ -449,7 +458,7 @@ __global__ void __launch_bounds__(kPrepWarps * 32, 4)
     for (int jb = mb + 1; jb < R / 16; ++jb) store_split(zero, s.th, s.tl, ldl, m0, 16 * jb, lane);
     // K~ = diag(be) K, V~ = diag(beta) V, rows B (8 elements per 16-byte load and store).
     const int pk = int(K) / 8, per = pk + int(V) / 8;
-    for (int e = lane; e < 16 * per; e += 32) {
+    for (int e = lane; e < (kTmOnly ? 0 : 16 * per); e += 32) {
       const int r = m0 + e / per, q = e % per;
       bf16_t* at = q < pk ? s.k + r * ldk + 8 * q : s.v + r * ldv + 8 * (q - pk);
       const float f = q < pk ? s.be[r] : s.beta[r];
@@ -500,6 +509,16 @@ __global__ void __launch_bounds__(kPrepWarps * 32, 4)
   }
   if (!active) return;
   mma::sync_warp();  // the warp's Tm rows (hi) final
+  if constexpr (kTmOnly) {
+    const int q8 = R / 8;
+    for (int e = lane; e < 16 * q8; e += 32) {
+      const int r = m0 + e / q8, c = 8 * (e % q8);
+      if (r < n)
+        *reinterpret_cast<uint4*>(Tm_out + (row0 + r) * R + c) =
+            *reinterpret_cast<const uint4*>(s.th + r * ldl + c);
+    }
+    return;
+  }
   // W_B = Tm_B K~, U_B = Tm_B V~ in passes of <= 64 columns.
   const int r0 = m0 + g, r1 = r0 + 8;
   auto product = [&](const bf16_t* bt, int64_t ldb, int64_t c0, int w, auto store) {
@@ -992,6 +1011,29 @@ void forward_typed(const void* q, const void* k, const void* v, const void* g, c
   Carve kept{saved ? saved : scratch}, work{saved ? scratch : nullptr};
   const Scratch<T> sc(kept, saved ? work : kept, d, saved != nullptr, true, false);
   const T* kp = static_cast<const T*>(k);
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    if (fused_fwd_ok(d, q, k, v, o)) {
+      // The fused forward (gated_delta_fwd_fused_cuda.cu). Without `saved`: gam and Tm from the
+      // Tm-only prepare into the scratch, then the fused pass. With it, the backward's
+      // intermediates come from the three-kernel forward's prepare and state pass as before (the
+      // backward's recomputation gives the same bits), and o and the final state from the fused
+      // pass on the same gam and Tm: the same bits as without `saved`.
+      const T *qp = static_cast<const T*>(q), *vp = static_cast<const T*>(v);
+      T* op = static_cast<T*>(o);
+      if (!saved) {
+        Carve c{scratch};
+        float* const gam = c.take_as<float>(d.B * d.H * d.T);
+        bf16_t* const tm = c.take_as<bf16_t>(d.B * d.H * d.T * d.L);
+        launch_prepare_tm(kp, g, beta, gate_f32, d, gam, tm, stream);
+        return launch_fwd_fused(qp, kp, vp, beta, gate_f32, s0, state_f32, scale, d, gam, tm,
+                                s_final, op, stream);
+      }
+      launch_prepare(kp, vp, g, beta, gate_f32, d, sc, stream);
+      launch_state_fwd(kp, s0, state_f32, d, sc, nullptr, stream);
+      return launch_fwd_fused(qp, kp, vp, beta, gate_f32, s0, state_f32, scale, d, sc.gam, sc.Tm,
+                              s_final, op, stream);
+    }
+  }
   launch_prepare(kp, static_cast<const T*>(v), g, beta, gate_f32, d, sc, stream);
   if constexpr (std::is_same_v<T, bf16_t>) {
     if (!saved && fused_output_ok<T>(d, q, k)) {
@@ -1035,7 +1077,7 @@ void launch_prepare(const T* k, const T* v, const void* g, const void* beta, boo
     if (prepare_variant_reg() && d.L % 16 == 0 && d.K % 16 == 0 && d.V % 16 == 0 &&
         reinterpret_cast<uintptr_t>(k) % 16 == 0 && reinterpret_cast<uintptr_t>(v) % 16 == 0) {
       with_shape<T>(d, [&](auto sh) {
-        auto* kernel = gdn_prepare_reg_kernel<decltype(sh)>;
+        auto* kernel = gdn_prepare_reg_kernel<decltype(sh), false>;
         allow_smem(kernel);
         kernel<<<grid, kPrepWarps * 32, smem_bytes<PrepareRegSmem<T>>(d), stream>>>(
             k, v, g, beta, gate_f32, d, sc.gam, sc.W, sc.U, sc.Tm);
@@ -1049,6 +1091,18 @@ void launch_prepare(const T* k, const T* v, const void* g, const void* beta, boo
     allow_smem(kernel);
     kernel<<<grid, kThreads, smem_bytes<PrepareSmem<T>>(d), stream>>>(k, v, g, beta, gate_f32, d,
                                                                       sc.gam, sc.W, sc.U, sc.Tm);
+    AMOR_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void launch_prepare_tm(const bf16_t* k, const void* g, const void* beta, bool gate_f32,
+                       const Dims& d, float* gam, bf16_t* Tm, cudaStream_t stream) {
+  const dim3 grid(unsigned(d.NC), unsigned(d.H), unsigned(d.B));
+  with_shape<bf16_t>(d, [&](auto sh) {
+    auto* kernel = gdn_prepare_reg_kernel<decltype(sh), true>;
+    allow_smem(kernel);
+    kernel<<<grid, kPrepWarps * 32, smem_bytes<PrepareRegSmem<bf16_t>>(prepare_layout_dims(d, true)),
+             stream>>>(k, nullptr, g, beta, gate_f32, d, gam, nullptr, nullptr, Tm);
     AMOR_CUDA_CHECK_LAUNCH();
   });
 }
@@ -1105,6 +1159,7 @@ int64_t max_smem_bytes(const Dims& d) {
     if (d.L == 64 && (d.K == 64 || d.K == 128)) m = std::max(m, output_tc_smem_bytes(d));
     if (d.L % 16 == 0 && d.K % 16 == 0 && d.V % 16 == 0)
       m = std::max(m, smem_bytes<PrepareRegSmem<T>>(d));
+    m = std::max(m, fwd_fused_smem_bytes(d));
   }
   return m;
 }

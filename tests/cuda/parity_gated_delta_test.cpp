@@ -233,6 +233,35 @@ TEST(CudaParity, GatedDeltaSmallRegBwd) {
   for (const GdnCase& c : cases) check_case(c, seed += 100, true);
 }
 
+// The fused forward's shapes (bf16, chunk 64, K 64 or 128, V a multiple of 64;
+// gated_delta_fwd_fused_cuda.cu), forward only, for a quick emulator run: partial last chunks
+// (T not a multiple of 64), both states and gate dtypes, two V blocks per head, several heads.
+// Also the forward that keeps the backward's intermediates (another prepare and the state pass
+// besides the fused pass): the same bits of o and the final state.
+TEST(CudaParity, GatedDeltaSmallFusedFwd) {
+  AMOR_REQUIRE_GPU();
+  const GdnCase cases[] = {
+      {1, 130, 1, 64, 128, 64, true, false, true, 64, true},
+      {2, 64, 2, 64, 64, 64, false, false, false, 64, true},
+      {1, 100, 1, 128, 128, 64, true, false, false, 64, true},
+  };
+  uint64_t seed = 8100;
+  for (const GdnCase& c : cases) {
+    check_case(c, seed += 100, false);
+    const GdnInputs x = make_inputs(c, seed);
+    const DType gdt = c.gates_bf16 ? DType::BF16 : DType::F32;
+    const Tensor q = up(x.q, DType::BF16), k = up(x.k, DType::BF16), v = up(x.v, DType::BF16);
+    const Tensor g = up(x.g, gdt), beta = up(x.beta, gdt), s0 = up_or_none(x.s0, gdt);
+    const double scale = gated_delta_default_scale(c.K);
+    const GatedDeltaOut out = gated_delta_forward(q, k, v, g, beta, s0, scale, c.gpu_chunk);
+    const GatedDeltaOut kept = gated_delta_forward(q, k, v, g, beta, s0, scale, c.gpu_chunk, true);
+    const std::string op = "gated_delta fused K" + std::to_string(c.K) + " T" +
+                           std::to_string(c.T) + " kept";
+    expect_equal(op, "o", kept.o, out.o.to(Device::CPU).to(DType::F32));
+    expect_equal(op, "final", kept.final_state, out.final_state.to(Device::CPU).to(DType::F32));
+  }
+}
+
 TEST(CudaParity, GatedDeltaSmallStep) {
   AMOR_REQUIRE_GPU();
   check_step(2, 3, 16, 40, 2, 7900);

@@ -1,0 +1,50 @@
+// The fused forward of the gated delta rule (gated_delta_fwd_fused_cuda.cu, which explains the
+// math): what gated_delta_fwd_cuda.cu and the fused kernel's file share. Included by .cu files
+// only, after gated_delta_cuda_common.cuh.
+#pragma once
+#include <cstdlib>
+#include <string>
+
+#include "kernels/gated_delta/gated_delta_cuda_common.cuh"
+
+namespace amor::cuda::gdn {
+
+// AMOR_GDN_FWD (read once): "split" keeps the three-kernel forward (prepare, state pass, output);
+// anything else (default) runs the fused forward where it applies (fused_fwd_ok).
+inline bool fwd_fused_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("AMOR_GDN_FWD");
+    return !(e && std::string(e) == "split");
+  }();
+  return on;
+}
+
+// The dims gdn_prepare_reg_kernel carves its shared memory with: without the v tile (V = 0) in
+// its Tm-only form.
+__host__ __device__ inline Dims prepare_layout_dims(const Dims& d, bool tm_only) {
+  Dims r = d;
+  if (tm_only) r.V = 0;
+  return r;
+}
+
+// gam [BH, T] (f32) and Tm [BH, T, 64] (bf16: the rounding every use of Tm applies; rows of
+// the chunk only) from k, g, beta: gdn_prepare_reg_kernel in its Tm-only form (the same bits as
+// the full kernel's gam and Tm).
+void launch_prepare_tm(const bf16_t* k, const void* g, const void* beta, bool gate_f32,
+                       const Dims& d, float* gam, bf16_t* Tm, cudaStream_t stream);
+
+// Whether the fused forward handles these inputs: bf16, chunk 64, K 64 or 128, V a multiple of
+// 64, 16-byte aligned q, k and v (v: as the full prepare needs), 4-byte aligned o, and the
+// default variants (AMOR_GDN_FWD, AMOR_GDN_VARIANT and AMOR_GDN_PREPARE unset).
+bool fused_fwd_ok(const Dims& d, const void* q, const void* k, const void* v, const void* o);
+
+// o and the final state (when non-null) from q, k, v, beta and the prepare's gam and Tm.
+void launch_fwd_fused(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* beta,
+                      bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
+                      const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o,
+                      cudaStream_t stream);
+
+// Shared memory of the fused kernel (bytes), for gated_delta_max_smem_bytes.
+int64_t fwd_fused_smem_bytes(const Dims& d);
+
+}  // namespace amor::cuda::gdn
