@@ -74,9 +74,6 @@ Fsdp::Fsdp(model::LanguageModel& model, Communicator& comm, FsdpOptions options)
     Shard& s = shards_[u];
     const Shape shape{fu.shard_numel};
     s.master = Tensor::zeros(shape, dtype_, comm.device());
-    s.exp_avg = Tensor::zeros(shape, dtype_, comm.device());
-    s.exp_avg_sq = Tensor::zeros(shape, dtype_, comm.device());
-    s.grad = Tensor::zeros(shape, dtype_, comm.device());
     const int64_t lo = static_cast<int64_t>(r) * fu.shard_numel, hi = lo + fu.shard_numel;
     for (const FlatParam& fp : fu.params) {
       const int64_t b = std::max(lo, fp.offset), e = std::min(hi, fp.offset + fp.numel);
@@ -226,6 +223,7 @@ void Fsdp::grad_ready(int unit) {
     throw Error(fmt::format("fsdp: reducing the gradient of unit '{}': {}", fu.name, e.what()));
   }
   stats_.reduce_scatters++;
+  ensure_training_state();
   add_(s.grad, summed);
   track(-static_cast<int64_t>(s.full_grad.nbytes()));
   s.full_grad = Tensor();
@@ -298,12 +296,25 @@ void Fsdp::backward(const Tensor& dloss) {
                units_[u].name);
 }
 
+void Fsdp::ensure_training_state() {
+  for (size_t u = 0; u < shards_.size(); ++u) {
+    Shard& s = shards_[u];
+    if (s.grad.defined()) continue;
+    const Shape shape{units_[u].shard_numel};
+    s.exp_avg = Tensor::zeros(shape, dtype_, comm_.device());
+    s.exp_avg_sq = Tensor::zeros(shape, dtype_, comm_.device());
+    s.grad = Tensor::zeros(shape, dtype_, comm_.device());
+  }
+}
+
 void Fsdp::zero_grad() {
+  ensure_training_state();
   for (Shard& s : shards_) s.grad.zero_();
 }
 
 double Fsdp::step(double lr) {
   AMOR_CHECK(phase_ == Phase::Idle, "fsdp: step called inside a forward or backward");
+  ensure_training_state();
   std::vector<Tensor> grads;
   for (Shard& s : shards_) grads.push_back(s.grad);
   // Padding is zero in every gradient shard, so the shards' squares sum to the model's.
@@ -343,9 +354,10 @@ FsdpMemory Fsdp::memory() const {
   m.world_size = comm_.size();
   for (size_t u = 0; u < units_.size(); ++u) {
     const Shard& s = shards_[u];
-    m.param_bytes += static_cast<int64_t>(s.master.nbytes());
-    m.grad_bytes += static_cast<int64_t>(s.grad.nbytes());
-    m.optimizer_bytes += static_cast<int64_t>(s.exp_avg.nbytes() + s.exp_avg_sq.nbytes());
+    const int64_t shard_bytes = static_cast<int64_t>(s.master.nbytes());
+    m.param_bytes += shard_bytes;
+    m.grad_bytes += shard_bytes;  // grad and moments: the master's shape and dtype
+    m.optimizer_bytes += 2 * shard_bytes;
     m.model_param_bytes += units_[u].numel * elem_bytes();
   }
   m.peak_gathered_bytes = peak_gathered_;

@@ -121,6 +121,7 @@ class Fsdp final : public model::UnitHooks {
   void save(const std::string& dir, int64_t step, const std::map<std::string, std::string>& extra = {});
   FsdpCheckpoint load(const std::string& dir);
 
+  // What a training step holds (the training state counted whether or not it is allocated yet).
   FsdpMemory memory() const;
   void reset_peak_memory() { peak_gathered_ = gathered_; }
   const FsdpStats& stats() const { return stats_; }
@@ -136,12 +137,16 @@ class Fsdp final : public model::UnitHooks {
  private:
   enum class Phase { Idle, Forward, Backward };
   struct Shard {
-    Tensor master, exp_avg, exp_avg_sq, grad;  // [shard_numel] each
+    // [shard_numel] each; exp_avg, exp_avg_sq and grad (the training state) are allocated, as
+    // zeros, by ensure_training_state on first need: an evaluation-only run never holds them
+    // (16 B per parameter at f32: a 1.2B model did not fit a 24 GiB machine without this)
+    Tensor master, exp_avg, exp_avg_sq, grad;
     Tensor full;                                // gathered weights [padded], or undefined
     Tensor full_grad;                           // backward only [padded], or undefined
     bool grad_done = false;                     // grad_ready seen in this backward
   };
 
+  void ensure_training_state();  // zeros for every shard's grad and moments, once
   void check_in_pass(const char* hook, int unit) const;
   void gather_unit(int unit);
   void set_value_views(int unit);

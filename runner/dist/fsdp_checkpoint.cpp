@@ -78,6 +78,7 @@ void Fsdp::save(const std::string& dir, int64_t step, const std::map<std::string
     std::filesystem::create_directories(dir, ec);
     AMOR_CHECK(std::filesystem::is_directory(dir), "fsdp checkpoint: cannot create directory '{}': {}",
                dir, ec.message());
+    ensure_training_state();  // a checkpoint always holds the moments (zeros before any step)
     std::vector<std::pair<std::string, Tensor>> tensors;
     for (size_t u = 0; u < units_.size(); ++u) {
       const Shard& s = shards_[u];
@@ -118,6 +119,7 @@ void Fsdp::save(const std::string& dir, int64_t step, const std::map<std::string
 FsdpCheckpoint Fsdp::load(const std::string& dir) {
   AMOR_CHECK(phase_ == Phase::Idle, "fsdp: load called inside a forward or backward");
   drop_gathered();
+  ensure_training_state();  // the moments are restored with the masters
   FsdpCheckpoint info;
   const int r = comm_.rank();
   collectively(comm_, "checkpoint load", [&] {

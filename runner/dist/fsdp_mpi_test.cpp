@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/core/caching_allocator.h"
 #include "runner/dist/dist_test_support.h"
 
 namespace amor::dist {
@@ -225,6 +226,25 @@ TEST(Fsdp, MemoryPerRankIsOneOverTheWorldSize) {
     EXPECT_FALSE(p->value.defined()) << p->name;
     EXPECT_FALSE(p->grad.defined()) << p->name;
   }
+}
+
+// Gradients and AdamW moments (3x the master shards) come into being with the first training
+// pass: an evaluation-only run (train.steps 0) never holds them.
+TEST(Fsdp, TheTrainingStateIsAllocatedOnlyWhenTrainingStarts) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  model::ModelConfig cfg = tiny("gdn");
+  auto model = build(cfg, DType::F64, 9);
+  Fsdp fsdp(*model, comm);
+  const int64_t shards = fsdp.memory().param_bytes;
+  CachingAllocator& alloc = allocator(Device::CPU);
+  model::Batch local = rank_slice(global_batch(cfg, kGlobal, kT, 9, 0), comm.rank(), comm.size());
+  fsdp.forward(local, /*training=*/false);
+  const size_t evaluated = alloc.stats().bytes_in_use;
+  fsdp.zero_grad();  // what a training step does first: only now the training state exists
+  EXPECT_GE(alloc.stats().bytes_in_use, evaluated + 3 * static_cast<size_t>(shards));
+  // The report is what a training step holds, before and after the allocation alike.
+  EXPECT_EQ(fsdp.memory().grad_bytes, shards);
+  EXPECT_EQ(fsdp.memory().optimizer_bytes, 2 * shards);
 }
 
 TEST(Fsdp, PrefetchServesTheNextUnitInBothPasses) {
