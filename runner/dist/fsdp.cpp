@@ -223,7 +223,6 @@ void Fsdp::grad_ready(int unit) {
     throw Error(fmt::format("fsdp: reducing the gradient of unit '{}': {}", fu.name, e.what()));
   }
   stats_.reduce_scatters++;
-  ensure_training_state();
   add_(s.grad, summed);
   track(-static_cast<int64_t>(s.full_grad.nbytes()));
   s.full_grad = Tensor();
@@ -275,6 +274,7 @@ model::StepOutput Fsdp::forward(const model::Batch& batch, bool training) {
 
 void Fsdp::backward(const Tensor& dloss) {
   AMOR_CHECK(phase_ == Phase::Idle, "fsdp: backward called inside another pass");
+  ensure_training_state();  // once per backward, not in every unit's grad_ready
   phase_ = Phase::Backward;
   try {
     for (size_t u = 0; u < shards_.size(); ++u) {

@@ -475,17 +475,17 @@ def gather_info(args, py):
     if not os.path.isdir(os.path.join(ROOT, ".git")) and os.path.isfile(commit_file):
         with open(commit_file) as f:
             info["our commit"] = f.read().strip()[:12] + " (snapshot)"
-        info["peers"] = peers_commits(args.peers)
-        return info
-    try:
-        r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"],
-                           capture_output=True, text=True, timeout=30)
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=30).stdout.strip()
-        info["our commit"] = (r.stdout.strip() or "unknown") + (" (with local changes)"
-                                                                if dirty else "")
-    except (OSError, subprocess.TimeoutExpired):
-        info["our commit"] = "unknown"
+    else:
+        try:
+            r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"],
+                               capture_output=True, text=True, timeout=30)
+            dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain",
+                                    "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=30).stdout.strip()
+            info["our commit"] = (r.stdout.strip() or "unknown") + (" (with local changes)"
+                                                                    if dirty else "")
+        except (OSError, subprocess.TimeoutExpired):
+            info["our commit"] = "unknown"
     info["peers"] = peers_commits(args.peers)
     return info
 
