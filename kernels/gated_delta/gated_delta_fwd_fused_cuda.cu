@@ -37,7 +37,7 @@
 //         memory, 168 registers: three blocks per SM.
 //       K 128: in P1, P's fragments and Q S held in registers to P3, so q is free after P1 (one
 //         q tile, chunk c + 1's copied during P2, P3); one S tile (read only in P1). 96.5 KB,
-//         242 registers: two blocks per SM.
+//         248 registers (242 before the S and Vn stores): two blocks per SM.
 //     Copies (cp.async, issued one phase or more ahead): k and gam of chunk c + 1 double-buffered
 //     (read in P1 and P3), q as above, Tm single (read in P2 only; chunk c + 1's copied during
 //     P3 and P1), v and beta of chunk c + 1 straight into each lane's registers (the elementwise
