@@ -1513,15 +1513,12 @@ void backward_typed(const void* q, const void* k, const void* v, const void* g, 
                     float* dbeta, float* ds0, float* scratch, const float* saved, const Dims& d,
                     cudaStream_t stream) {
   // With `saved` (the forward's gam, W, Tm, S, Vn: gated_delta_cuda.h) nothing is recomputed;
-  // else step 0 runs the forward's prepare and state passes again into the scratch.
+  // else step 0 recomputes them into the scratch (launch_intermediates: the same bits).
   Carve kept{saved ? const_cast<float*>(saved) : scratch}, work{saved ? scratch : nullptr};
   const Scratch<T> sc(kept, saved ? work : kept, d, true, !saved, true);
   const T *qp = static_cast<const T*>(q), *kp = static_cast<const T*>(k);
   const T *vp = static_cast<const T*>(v), *dop = static_cast<const T*>(d_o);
-  if (!saved) {
-    launch_prepare(kp, vp, g, beta, gate_f32, d, sc, stream);
-    launch_state_fwd(kp, s0, s0_f32, d, sc, nullptr, stream);
-  }
+  if (!saved) launch_intermediates(kp, vp, g, beta, gate_f32, s0, s0_f32, d, sc, nullptr, stream);
 
   const dim3 columns(unsigned((d.V + kVt - 1) / kVt), unsigned(d.H), unsigned(d.B));
   const dim3 chunks(unsigned(d.NC), unsigned(d.H), unsigned(d.B));

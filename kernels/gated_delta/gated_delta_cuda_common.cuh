@@ -841,6 +841,13 @@ void launch_prepare(const T* k, const T* v, const void* g, const void* beta, boo
 template <class T>
 void launch_state_fwd(const T* k, const void* s0, bool state_f32, const Dims& d,
                       const Scratch<T>& sc, float* s_final, cudaStream_t stream);
+// What the backward reads of the forward (gam, W, Tm when sc.Tm, S, Vn) into sc, as the forward
+// that keeps them computes them (the same bits): the fused pass's where it applies
+// (gated_delta_fwd_fused.cuh, fused_keep_ok), else launch_prepare and launch_state_fwd.
+template <class T>
+void launch_intermediates(const T* k, const T* v, const void* g, const void* beta, bool gate_f32,
+                          const void* s0, bool state_f32, const Dims& d, const Scratch<T>& sc,
+                          float* s_final, cudaStream_t stream);
 
 // The output from the chunk start states and Vn in sc (gated_delta_output_tc_cuda.cu): bf16,
 // chunk 64, K 64 or 128, V a multiple of 64, 16-byte aligned q, k, o, the default variant.

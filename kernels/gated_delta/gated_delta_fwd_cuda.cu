@@ -10,8 +10,10 @@
 // forward of gated_delta_fwd_fused_cuda.cu, two kernels (the prepare below in a Tm-only form, then
 // one sequential pass that computes Vn, the output and the state update per chunk without W, U,
 // S or Vn in memory). A forward that keeps the backward's intermediates (`saved`) runs the
-// prepare and the state pass below for them and the fused pass for o and the final state (the
-// same bits as without `saved`). AMOR_GDN_FWD=split: the three kernels below everywhere.
+// prepare below for gam, W and Tm and the fused pass for o, the final state (the same bits as
+// without `saved`), S and Vn; the backward's recomputation (launch_intermediates) the same
+// without o (AMOR_GDN_FWD_KEEP=state: the full prepare and the state pass below for the
+// intermediates, the fused pass for o). AMOR_GDN_FWD=split: the three kernels below everywhere.
 // Three kernels (as flash-linear-attention structures chunk_gated_delta_rule_fwd):
 //  1. gdn_prepare_kernel, one block per (chunk, head, batch), all chunks in parallel: gam, A, Tm,
 //     W, U from the chunk's k, v, g, beta (nothing depends on the state). Writes gam [BH,T], W
@@ -344,25 +346,29 @@ __device__ __forceinline__ void mma_split(float (&x)[2][4], const uint32_t (&ah)
   mma::mma_bf16_16816(x[1], al, bh1);
 }
 
-// kTmOnly (the fused forward, gated_delta_fwd_fused_cuda.cu): only gam and Tm, no v tile, no
-// K~, V~, W, U; the same instructions up to Tm, so the same gam and Tm bits as the full kernel.
-template <class Sh, bool kTmOnly>
+// kOut (PrepOut, gated_delta_fwd_fused.cuh) picks what the kernel writes: everything (kAll: gam, W,
+// U, Tm when Tm_out), gam and Tm only (kTm: the fused forward, gated_delta_fwd_fused_cuda.cu: no v
+// tile, no K~, V~, W, U), or gam, W and Tm (kWTm: the fused forward's intermediates for the
+// backward: no v tile, no V~, no U). The same instructions up to Tm, and for W, so the same gam,
+// Tm and W bits in every form.
+template <class Sh, PrepOut kOut>
 __global__ void __launch_bounds__(kPrepWarps * 32, 4)
     gdn_prepare_reg_kernel(const bf16_t* __restrict__ k, const bf16_t* __restrict__ v,
                            const void* g_in, const void* beta_in, bool gate_f32, Dims d,
                            float* __restrict__ gam_out, bf16_t* __restrict__ W_out,
                            float* __restrict__ U_out, bf16_t* __restrict__ Tm_out) {
   constexpr int NB = kPrepWarps;
+  constexpr bool kTmOnly = kOut == PrepOut::kTm, kNoV = kOut != PrepOut::kAll;
   extern __shared__ float smem[];
   const ChunkPos p = chunk_pos<Sh>(d);
   Carve carve{smem};
-  PrepareRegSmem<bf16_t> s(carve, prepare_layout_dims(d, kTmOnly));
+  PrepareRegSmem<bf16_t> s(carve, prepare_layout_dims(d, kNoV));
   const int n = p.n, R = int(reg_rows(d));
   const int64_t K = d.K, V = d.V, H = d.H, row0 = p.bh * d.T + p.t0;
   const int64_t x0 = (p.b * d.T + p.t0) * H + p.h;  // token index of row 0 (row r: x0 + r H)
   const int64_t ldk = s.ldk, ldv = s.ldv, ldl = s.ldl;
   tile_load_zfill(k + x0 * K, H * K, n, R, int(K), s.k, ldk);
-  if constexpr (!kTmOnly) tile_load_zfill(v + x0 * V, H * V, n, R, int(V), s.v, ldv);
+  if constexpr (!kNoV) tile_load_zfill(v + x0 * V, H * V, n, R, int(V), s.v, ldv);
   tile_commit();
   for (int r = int(threadIdx.x); r < R; r += int(blockDim.x)) {
     s.graw[r] = r < n ? load_any(g_in, x0 + r * H, gate_f32) : 0.0f;
@@ -457,7 +463,7 @@ __global__ void __launch_bounds__(kPrepWarps * 32, 4)
     const float zero[2][4] = {};
     for (int jb = mb + 1; jb < R / 16; ++jb) store_split(zero, s.th, s.tl, ldl, m0, 16 * jb, lane);
     // K~ = diag(be) K, V~ = diag(beta) V, rows B (8 elements per 16-byte load and store).
-    const int pk = int(K) / 8, per = pk + int(V) / 8;
+    const int pk = int(K) / 8, per = pk + (kNoV ? 0 : int(V) / 8);
     for (int e = lane; e < (kTmOnly ? 0 : 16 * per); e += 32) {
       const int r = m0 + e / per, q = e % per;
       bf16_t* at = q < pk ? s.k + r * ldk + 8 * q : s.v + r * ldv + 8 * (q - pk);
@@ -556,7 +562,7 @@ __global__ void __launch_bounds__(kPrepWarps * 32, 4)
     product(s.k, ldk, c0, int(K - c0 < 64 ? K - c0 : 64), [&](int r, int64_t c, float w0, float w1) {
       *reinterpret_cast<uint32_t*>(W_out + (row0 + r) * K + c) = mma::pack_bf16x2(w0, w1);
     });
-  for (int64_t c0 = 0; c0 < V; c0 += 64)
+  for (int64_t c0 = 0; c0 < (kNoV ? 0 : V); c0 += 64)
     product(s.v, ldv, c0, int(V - c0 < 64 ? V - c0 : 64), [&](int r, int64_t c, float u0, float u1) {
       *reinterpret_cast<float2*>(U_out + (row0 + r) * V + c) = make_float2(u0, u1);
     });
@@ -1006,32 +1012,54 @@ void forward_typed(const void* q, const void* k, const void* v, const void* g, c
                    bool gate_f32, const void* s0, bool state_f32, float scale, void* o,
                    float* s_final, float* scratch, float* saved, const Dims& d,
                    cudaStream_t stream) {
-  // With `saved`, the intermediates the backward reads (gam, W, Tm, S, Vn) go there and stay; the
-  // output then comes from the unfused passes, which store S and Vn.
+  // With `saved`, the intermediates the backward reads (gam, W, Tm, S, Vn) go there and stay, and
+  // they are what the backward's recomputation (launch_intermediates) computes, bit for bit.
   Carve kept{saved ? saved : scratch}, work{saved ? scratch : nullptr};
   const Scratch<T> sc(kept, saved ? work : kept, d, saved != nullptr, true, false);
   const T* kp = static_cast<const T*>(k);
   if constexpr (std::is_same_v<T, bf16_t>) {
     if (fused_fwd_ok(d, q, k, v, o)) {
       // The fused forward (gated_delta_fwd_fused_cuda.cu). Without `saved`: gam and Tm from the
-      // Tm-only prepare into the scratch, then the fused pass. With it, the backward's
-      // intermediates come from the three-kernel forward's prepare and state pass as before (the
-      // backward's recomputation gives the same bits), and o and the final state from the fused
-      // pass on the same gam and Tm: the same bits as without `saved`.
+      // Tm-only prepare into the scratch, then the fused pass. With it (fused_keep_ok): gam, W
+      // and Tm from the prepare into `saved`, then the fused pass, which also stores S and Vn
+      // there. AMOR_GDN_FWD_KEEP=state: the three-kernel forward's prepare and state pass for the
+      // intermediates, then the fused pass for o. Either way o and the final state are the fused
+      // pass's on the same gam and Tm (every prepare form gives their bits): the same bits as
+      // without `saved`.
       const T *qp = static_cast<const T*>(q), *vp = static_cast<const T*>(v);
       T* op = static_cast<T*>(o);
       if (!saved) {
         Carve c{scratch};
         float* const gam = c.take_as<float>(d.B * d.H * d.T);
         bf16_t* const tm = c.take_as<bf16_t>(d.B * d.H * d.T * d.L);
-        launch_prepare_tm(kp, g, beta, gate_f32, d, gam, tm, stream);
+        launch_prepare_tm(kp, g, beta, gate_f32, d, gam, nullptr, tm, stream);
         return launch_fwd_fused(qp, kp, vp, beta, gate_f32, s0, state_f32, scale, d, gam, tm,
-                                s_final, op, stream);
+                                s_final, op, nullptr, nullptr, stream);
+      }
+      if (fused_keep_ok(d, k, v)) {
+        launch_prepare_tm(kp, g, beta, gate_f32, d, sc.gam, sc.W, sc.Tm, stream);
+        return launch_fwd_fused(qp, kp, vp, beta, gate_f32, s0, state_f32, scale, d, sc.gam,
+                                sc.Tm, s_final, op, sc.S, sc.Vn, stream);
       }
       launch_prepare(kp, vp, g, beta, gate_f32, d, sc, stream);
       launch_state_fwd(kp, s0, state_f32, d, sc, nullptr, stream);
       return launch_fwd_fused(qp, kp, vp, beta, gate_f32, s0, state_f32, scale, d, sc.gam, sc.Tm,
-                              s_final, op, stream);
+                              s_final, op, nullptr, nullptr, stream);
+    }
+    if (saved && fused_keep_ok(d, k, v)) {
+      // The fused pass's intermediates (as the backward recomputes them), the output from them.
+      launch_intermediates(kp, static_cast<const T*>(v), g, beta, gate_f32, s0, state_f32, d, sc,
+                           s_final, stream);
+      if (output_tc_ok(d, q, k, o))
+        return launch_output_tc(static_cast<const T*>(q), kp, scale, d, sc, static_cast<T*>(o),
+                                stream);
+      const int64_t smem = smem_bytes<OutputSmem<T>>(d);
+      allow_smem(gdn_output_kernel<T>);
+      const dim3 grid(unsigned(d.NC), unsigned(d.H), unsigned(d.B));
+      gdn_output_kernel<T><<<grid, kThreads, smem, stream>>>(
+          static_cast<const T*>(q), kp, sc.gam, sc.Vn, sc.S, scale, d, static_cast<T*>(o));
+      AMOR_CUDA_CHECK_LAUNCH();
+      return;
     }
   }
   launch_prepare(kp, static_cast<const T*>(v), g, beta, gate_f32, d, sc, stream);
@@ -1077,7 +1105,7 @@ void launch_prepare(const T* k, const T* v, const void* g, const void* beta, boo
     if (prepare_variant_reg() && d.L % 16 == 0 && d.K % 16 == 0 && d.V % 16 == 0 &&
         reinterpret_cast<uintptr_t>(k) % 16 == 0 && reinterpret_cast<uintptr_t>(v) % 16 == 0) {
       with_shape<T>(d, [&](auto sh) {
-        auto* kernel = gdn_prepare_reg_kernel<decltype(sh), false>;
+        auto* kernel = gdn_prepare_reg_kernel<decltype(sh), PrepOut::kAll>;
         allow_smem(kernel);
         kernel<<<grid, kPrepWarps * 32, smem_bytes<PrepareRegSmem<T>>(d), stream>>>(
             k, v, g, beta, gate_f32, d, sc.gam, sc.W, sc.U, sc.Tm);
@@ -1096,14 +1124,20 @@ void launch_prepare(const T* k, const T* v, const void* g, const void* beta, boo
 }
 
 void launch_prepare_tm(const bf16_t* k, const void* g, const void* beta, bool gate_f32,
-                       const Dims& d, float* gam, bf16_t* Tm, cudaStream_t stream) {
+                       const Dims& d, float* gam, bf16_t* W, bf16_t* Tm, cudaStream_t stream) {
   const dim3 grid(unsigned(d.NC), unsigned(d.H), unsigned(d.B));
+  const int64_t smem = smem_bytes<PrepareRegSmem<bf16_t>>(prepare_layout_dims(d, true));
   with_shape<bf16_t>(d, [&](auto sh) {
-    auto* kernel = gdn_prepare_reg_kernel<decltype(sh), true>;
-    allow_smem(kernel);
-    kernel<<<grid, kPrepWarps * 32, smem_bytes<PrepareRegSmem<bf16_t>>(prepare_layout_dims(d, true)),
-             stream>>>(k, nullptr, g, beta, gate_f32, d, gam, nullptr, nullptr, Tm);
-    AMOR_CUDA_CHECK_LAUNCH();
+    auto launch = [&](auto* kernel) {
+      allow_smem(kernel);
+      kernel<<<grid, kPrepWarps * 32, smem, stream>>>(k, nullptr, g, beta, gate_f32, d, gam, W,
+                                                      nullptr, Tm);
+      AMOR_CUDA_CHECK_LAUNCH();
+    };
+    if (W)
+      launch(gdn_prepare_reg_kernel<decltype(sh), PrepOut::kWTm>);
+    else
+      launch(gdn_prepare_reg_kernel<decltype(sh), PrepOut::kTm>);
   });
 }
 
@@ -1131,6 +1165,28 @@ void launch_state_fwd(const T* k, const void* s0, bool state_f32, const Dims& d,
   AMOR_CUDA_CHECK_LAUNCH();
 }
 
+template <class T>
+void launch_intermediates(const T* k, const T* v, const void* g, const void* beta, bool gate_f32,
+                          const void* s0, bool state_f32, const Dims& d, const Scratch<T>& sc,
+                          float* s_final, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, bf16_t>) {
+    if (fused_keep_ok(d, k, v)) {
+      // gam, W, Tm (no U: the fused pass reads v), then the fused pass without o for S and Vn.
+      launch_prepare_tm(k, g, beta, gate_f32, d, sc.gam, sc.W, sc.Tm, stream);
+      return launch_fwd_fused(nullptr, k, v, beta, gate_f32, s0, state_f32, 0.0f, d, sc.gam,
+                              sc.Tm, s_final, nullptr, sc.S, sc.Vn, stream);
+    }
+  }
+  launch_prepare(k, v, g, beta, gate_f32, d, sc, stream);
+  launch_state_fwd(k, s0, state_f32, d, sc, s_final, stream);
+}
+
+template void launch_intermediates<float>(const float*, const float*, const void*, const void*,
+                                          bool, const void*, bool, const Dims&,
+                                          const Scratch<float>&, float*, cudaStream_t);
+template void launch_intermediates<bf16_t>(const bf16_t*, const bf16_t*, const void*, const void*,
+                                           bool, const void*, bool, const Dims&,
+                                           const Scratch<bf16_t>&, float*, cudaStream_t);
 template void launch_prepare<float>(const float*, const float*, const void*, const void*, bool,
                                     const Dims&, const Scratch<float>&, cudaStream_t);
 template void launch_prepare<bf16_t>(const bf16_t*, const bf16_t*, const void*, const void*, bool,

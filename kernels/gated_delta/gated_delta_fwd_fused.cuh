@@ -19,6 +19,24 @@ inline bool fwd_fused_enabled() {
   return on;
 }
 
+// AMOR_GDN_FWD_KEEP (read once): "state" keeps the forward that keeps the backward's
+// intermediates (`saved`) as it was: the full prepare (gam, W, U, Tm) and the register state pass
+// (S, Vn), then the fused pass for o; and so the backward's recomputation. Anything else
+// (default): the prepare writes gam, W and Tm only (PrepOut::kWTm) and the fused pass writes S and
+// Vn besides o (launch_fwd_fused's S_out, Vn_out), both in the forward and in the backward's
+// recomputation (launch_intermediates), so kept and recomputed intermediates are the same bits.
+inline bool fwd_keep_fused_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("AMOR_GDN_FWD_KEEP");
+    return !(e && std::string(e) == "state");
+  }();
+  return on;
+}
+
+// What gdn_prepare_reg_kernel writes (gated_delta_fwd_cuda.cu): gam, W, U (and Tm when asked);
+// gam and Tm; gam, W and Tm.
+enum class PrepOut { kAll, kTm, kWTm };
+
 // The dims gdn_prepare_reg_kernel carves its shared memory with: without the v tile (V = 0) in
 // its Tm-only form.
 __host__ __device__ inline Dims prepare_layout_dims(const Dims& d, bool tm_only) {
@@ -29,20 +47,26 @@ __host__ __device__ inline Dims prepare_layout_dims(const Dims& d, bool tm_only)
 
 // gam [BH, T] (f32) and Tm [BH, T, 64] (bf16: the rounding every use of Tm applies; rows of
 // the chunk only) from k, g, beta: gdn_prepare_reg_kernel in its Tm-only form (the same bits as
-// the full kernel's gam and Tm).
+// the full kernel's gam and Tm); with W non-null also W [BH, T, K] (bf16, the full kernel's bits).
 void launch_prepare_tm(const bf16_t* k, const void* g, const void* beta, bool gate_f32,
-                       const Dims& d, float* gam, bf16_t* Tm, cudaStream_t stream);
+                       const Dims& d, float* gam, bf16_t* W, bf16_t* Tm, cudaStream_t stream);
+
+// Whether the fused pass can compute the backward's intermediates (S, Vn) for these inputs: as
+// fused_fwd_ok without q and o (k and v 16-byte aligned), and AMOR_GDN_FWD_KEEP not "state".
+bool fused_keep_ok(const Dims& d, const void* k, const void* v);
 
 // Whether the fused forward handles these inputs: bf16, chunk 64, K 64 or 128, V a multiple of
 // 64, 16-byte aligned q, k and v (v: as the full prepare needs), 4-byte aligned o, and the
 // default variants (AMOR_GDN_FWD, AMOR_GDN_VARIANT and AMOR_GDN_PREPARE unset).
 bool fused_fwd_ok(const Dims& d, const void* q, const void* k, const void* v, const void* o);
 
-// o and the final state (when non-null) from q, k, v, beta and the prepare's gam and Tm.
+// o (when non-null; then q too), the final state (when non-null) and the backward's
+// intermediates (when S_out, Vn_out are non-null: every chunk's start state [BH, NC, K, V] and Vn
+// [BH, T, V], bf16, Scratch's layout) from q, k, v, beta and the prepare's gam and Tm.
 void launch_fwd_fused(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* beta,
                       bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
                       const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o,
-                      cudaStream_t stream);
+                      bf16_t* S_out, bf16_t* Vn_out, cudaStream_t stream);
 
 // Shared memory of the fused kernel (bytes), for gated_delta_max_smem_bytes.
 int64_t fwd_fused_smem_bytes(const Dims& d);

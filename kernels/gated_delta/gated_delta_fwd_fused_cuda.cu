@@ -37,7 +37,7 @@
 //         memory, 168 registers: three blocks per SM.
 //       K 128: in P1, P's fragments and Q S held in registers to P3, so q is free after P1 (one
 //         q tile, chunk c + 1's copied during P2, P3); one S tile (read only in P1). 96.5 KB,
-//         242 registers: two blocks per SM.
+//         248 registers (242 before the S and Vn stores): two blocks per SM.
 //     Copies (cp.async, issued one phase or more ahead): k and gam of chunk c + 1 double-buffered
 //     (read in P1 and P3), q as above, Tm single (read in P2 only; chunk c + 1's copied during
 //     P3 and P1), v and beta of chunk c + 1 straight into each lane's registers (the elementwise
@@ -49,6 +49,18 @@
 // head are neighbours in the grid, so the second read mostly hits L2), v read and o written
 // once, no per-chunk state: ~350-500 MB (the three-kernel forward: ~1.3 GB, every chunk's start
 // state S and Vn written and read back among them, U in f32).
+// The backward's intermediates (a forward with `saved`, and the backward's recomputation:
+// gated_delta_fwd_cuda.cu's launch_intermediates; AMOR_GDN_FWD_KEEP=state keeps the earlier way,
+// the full prepare and the register state pass besides this pass). The prepare writes gam, W
+// and Tm (no v read, no U), and this pass stores each chunk's start state (the bf16 S tile, at
+// the start of P2: 16-byte rows, [BH, NC, K, V]) and Vn (the bf16 Vn tile, at the start of P3,
+// [BH, T, V]), the layouts of Scratch that the backward reads; the recomputation runs it without
+// o (q null: no P, no Q S), which leaves S and Vn the same bits. They differ from the state pass's
+// by X~'s bf16 rounding (the state pass rounds W S's operands instead and keeps U in f32): within
+// the bf16 tolerance the backward is held to. Extra memory: 2 K V bytes per chunk and 64 columns
+// plus 2 V bytes per token and head (H16 K128 V256, B8 T2K: 268 + 134 MB of stores), against
+// the full prepare's U (f32, 268 MB written, v read) and the state pass (reads U and W, writes the
+// same S and Vn) that it replaces.
 // Rounding against the three-kernel forward: X~ is rounded to bf16 where W was (and U kept in
 // f32); D scales k (bf16 fragment) instead of Vn; P and the scaling of Q S as the output_tc
 // kernel. The emulator measures the same ~3e-3 of the f32 reference as the three kernels.
@@ -104,7 +116,8 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
                          const bf16_t* __restrict__ v, const void* beta_in, bool gate_f32,
                          const float* __restrict__ gam, const bf16_t* __restrict__ Tm,
                          const void* s0, bool state_f32, float scale, Dims d,
-                         float* __restrict__ s_final, bf16_t* __restrict__ o) {
+                         float* __restrict__ s_final, bf16_t* __restrict__ o,
+                         bf16_t* __restrict__ S_out, bf16_t* __restrict__ Vn_out) {
   static_assert(K <= 64 || K == 128, "K <= 64: S shares X's [64, *] tiles");
   using Sm = FusedSmem<K>;
   constexpr bool kPTile = Sm::kPTile;
@@ -123,6 +136,8 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
   const int bh = int(blockIdx.z) * H + int(blockIdx.y), v0 = int(blockIdx.x) * kFBV;
   const int64_t xb = int64_t(blockIdx.z) * T * H + blockIdx.y;  // token row of (b, t 0, h)
   const int64_t KV = int64_t(K) * V;
+  // Without o (the backward's recomputation of S and Vn): no q, no P, no Q S.
+  const bool with_o = o != nullptr;
   auto rows_of = [&](int c) { return T - c * kFRows < kFRows ? T - c * kFRows : kFRows; };
   // Chunk c's k and gam (and q when with_q) into buffer buf, rows past the chunk zero.
   auto load_kq = [&](int c, int buf, bool with_q) {
@@ -234,11 +249,20 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
     }
   };
 
+  // rows x the block's 64 columns of a [*, ldv] tile to dst (row stride ld), 16 bytes a copy.
+  auto tile_out = [&](const bf16_t* tile, int rows, bf16_t* dst, int64_t ld) {
+    for (int e = int(threadIdx.x); e < rows * (kFBV / 8); e += kFWarps * 32) {
+      const int r = e / (kFBV / 8), c8 = 8 * (e % (kFBV / 8));
+      *reinterpret_cast<uint4*>(dst + r * ld + c8) =
+          *reinterpret_cast<const uint4*>(tile + r * ldv + c8);
+    }
+  };
+
   // Copy groups, in order: per chunk c, G_c (k, gam and, K 64, q of chunk c + 1) after the first
   // barrier, Q_c (K 128: q of chunk c + 1; else empty) after the second, T_c (Tm of chunk c + 1)
   // after the third. Before the first barrier of chunk c everything but T_{c-1} has landed
   // (wait<1>); before the second, T_{c-1} too (only G_c may be in flight: wait<1>).
-  load_kq(0, 0, true);
+  load_kq(0, 0, with_o);
   tile_commit();
   tile_commit();
   load_tm(0);
@@ -257,7 +281,7 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
       }
   put_state(s.SX[0]);
 
-  bf16_t* const o_b = o + xb * V + v0 + cw + 2 * t;
+  bf16_t* const o_b = with_o ? o + xb * V + v0 + cw + 2 * t : nullptr;
   for (int c = 0; c < NC; ++c) {
     const int n = rows_of(c), buf = int(c & 1);
     const bf16_t *kt = pick(s.k, buf), *qt = pick(s.q, buf);
@@ -267,24 +291,26 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
     bf16_t* const Xt = kPTile ? s.SX[1] : pick(s.SX, buf ^ 1);
     tile_wait<1>();
     __syncthreads();  // chunk c's k, q, gam and S visible; chunk c - 1's buffers free
-    if (c + 1 < NC) load_kq(c + 1, buf ^ 1, !kPTile);
+    if (c + 1 < NC) load_kq(c + 1, buf ^ 1, !kPTile && with_o);
     tile_commit();
 
     // P1: Y = K_w S; X~ = beta (v - e Y) into X. K 128: also P_w and Q S.
     float ot[kNT][4];
     uint32_t pa[kPTile ? 4 : 1][4];  // K 128: P_w's A fragments (key blocks <= rb), P1 to P3
     if constexpr (kPTile) {
+      if (with_o) {
 #pragma unroll
-      for (int jp = 0; jp < 4; ++jp) {
-        if (jp > rb) break;
-        uint32_t x[2][2];
-        p_block(qt, kt, gm, n, jp, x);
-        pa[jp][0] = x[0][0];
-        pa[jp][1] = x[0][1];
-        pa[jp][2] = x[1][0];
-        pa[jp][3] = x[1][1];
+        for (int jp = 0; jp < 4; ++jp) {
+          if (jp > rb) break;
+          uint32_t x[2][2];
+          p_block(qt, kt, gm, n, jp, x);
+          pa[jp][0] = x[0][0];
+          pa[jp][1] = x[0][1];
+          pa[jp][2] = x[1][0];
+          pa[jp][3] = x[1][1];
+        }
+        q_times_s(qt, St, gm, ot);
       }
-      q_times_s(qt, St, gm, ot);
     }
     {
       float y[kNT][4] = {};
@@ -316,12 +342,15 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
     tile_wait<1>();
     __syncthreads();  // X~ (and P) complete, Tm landed; K 128: S and q no longer read
     if constexpr (kPTile) {
-      if (c + 1 < NC) {
+      if (with_o && c + 1 < NC) {
         const int64_t x0 = xb + int64_t(c + 1) * kFRows * H;
         tile_load_zfill(q + x0 * K, H * K, rows_of(c + 1), kFRows, K, s.q[0], ldk);
       }
     }
     tile_commit();
+    // The chunk's start state (bf16, as the S tile holds it) for the backward: the S tile is
+    // rewritten only after the next barrier.
+    if (S_out) tile_out(St, K, S_out + (int64_t(bh) * NC + c) * KV + v0, V);
 
     // P2: Vn_w = Tm_w X~ into Vn.
     {
@@ -350,25 +379,30 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
     if (c + 1 < NC) load_tm(c + 1);
     tile_commit();
 
+    // Vn for the backward (rewritten only after two more barriers).
+    if (Vn_out) tile_out(s.Vn, n, Vn_out + (int64_t(bh) * T + c * kFRows) * V + v0, V);
+
     // P3: O_w = scale diag(e) Q_w S + P_w Vn; S' = e_{n-1} S + (K^T D) Vn.
-    if constexpr (kPTile) {
+    if (with_o) {
+      if constexpr (kPTile) {
 #pragma unroll
-      for (int jp = 0; jp < 4; ++jp) {
-        if (jp > rb) break;
-        add_p_vn(pa[kPTile ? jp : 0], jp, ot);
-      }
-    } else {
-      q_times_s(qt, St, gm, ot);
+        for (int jp = 0; jp < 4; ++jp) {
+          if (jp > rb) break;
+          add_p_vn(pa[jp], jp, ot);
+        }
+      } else {
+        q_times_s(qt, St, gm, ot);
 #pragma unroll
-      for (int jp = 0; jp < 4; ++jp) {
-        if (jp > rb) break;
-        uint32_t x[2][2];
-        p_block(qt, kt, gm, n, jp, x);
-        const uint32_t a[4] = {x[0][0], x[0][1], x[1][0], x[1][1]};
-        add_p_vn(a, jp, ot);
+        for (int jp = 0; jp < 4; ++jp) {
+          if (jp > rb) break;
+          uint32_t x[2][2];
+          p_block(qt, kt, gm, n, jp, x);
+          const uint32_t a[4] = {x[0][0], x[0][1], x[1][0], x[1][1]};
+          add_p_vn(a, jp, ot);
+        }
       }
     }
-    {
+    if (with_o) {
       bf16_t* const oc = o_b + int64_t(c) * kFRows * H * V;
 #pragma unroll
       for (int j = 0; j < kNT; ++j) {
@@ -439,13 +473,14 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
 template <int K>
 void launch_k(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* beta, bool gate_f32,
               const void* s0, bool state_f32, float scale, const Dims& d, const float* gam,
-              const bf16_t* Tm, float* s_final, bf16_t* o, cudaStream_t stream) {
+              const bf16_t* Tm, float* s_final, bf16_t* o, bf16_t* S_out, bf16_t* Vn_out,
+              cudaStream_t stream) {
   const int64_t smem = smem_bytes<FusedSmem<K>>(d);
   auto* kernel = gdn_fwd_fused_kernel<K>;
   allow_smem(kernel);
   const dim3 grid(unsigned(d.V / kFBV), unsigned(d.H), unsigned(d.B));
   kernel<<<grid, kFWarps * 32, smem, stream>>>(q, k, v, beta, gate_f32, gam, Tm, s0, state_f32,
-                                                scale, d, s_final, o);
+                                                scale, d, s_final, o, S_out, Vn_out);
   AMOR_CUDA_CHECK_LAUNCH();
 }
 
@@ -459,14 +494,21 @@ bool fused_fwd_ok(const Dims& d, const void* q, const void* k, const void* v, co
          aligned(k, 16) && aligned(v, 16) && aligned(o, 4);
 }
 
+bool fused_keep_ok(const Dims& d, const void* k, const void* v) {
+  return fwd_fused_enabled() && fwd_keep_fused_enabled() && variant() == Variant::kSplit &&
+         prepare_variant_reg() && d.L == kFRows && (d.K == 64 || d.K == 128) &&
+         d.V % kFBV == 0 && aligned(k, 16) && aligned(v, 16);
+}
+
 void launch_fwd_fused(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* beta,
                       bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
                       const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o,
-                      cudaStream_t stream) {
+                      bf16_t* S_out, bf16_t* Vn_out, cudaStream_t stream) {
   if (d.K == 64)
     return launch_k<64>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm, s_final, o,
-                        stream);
-  launch_k<128>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm, s_final, o, stream);
+                        S_out, Vn_out, stream);
+  launch_k<128>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm, s_final, o, S_out,
+                Vn_out, stream);
 }
 
 int64_t fwd_fused_smem_bytes(const Dims& d) {

@@ -262,6 +262,20 @@ TEST(CudaParity, GatedDeltaSmallFusedFwd) {
   }
 }
 
+// The forward keeping its intermediates through the fused pass (gated_delta_fwd_fused_cuda.cu:
+// S and Vn stored by the pass, and the backward's recomputation the same way) with several batch
+// entries and heads (the [BH, NC, K, V] and [BH, T, V] offsets), two V blocks per head at K 64, a
+// partial last chunk, both states, bf16 gates; and K 128 with two heads.
+TEST(CudaParity, GatedDeltaSmallFusedKeep) {
+  AMOR_REQUIRE_GPU();
+  const GdnCase cases[] = {
+      {2, 100, 2, 64, 128, 64, true, true, true, 64, true},
+      {1, 80, 2, 128, 128, 64, false, true, false, 64, true},
+  };
+  uint64_t seed = 8500;
+  for (const GdnCase& c : cases) check_case(c, seed += 100, true);
+}
+
 TEST(CudaParity, GatedDeltaSmallStep) {
   AMOR_REQUIRE_GPU();
   check_step(2, 3, 16, 40, 2, 7900);
