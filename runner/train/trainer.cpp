@@ -308,7 +308,10 @@ void Trainer::finish() {
   }
   result_.status = TrainStatus::Done;
   if (quiet_) return;
-  std::string summary = fmt::format("done: final loss {:.4f}, valid loss {:.4f}", last_loss_, final_eval.loss);
+  // An evaluation-only run (train.steps: 0) has no training loss: say so rather than print "nan".
+  std::string summary = std::isnan(last_loss_)
+                            ? fmt::format("done: no training steps, valid loss {:.4f}", final_eval.loss)
+                            : fmt::format("done: final loss {:.4f}, valid loss {:.4f}", last_loss_, final_eval.loss);
   if (result_.metrics.count("mqar_acc")) summary += fmt::format(", recall acc {:.3f}", result_.metrics["mqar_acc"]);
   for (const auto& [name, v] : final_eval.summary) {  // "fire_rate" reads "fire rate"
     std::string words = name;
