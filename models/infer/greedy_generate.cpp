@@ -58,12 +58,17 @@ void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>
       targets.data<int32_t>()[b * P + t] = t + 1 < P ? p[static_cast<size_t>(t + 1)] : -100;
     }
   }
-  // The ids the first min_new_tokens tokens may not be (eos and the stop ids).
-  std::vector<int32_t> end_ids = opt.stop_ids;
+  // The ids no token may be (those past the tokenizer's: opt.decodable_ids), and besides them
+  // the ids the first min_new_tokens tokens may not be (eos and the stop ids).
+  const int64_t V = model.config().vocab;
+  std::vector<int32_t> never_ids;
+  for (int64_t v = opt.decodable_ids > 0 ? opt.decodable_ids : V; v < V; ++v) never_ids.push_back(static_cast<int32_t>(v));
+  std::vector<int32_t> end_ids = never_ids;
+  end_ids.insert(end_ids.end(), opt.stop_ids.begin(), opt.stop_ids.end());
   if (opt.eos >= 0) end_ids.push_back(opt.eos);
   auto excluded = [&](int64_t generated) {
     return generated < opt.min_new_tokens ? std::span<const int32_t>(end_ids)
-                                          : std::span<const int32_t>();
+                                          : std::span<const int32_t>(never_ids);
   };
   InferenceSession session(model, B);
   StepOutput out = session.prefill(tokens, targets, excluded(0));

@@ -50,6 +50,12 @@ struct GenerateOptions {
   // Called after each new token with all generated ids so far; true stops (that token is kept).
   std::function<bool(const std::vector<int32_t>& generated)> stop;
   int64_t batch_size = 8;  // sequences of equal prompt length decoded together
+  // > 0: ids >= decodable_ids are never generated (the argmax over the others at every step).
+  // A model's vocabulary may be padded past its tokenizer's (the byte tokenizer's 259 ids in a
+  // vocab of 260, or a BPE vocabulary rounded up): those ids have no text, and a model whose
+  // argmax lands on one (e.g. untrained weights) would otherwise end the evaluation with a
+  // decode error. 0: every id of the model's vocabulary may be generated.
+  int64_t decodable_ids = 0;
 };
 
 struct Generation {

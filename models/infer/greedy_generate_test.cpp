@@ -3,6 +3,9 @@
 // prompts of different lengths batched together give the results of one prompt at a time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "models/infer/greedy_generate.h"
 #include "models/infer/infer_test_support.h"
 
@@ -217,6 +220,54 @@ TEST(GreedyGenerate, StopIdsAndMinNewTokens) {
     }
     opt.min_new_tokens = -1;
     EXPECT_THROW(greedy_generate(*model, ps, opt), Error);
+  }
+}
+
+// decodable_ids: ids at or past it (a vocabulary padded past the tokenizer's) are never generated;
+// each token is the best id below it (by the full forward's ranking), also while min_new_tokens
+// masks the end ids. The limit is taken just above the smallest id the free run generates, so at
+// least one free token is out of range and has to be replaced.
+TEST(GreedyGenerate, NeverAnIdPastTheDecodableOnes) {
+  for (const KindCase& kc : kinds()) {
+    SCOPED_TRACE(kc.name);
+    if (kc.cfg.kind == "oryx") continue;  // its decode modes depend on the prefill: no full-forward reference here
+    std::unique_ptr<LanguageModel> model = make_model(kc.cfg, DType::F64, 61);
+    auto ps = prompts(kc.cfg.vocab, 90);
+    GenerateOptions opt;
+    opt.max_new_tokens = 5;
+    opt.batch_size = 3;
+    std::vector<Generation> free_run = greedy_generate(*model, ps, opt);
+    int32_t lowest = std::numeric_limits<int32_t>::max(), highest = 0;
+    for (const auto& g : free_run) {
+      for (int32_t t : g.tokens) {
+        lowest = std::min(lowest, t);
+        highest = std::max(highest, t);
+      }
+    }
+    ASSERT_LT(lowest, highest);  // else no limit would leave some ids and remove others
+    opt.decodable_ids = lowest + 1;
+    for (int64_t min_new : {0, 1}) {
+      SCOPED_TRACE("min_new_tokens " + std::to_string(min_new));
+      opt.min_new_tokens = min_new;
+      opt.eos = min_new > 0 ? lowest : -1;  // with the mask, only ids below `lowest` remain first
+      if (min_new > 0 && lowest == 0) continue;
+      std::vector<Generation> gen = greedy_generate(*model, ps, opt);
+      int replaced = 0;
+      for (size_t i = 0; i < ps.size(); ++i) {
+        std::vector<int32_t> seq = ps[i];
+        for (size_t j = 0; j < gen[i].tokens.size(); ++j) {
+          const std::vector<int32_t> rank = ranking(*model, seq);
+          size_t k = 0;
+          while (rank[k] >= opt.decodable_ids || (static_cast<int64_t>(j) < min_new && rank[k] == opt.eos)) ++k;
+          replaced += k > 0;
+          EXPECT_EQ(gen[i].tokens[j], rank[k]) << "prompt " << i << " token " << j;
+          EXPECT_LT(gen[i].tokens[j], opt.decodable_ids);
+          seq.push_back(gen[i].tokens[j]);
+          if (gen[i].tokens[j] == opt.eos) break;
+        }
+      }
+      EXPECT_GE(replaced, 1);
+    }
   }
 }
 
