@@ -105,5 +105,18 @@ TEST_F(ConfigEval, EvalRules) {
                    "eval.tasks: [oryx_switch]}\n").size(), 1u);
 }
 
+// eval.dtype: master (the default, left out of the canonical config and its hash) or compute.
+TEST_F(ConfigEval, DtypeIsMasterOrCompute) {
+  auto plain = expand("name: s\nbase: {}\n");
+  auto compute = expand("name: s\nbase: {eval.dtype: compute}\n");
+  auto master = expand("name: s\nbase: {eval.dtype: master}\n");
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0].config.eval.dtype, "master");
+  EXPECT_EQ(compute[0].config.eval.dtype, "compute");
+  EXPECT_EQ(master[0].hash8, plain[0].hash8);
+  EXPECT_NE(compute[0].hash8, plain[0].hash8);
+  EXPECT_EQ(error("name: s\nbase:\n  eval.dtype: bf16\n").rfind(file_ + ":3: key 'eval.dtype'", 0), 0u);
+}
+
 }  // namespace
 }  // namespace amor::config

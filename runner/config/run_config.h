@@ -207,6 +207,7 @@ struct EvalConfig {
   std::string weights;
   std::string checkpoint;
   std::string router;
+  std::string dtype = "master";
   EvalFileTask lambada, hellaswag, piqa, arc_easy, arc_challenge, winogrande;
   std::string longbench_dir;
   int64_t longbench_limit = 0;
@@ -236,6 +237,9 @@ void declare_keys(std::type_identity<EvalConfig>, V& v) {
   v.key("router", &C::router, omitted_at_default(anything()),
         "an AMOR run's fitted entropy router (`amor-run fit-router`: `<run>/router.safetensors`): "
         "the gates read its predicted entropy instead of the LM head's at evaluation; \"\" = the LM head");
+  v.key("dtype", &C::dtype, omitted_at_default(one_of("master|compute")),
+        "the evaluation replica's dtype: master = the master weights' (f32: exact, the default), "
+        "compute = `train.dtype` (bf16 on cuda: the speed of the training forward, e.g. 32K-token NIAH at 1.5B)");
   v.section("lambada", &C::lambada);
   v.section("hellaswag", &C::hellaswag);
   v.section("piqa", &C::piqa);

@@ -240,7 +240,9 @@ ValidResult Trainer::evaluate(int64_t step) {
                                 harness_.specs.size()));
   if (harness_.specs.empty()) return e;
   // The harness on an unsharded replica; batches dealt over the run's ranks (model_eval.h).
-  auto replica = eval_replica(cfg_, *fsdp_, *model_, dtypes_.master, dev_, opt_.build_model);
+  // eval.dtype: the masters' dtype (f32, exact) or the training compute dtype (bf16 on cuda).
+  const DType eval_dtype = cfg_.eval.dtype == "compute" ? dtypes_.compute : dtypes_.master;
+  auto replica = eval_replica(cfg_, *fsdp_, *model_, eval_dtype, dev_, opt_.build_model);
   eval::ModelEvalOptions mo;
   mo.max_length = cfg_.eval.max_length;
   mo.batch_size = cfg_.eval.batch_size;
