@@ -17,8 +17,9 @@
 //   cudnn cuDNN for every shape it takes: an amor::Error naming the shape where it does not
 //         apply (gate, f32, head dim) or cuDNN cannot build a plan
 // When auto falls back for a shape cuDNN declines, cuDNN's reason is printed once to stderr.
-// AMOR_ATTENTION_GATED=old|balanced picks the layout of our kernels for gated rows (default old;
-// balanced is opt-in until verified on the realistic GPU cases: attention_cuda.cu).
+// AMOR_ATTENTION_GATED=balanced|old picks the layout of our kernels for gated rows (default
+// balanced, verified on the realistic GPU cases in session 7; old keeps the earlier layout for
+// comparison: attention_cuda.cu).
 #include "kernels/attention/attention.h"
 
 #include <algorithm>
