@@ -26,6 +26,10 @@
 // Both kernels write their results once, so the backward is deterministic. The dq kernel
 // recomputes S and dP (7 products in all where a fused kernel with f32 atomics for dQ needs 5):
 // the price of determinism and of no f32 dQ scratch.
+// kFused (dk/dv kernel, balanced only; the default gated backward): that fused kernel. It adds
+// each step's dQ = dS K into an f32 accumulator of the compacted rows by atomics and no dq
+// kernel runs (attention_cuda.cu zeroes the accumulator and scatters it to dq): 0.74x the MMAs
+// of the two kernels at 22% firing, not bitwise deterministic.
 #include <cmath>
 
 #include "kernels/attention/attention_tc.cuh"
@@ -255,14 +259,17 @@ constexpr int kDkdvMTiles = D == 64 ? 2 : 1;
 template <int D>
 constexpr int kDkdvKeys = kWarps * 16 * kDkdvMTiles<D>;  // keys per block: 128 or 64
 constexpr int kDkdvRows = 32;
-// The fused variant's dS tile in shared memory: [kDkdvRows query rows][keys of the block], rows
-// padded by 16 bytes as kLd (conflict-free ldmatrix and stmatrix).
-template <int D>
-constexpr int kLdS = kDkdvKeys<D> + 8;
-template <int D, bool kFused>
+// The fused variant's dS tile in shared memory: [kDkdvRows query rows][BK keys of the block],
+// rows padded by 16 bytes as kLd (conflict-free ldmatrix and stmatrix).
+template <int BK>
+constexpr int kLdS = BK + 8;
+// MT m-tiles (16 keys each) per warp: kDkdvMTiles, or 1 at D = 64 for the fused variant's small
+// tiles (AMOR_ATTENTION_GATED=fused64: 64-key blocks, ~half the registers, 3 blocks per SM).
+template <int D, int MT, bool kFused>
 constexpr int dkdv_smem_bytes() {
-  return (2 * kDkdvKeys<D> + 4 * kDkdvRows) * kLd<D> * int(sizeof(bf16_t)) +  // K, V; Q, dO x2
-         (kFused ? kDkdvRows * kLdS<D> * int(sizeof(bf16_t)) : 0);           // dS
+  constexpr int BK = kWarps * 16 * MT;
+  return (2 * BK + 4 * kDkdvRows) * kLd<D> * int(sizeof(bf16_t)) +  // K, V; Q, dO x2
+         (kFused ? kDkdvRows * kLdS<BK> * int(sizeof(bf16_t)) : 0);  // dS
 }
 
 // Balanced (gated) variant: the step's rows come from the compacted statistics (pos_c, lse_c,
@@ -283,8 +290,8 @@ constexpr int dkdv_smem_bytes() {
 // red.add per element and row. The next step's barrier orders the reuse of the dS tile. Key
 // slices of warps that skipped the step (no row sees them) are skipped too: their dS is 0 and
 // their part of the tile is stale. Not deterministic (the order of the f32 additions varies).
-template <int D, bool kBal, bool kFused>
-__global__ void __launch_bounds__(kThreads)
+template <int D, bool kBal, bool kFused, int MT>
+__global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 1)
     dkdv_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                 const bf16_t* __restrict__ v, RowMap map, int H, int Hkv, int Tk,
                 float scale_log2, float scale, const float* __restrict__ lse,
@@ -292,7 +299,7 @@ __global__ void __launch_bounds__(kThreads)
                 const bf16_t* __restrict__ dout, bf16_t* __restrict__ dk,
                 bf16_t* __restrict__ dv, float* __restrict__ dq_acc) {
   static_assert(!kFused || kBal, "the fused dQ works on the compacted rows of the balanced layout");
-  constexpr int MT = kDkdvMTiles<D>, BK = kDkdvKeys<D>, BQ = kDkdvRows;
+  constexpr int BK = kWarps * 16 * MT, BQ = kDkdvRows;
   constexpr int kPosSlots = kBal ? 3 : 2;
   extern __shared__ uint4 smem_raw[];
   __shared__ int s_pos[kPosSlots][BQ];
@@ -304,7 +311,7 @@ __global__ void __launch_bounds__(kThreads)
   // Buffer i of Q, then of dO (computed, not an array of pointers, which would go to local memory).
   auto sQ = [&](int i) { return sV + (BK + 2 * BQ * i) * kLd<D>; };
   auto sdO = [&](int i) { return sV + (BK + 2 * BQ * i + BQ) * kLd<D>; };
-  bf16_t* sdS = sV + (BK + 4 * BQ) * kLd<D>;  // fused: [BQ][kLdS<D>]
+  bf16_t* sdS = sV + (BK + 4 * BQ) * kLd<D>;  // fused: [BQ][kLdS<BK>]
 
   // Balanced: grid (g, b, key tile), so the first key tiles (the most rows) of every (b, g) start
   // first and the short ones fill the tail (in the block-time model, 5% off the kernel's time).
@@ -444,10 +451,8 @@ __global__ void __launch_bounds__(kThreads)
           acc_to_a(pa[mt], st[mt], kq);
           acc_to_a(dsa[mt], dpt[mt], kq);
           if constexpr (kFused) {  // dS^T block (keys kr + 16 mt.., rows 16 kq..) -> dS tile
-            const int m = lane >> 3;
-            mma::stmatrix_x4_trans(
-                sdS + (kq * 16 + (m >> 1) * 8 + (lane & 7)) * kLdS<D> + kr + mt * 16 + (m & 1) * 8,
-                dsa[mt]);
+            const int m = lane >> 3, row = kq * 16 + (m >> 1) * 8 + (lane & 7);
+            mma::stmatrix_x4_trans(sdS + row * kLdS<BK> + kr + mt * 16 + (m & 1) * 8, dsa[mt]);
           }
         }
 #pragma unroll
@@ -474,7 +479,7 @@ __global__ void __launch_bounds__(kThreads)
         // Keys 16 kk .. belong to warp kk / MT; from the first warp that skipped on, all did.
         if (last_pos < k0 + (kk / MT) * 16 * MT) break;
         uint32_t a[4];
-        mma::ldmatrix_x4(a, sdS + (qm + (lane & 15)) * kLdS<D> + kk * 16 + (lane >> 4) * 8);
+        mma::ldmatrix_x4(a, sdS + (qm + (lane & 15)) * kLdS<BK> + kk * 16 + (lane >> 4) * 8);
 #pragma unroll
         for (int dn = 0; dn < D / 32; ++dn) {
           uint32_t kb[4];
@@ -508,36 +513,46 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// dq_acc (balanced only): not null, the fused dk/dv kernel adds dQ there and no dq kernel runs.
+// The balanced dk/dv grid: (g, b, key tile); the old one (key tile, g, b).
+template <bool kBal>
+dim3 dkdv_grid(const AttnDims& n, int keys_per_block) {
+  const unsigned key_tiles = unsigned(ceil_div(n.Tk, int64_t(keys_per_block)));
+  return kBal ? dim3(unsigned(n.Hkv), unsigned(n.B), key_tiles)
+              : dim3(key_tiles, unsigned(n.Hkv), unsigned(n.B));
+}
+
+// The fused dk/dv kernel with MT m-tiles per warp (balanced layout; dq_acc as backward_tc_balanced).
+template <int D, int MT>
+void launch_fused(const bf16_t* q, const bf16_t* k, const bf16_t* v, const RowMap& map,
+                  const float* lse, const float* delta, const int32_t* pos_c, const bf16_t* dout,
+                  float scale, bf16_t* dk, bf16_t* dv, float* dq_acc, const AttnDims& n,
+                  cudaStream_t s) {
+  constexpr int kSmem = dkdv_smem_bytes<D, MT, true>();
+  AMOR_CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel<D, true, true, MT>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  dkdv_kernel<D, true, true, MT><<<dkdv_grid<true>(n, kWarps * 16 * MT), kThreads, kSmem, s>>>(
+      q, k, v, map, int(n.H), int(n.Hkv), int(n.Tk), scale * kLog2e, scale, lse, delta, pos_c,
+      stat_stride(int(n.Tq)), dout, dk, dv, dq_acc);
+  AMOR_CUDA_CHECK_LAUNCH();
+}
+
+// The dk/dv and dq kernels (deterministic).
 template <int D, bool kBal>
 void launch_backward(const bf16_t* q, const bf16_t* k, const bf16_t* v, const RowMap& map,
                      const float* lse, const float* delta, const int32_t* pos_c,
                      const bf16_t* dout, float scale, bf16_t* dq, bf16_t* dk, bf16_t* dv,
-                     float* dq_acc, const AttnDims& n, cudaStream_t s) {
+                     const AttnDims& n, cudaStream_t s) {
   constexpr int kDqSmem = dq_smem_bytes<D>();
+  constexpr int MT = kDkdvMTiles<D>;
   const float scale_log2 = scale * kLog2e;
   const int S = stat_stride(int(n.Tq));
-  const unsigned key_tiles = unsigned(ceil_div(n.Tk, kDkdvKeys<D>));
-  const dim3 kv_grid = kBal ? dim3(unsigned(n.Hkv), unsigned(n.B), key_tiles)
-                            : dim3(key_tiles, unsigned(n.Hkv), unsigned(n.B));
-  if constexpr (kBal) {
-    if (dq_acc != nullptr) {
-      constexpr int kSmem = dkdv_smem_bytes<D, true>();
-      AMOR_CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel<D, true, true>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-      dkdv_kernel<D, true, true><<<kv_grid, kThreads, kSmem, s>>>(
-          q, k, v, map, int(n.H), int(n.Hkv), int(n.Tk), scale_log2, scale, lse, delta, pos_c, S,
-          dout, dk, dv, dq_acc);
-      AMOR_CUDA_CHECK_LAUNCH();
-      return;
-    }
-  }
-  constexpr int kDkdvSmem = dkdv_smem_bytes<D, false>();
-  AMOR_CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel<D, kBal, false>,
+  const dim3 kv_grid = dkdv_grid<kBal>(n, kDkdvKeys<D>);
+  constexpr int kDkdvSmem = dkdv_smem_bytes<D, MT, false>();
+  AMOR_CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel<D, kBal, false, MT>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kDkdvSmem));
   AMOR_CUDA_CHECK(cudaFuncSetAttribute(dq_kernel<D, kBal>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kDqSmem));
-  dkdv_kernel<D, kBal, false><<<kv_grid, kThreads, kDkdvSmem, s>>>(
+  dkdv_kernel<D, kBal, false, MT><<<kv_grid, kThreads, kDkdvSmem, s>>>(
       q, k, v, map, int(n.H), int(n.Hkv), int(n.Tk), scale_log2, scale, lse, delta, pos_c, S,
       dout, dk, dv, nullptr);
   AMOR_CUDA_CHECK_LAUNCH();
@@ -558,11 +573,9 @@ void backward_tc(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_
                  cudaStream_t s) {
   const RowMap map{rows, count, int(n.Tq), int(n.Tk - n.Tq)};
   if (n.D == 64) {
-    launch_backward<64, false>(q, k, v, map, lse, delta, nullptr, dout, scale, dq, dk, dv,
-                               nullptr, n, s);
+    launch_backward<64, false>(q, k, v, map, lse, delta, nullptr, dout, scale, dq, dk, dv, n, s);
   } else if (n.D == 128) {
-    launch_backward<128, false>(q, k, v, map, lse, delta, nullptr, dout, scale, dq, dk, dv,
-                                nullptr, n, s);
+    launch_backward<128, false>(q, k, v, map, lse, delta, nullptr, dout, scale, dq, dk, dv, n, s);
   } else {
     ::amor::cuda_fail(__FILE__, __LINE__, "attn::backward_tc", "head dim is neither 64 nor 128");
   }
@@ -571,15 +584,22 @@ void backward_tc(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_
 void backward_tc_balanced(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* rows,
                           const int32_t* count, const int32_t* pos_c, const float* lse_c,
                           const float* delta_c, const bf16_t* dout, float scale, bf16_t* dq,
-                          bf16_t* dk, bf16_t* dv, float* dq_acc, const AttnDims& n,
-                          cudaStream_t s) {
+                          bf16_t* dk, bf16_t* dv, float* dq_acc, bool small_tiles,
+                          const AttnDims& n, cudaStream_t s) {
   const RowMap map{rows, count, int(n.Tq), int(n.Tk - n.Tq)};
-  if (n.D == 64) {
-    launch_backward<64, true>(q, k, v, map, lse_c, delta_c, pos_c, dout, scale, dq, dk, dv,
-                              dq_acc, n, s);
+  if (n.D == 64 && dq_acc != nullptr) {
+    small_tiles ? launch_fused<64, 1>(q, k, v, map, lse_c, delta_c, pos_c, dout, scale, dk, dv,
+                                      dq_acc, n, s)
+                : launch_fused<64, kDkdvMTiles<64>>(q, k, v, map, lse_c, delta_c, pos_c, dout,
+                                                    scale, dk, dv, dq_acc, n, s);
+  } else if (n.D == 128 && dq_acc != nullptr) {  // one m-tile per warp already
+    launch_fused<128, kDkdvMTiles<128>>(q, k, v, map, lse_c, delta_c, pos_c, dout, scale, dk, dv,
+                                        dq_acc, n, s);
+  } else if (n.D == 64) {
+    launch_backward<64, true>(q, k, v, map, lse_c, delta_c, pos_c, dout, scale, dq, dk, dv, n, s);
   } else if (n.D == 128) {
-    launch_backward<128, true>(q, k, v, map, lse_c, delta_c, pos_c, dout, scale, dq, dk, dv,
-                               dq_acc, n, s);
+    launch_backward<128, true>(q, k, v, map, lse_c, delta_c, pos_c, dout, scale, dq, dk, dv, n,
+                               s);
   } else {
     ::amor::cuda_fail(__FILE__, __LINE__, "attn::backward_tc_balanced",
                       "head dim is neither 64 nor 128");

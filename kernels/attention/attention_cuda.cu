@@ -12,7 +12,8 @@
 //    through shared memory as 16-byte row stores. No T x T matrix anywhere. The backward
 //    recomputes P from the saved lse: a dk/dv kernel per key tile (walking the query heads of its
 //    kv head, so GQA's sum over the group needs no atomics) and a dq kernel per query tile.
-//    Deterministic: no atomics, fixed summation order.
+//    Deterministic (no atomics, fixed summation order), except the default gated backward
+//    (fused, below), whose dk/dv kernel adds dQ by f32 atomics.
 //  - anything else (f32, other head dims, unaligned views): SIMT kernels below, one warp per
 //    (query row, head) or (key, kv head), f32 arithmetic throughout; they exist for exactness
 //    checks and odd shapes, not for speed.
@@ -22,8 +23,8 @@
 // gated-off rows); the tensor-core kernels tile over the firing rows only (a tile is 128 firing
 // rows, each keeping its own causal limit = its position), so their cost scales with the number
 // of firing rows. Tq = 1 (decode over a KV cache) is one row per sequence: a single partly filled
-// tile. Two layouts, AMOR_ATTENTION_GATED=balanced|old (default balanced: it passed the realistic
-// GPU parity cases on the H200 in session 7; dense attention is the same under both):
+// tile. Layouts, AMOR_ATTENTION_GATED=fused|balanced|old (default fused; balanced passed the
+// realistic GPU parity cases on the H200 in session 7; dense attention is the same under all):
 //
 //  old       o, lse (forward) and dq (backward) are cleared by memsets of the whole tensors; the
 //            forward and dq tiles start at the first firing row, so the last tile of a sequence
@@ -51,6 +52,12 @@
 //              the dk/dv kernel loads each step's statistics and row positions by cp.async, two
 //              steps ahead, instead of the dependent loads of the old layout; its grid is
 //              (g, b, key tile), the first key tiles (most rows) of every (b, g) first.
+//  fused     the balanced layout (the same forward) with a fused backward: the dk/dv kernel also
+//            adds dS K (dQ / scale) of every step into an f32 accumulator of the compacted rows
+//            (B H S D floats of the delta scratch, zeroed at the firing rows by the row_stats
+//            kernel) by atomics, and dq_finish writes dq (scaled, bf16) at the firing rows and
+//            zeros at the others. No dq kernel: 0.74x the backward's MMAs at 22% firing (see
+//            below); not bitwise deterministic (the order of the f32 additions varies).
 //
 // Memory traffic (tensor-core path, T = Tq = Tk, per (b, h)): the forward reads Q once and each
 // K/V tile once per query tile that needs it (about T^2 / 64 / 2 rows of K and V, mostly from L2),
@@ -59,8 +66,20 @@
 //
 // FLOPs (causal, T = Tq = Tk): forward 4 B H T^2 D / 2 (two T x T x D products, half of them
 // masked away); backward 2.5x that (five products; the separate dq kernel recomputes S and dP,
-// which makes seven in fact: the price of a deterministic backward without an f32 dQ scratch;
-// a fused kernel adding dQ with f32 atomics, as FlashAttention-2 does, would do five).
+// which makes seven in fact: the price of a deterministic backward without an f32 dQ scratch).
+// The fused gated backward (AMOR_ATTENTION_GATED=fused, the default for gated rows) adds dQ
+// with f32 atomics inside the dk/dv kernel, as FlashAttention-2 does, and does five.
+//
+// Where the gated time goes (H200, B8 T2048 H32 D64, 22% firing: ~451 firing rows per (b, h),
+// 4.64e5 causal (row, key) pairs; counted by a model of the tiles, not profiled). In m16n8k16
+// MMAs per (b, h): forward 30.8K executed for 29.0K useful (6% mask waste); balanced backward
+// dk/dv 65.4K (4 products, 13% waste: 32-row steps against 32-key warps) + dq 45.6K = 111K, i.e.
+// 1.16e11 FLOP over 256 (b, h) in ~735 us = 158 TF/s executed (forward 129 TF/s); fused 81.7K
+// (0.74x: the dq kernel's S and dP recomputation gone, one 32-MMA dQ product per warp and step
+// added). The MMA rate, not the count, is what separates these kernels from cuDNN (330-450 TF/s):
+// every tensor-core kernel here takes 238-255 registers per thread (ptxas), so 2 blocks of 4
+// warps per SM, 2 warps per scheduler, too few to hide the ldmatrix -> mma -> exp2 -> mma chains
+// and the per-step barriers.
 //
 // Shared-memory traffic per FLOP, which bounded the earlier 64 x 64-tile version (16 rows per
 // warp): forward D = 64 reads 16 KB of K/V fragments per 32 x 64 x 64 tile pair of products
@@ -412,6 +431,9 @@ dim3 row_grid(int64_t a, int64_t b, int64_t c) { return dim3(unsigned(a), unsign
 //   fused (default: unset or empty) the balanced layout (see the top of the file) with the fused
 //            backward: one dk/dv kernel that also adds dQ by f32 atomics into a compacted f32
 //            accumulator (attention_bwd_cuda.cu), then dq_finish; not bitwise deterministic;
+//   fused64  the same with 64-key dk/dv blocks at D = 64 (16 keys per warp: about half the
+//            registers, 3 blocks per SM in place of 2, twice the dQ atomics; for timing
+//            against fused);
 //   balanced the balanced layout with the deterministic dk/dv and dq kernels (the default of
 //            session 7, which passed the realistic GPU parity cases CudaParity.Attention and
 //            AttentionGate on the H200; 979 us fwd + bwd at B8 T2048 H32 D64, 22% firing);
@@ -419,19 +441,21 @@ dim3 row_grid(int64_t a, int64_t b, int64_t c) { return dim3(unsigned(a), unsign
 //            warps on consecutive rows; delta at every row; 1070 us there).
 // The forward is the same under fused and balanced; dense attention the same under all three.
 // Sequences longer than 64 * 65535 keys (the balanced grids' tiles in z) take the old layout.
-enum class GatedLayout { kOld, kBalanced, kFused };
+enum class GatedLayout { kOld, kBalanced, kFused, kFused64 };
 GatedLayout gated_layout(const AttnDims& n) {
   const char* e = std::getenv("AMOR_ATTENTION_GATED");
   GatedLayout l;
   if (e == nullptr || *e == 0 || std::strcmp(e, "fused") == 0) {
     l = GatedLayout::kFused;
+  } else if (std::strcmp(e, "fused64") == 0) {
+    l = GatedLayout::kFused64;
   } else if (std::strcmp(e, "balanced") == 0) {
     l = GatedLayout::kBalanced;
   } else if (std::strcmp(e, "old") == 0) {
     l = GatedLayout::kOld;
   } else {
     ::amor::cuda_fail(__FILE__, __LINE__, "attention",
-                      "AMOR_ATTENTION_GATED must be fused, balanced or old (or unset)");
+                      "AMOR_ATTENTION_GATED must be fused, fused64, balanced or old (or unset)");
   }
   return n.Tk <= 64 * 65535LL ? l : GatedLayout::kOld;
 }
@@ -515,7 +539,7 @@ void attention_backward(DType t, const void* q, const void* k, const void* v, co
     // Balanced gated path: compacted rows and their statistics (and the zeroed dQ accumulator of
     // the fused backward), then the kernels, which zero dq's gated-off rows themselves (the dq
     // kernel, or dq_finish).
-    const bool fused = layout == GatedLayout::kFused;
+    const bool fused = layout == GatedLayout::kFused || layout == GatedLayout::kFused64;
     compact_rows(gate, row_scratch, n, s);
     const int S = attn::stat_stride(int(n.Tq));
     int32_t* pos_c = row_scratch + (n.B * n.Tq + n.B + 3) / 4 * 4;
@@ -532,8 +556,8 @@ void attention_backward(DType t, const void* q, const void* k, const void* v, co
                                static_cast<const bf16_t*>(v), row_scratch,
                                row_scratch + n.B * n.Tq, pos_c, lse_c, delta_c,
                                static_cast<const bf16_t*>(dout), scale, static_cast<bf16_t*>(dq),
-                               static_cast<bf16_t*>(dk), static_cast<bf16_t*>(dv), dq_acc, n,
-                               s);
+                               static_cast<bf16_t*>(dk), static_cast<bf16_t*>(dv), dq_acc,
+                               layout == GatedLayout::kFused64, n, s);
     if (fused) {
       dq_finish_bf16x8_kernel<<<grid_for(n.B * n.Tq * n.H * (n.D / 8), 256), 256, 0, s>>>(
           dq_acc, row_scratch, row_scratch + n.B * n.Tq, int(n.B), int(n.Tq), int(n.H),

@@ -163,11 +163,12 @@ void backward_tc(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_
 // rows (pos_c, lse_c in log2 units, delta_c; stride stat_stride(Tq); attention_cuda.cu).
 // dq_acc null: a dk/dv and a dq kernel (deterministic); else the fused dk/dv kernel adds the
 // unscaled dQ of the firing rows into dq_acc [B, H, stat_stride(Tq), D] (zeroed at the firing
-// rows by the caller) and dq is not written (the caller's dq_finish does).
+// rows by the caller) and dq is not written (the caller's dq_finish does); small_tiles: its
+// 64-key blocks at D = 64 (16 keys per warp; attention_bwd_cuda.cu).
 void backward_tc_balanced(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* rows,
                           const int32_t* count, const int32_t* pos_c, const float* lse_c,
                           const float* delta_c, const bf16_t* dout, float scale, bf16_t* dq,
-                          bf16_t* dk, bf16_t* dv, float* dq_acc, const AttnDims& n,
-                          cudaStream_t s);
+                          bf16_t* dk, bf16_t* dv, float* dq_acc, bool small_tiles,
+                          const AttnDims& n, cudaStream_t s);
 
 }  // namespace amor::cuda::attn
