@@ -431,9 +431,10 @@ dim3 row_grid(int64_t a, int64_t b, int64_t c) { return dim3(unsigned(a), unsign
 //   fused (default: unset or empty) the balanced layout (see the top of the file) with the fused
 //            backward: one dk/dv kernel that also adds dQ by f32 atomics into a compacted f32
 //            accumulator (attention_bwd_cuda.cu), then dq_finish; not bitwise deterministic;
-//   fused64  the same with 64-key dk/dv blocks at D = 64 (16 keys per warp: about half the
-//            registers, 3 blocks per SM in place of 2, twice the dQ atomics; for timing
-//            against fused);
+//   fused64  the same with smaller tiles at D = 64, for timing against fused: 64-row forward
+//            blocks (16 rows per warp) and 64-key dk/dv blocks (16 keys per warp): about 2/3 of
+//            the registers, so 4 (forward) and 3 (backward) blocks per SM in place of 2, at the
+//            price of one MMA per shared-memory fragment and twice the dQ atomics;
 //   balanced the balanced layout with the deterministic dk/dv and dq kernels (the default of
 //            session 7, which passed the realistic GPU parity cases CudaParity.Attention and
 //            AttentionGate on the H200; 979 us fwd + bwd at B8 T2048 H32 D64, 22% firing);
@@ -495,7 +496,8 @@ void attention_forward(DType t, const void* q, const void* k, const void* v, con
   if (attention_uses_tensor_cores(t, n.D, ptrs, 4)) {
     const int32_t* rows = nullptr;
     const int32_t* count = nullptr;
-    const bool bal = gate != nullptr && gated_layout(n) != GatedLayout::kOld;
+    const GatedLayout layout = gate != nullptr ? gated_layout(n) : GatedLayout::kOld;
+    const bool bal = layout != GatedLayout::kOld;
     if (gate) {
       const int64_t elems = n.B * n.Tq * n.H * n.D;
       if (!bal) {  // the balanced kernel zeroes the gated-off rows itself
@@ -508,7 +510,7 @@ void attention_forward(DType t, const void* q, const void* k, const void* v, con
     }
     attn::forward_tc(static_cast<const bf16_t*>(q), static_cast<const bf16_t*>(k),
                      static_cast<const bf16_t*>(v), rows, count, scale, static_cast<bf16_t*>(o),
-                     lse, n, bal, s);
+                     lse, n, bal, layout == GatedLayout::kFused64, s);
     return;
   }
   dispatch_storage(t, "attention_forward", [&](auto tag) {

@@ -151,10 +151,11 @@ __device__ __forceinline__ void store_acc_rows(const float (&acc)[D / 8][4], flo
 
 // ---- launchers (host), bf16 with D = 64 or 128; rows/count null without a gate. balanced (with
 // a gate): the gated layout of the forward and dq kernels (attention_cuda.cu), which also zero
-// the gated-off rows of o and lse; else the caller has cleared them.
+// the gated-off rows of o and lse; else the caller has cleared them. small_tiles (balanced, D =
+// 64): 64-row forward blocks, one m-tile per warp (attention_fwd_cuda.cu).
 void forward_tc(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* rows,
                 const int32_t* count, float scale, bf16_t* o, float* lse, const AttnDims& n,
-                bool balanced, cudaStream_t s);
+                bool balanced, bool small_tiles, cudaStream_t s);
 void backward_tc(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* rows,
                  const int32_t* count, const float* lse, const float* delta, const bf16_t* dout,
                  float scale, bf16_t* dq, bf16_t* dk, bf16_t* dv, const AttnDims& n,
