@@ -17,8 +17,10 @@
 //   cudnn cuDNN for every shape it takes: an amor::Error naming the shape where it does not
 //         apply (gate, f32, head dim) or cuDNN cannot build a plan
 // When auto falls back for a shape cuDNN declines, cuDNN's reason is printed once to stderr.
-// AMOR_ATTENTION_GATED=old|balanced picks the layout of our kernels for gated rows (default old;
-// balanced is opt-in until verified on the realistic GPU cases: attention_cuda.cu).
+// AMOR_ATTENTION_GATED=fused|balanced|old picks the layout of our kernels for gated rows
+// (attention_cuda.cu): default fused (the balanced layout with a backward that adds dq by f32
+// atomics: not bitwise deterministic), balanced (the deterministic backward; verified on the
+// realistic GPU cases in session 7), old (the earlier layout), the last two for comparison.
 #include "kernels/attention/attention.h"
 
 #include <algorithm>
@@ -210,7 +212,8 @@ AttentionGrads ours_backward_cuda(const Tensor& q, const Tensor& k, const Tensor
   const cuda::AttnDims cn{n.B, n.Tq, n.Tk, n.H, n.Hkv, n.D};
   Tensor rows = Tensor::empty({cuda::attention_row_scratch_ints(cn)}, DType::I32, q.device());
   Tensor delta =
-      Tensor::empty({cuda::attention_delta_scratch_floats(cn)}, DType::F32, q.device());
+      Tensor::empty({cuda::attention_delta_scratch_floats(cn, gate.defined())}, DType::F32,
+                    q.device());
   cuda::attention_backward(q.dtype(), q.raw_data(), k.raw_data(), v.raw_data(), gate_ptr(gate),
                            o.raw_data(), lse.data<float>(), dout.raw_data(),
                            static_cast<float>(s), g.dq.raw_data(), g.dk.raw_data(),

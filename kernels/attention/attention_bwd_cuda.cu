@@ -26,6 +26,10 @@
 // Both kernels write their results once, so the backward is deterministic. The dq kernel
 // recomputes S and dP (7 products in all where a fused kernel with f32 atomics for dQ needs 5):
 // the price of determinism and of no f32 dQ scratch.
+// kFused (dk/dv kernel, balanced only; the default gated backward): that fused kernel. It adds
+// each step's dQ = dS K into an f32 accumulator of the compacted rows by atomics and no dq
+// kernel runs (attention_cuda.cu zeroes the accumulator and scatters it to dq): 0.74x the MMAs
+// of the two kernels at 22% firing, not bitwise deterministic.
 #include <cmath>
 
 #include "kernels/attention/attention_tc.cuh"
@@ -236,6 +240,17 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // -------------------------------------------------------------------------------------- dk dv
+// dst[0] += a, dst[1] += b (dst 8-byte aligned): one vector reduction on sm_90 (two scalar f32
+// atomics under the emulator, which has no float2 atomicAdd; the same sums).
+__device__ __forceinline__ void atomic_add2(float* dst, float a, float b) {
+#ifdef AMOR_CUDA_EMU
+  atomicAdd(dst, a);
+  atomicAdd(dst + 1, b);
+#else
+  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(a, b));
+#endif
+}
+
 // Keys per warp: 32 (two m-tiles of 16) at D = 64, so that each Q and dO fragment loaded from
 // shared memory feeds two MMAs; 16 at D = 128, where dK and dV of 16 keys already take 128
 // registers per thread. Query rows per step: 32.
@@ -244,9 +259,17 @@ constexpr int kDkdvMTiles = D == 64 ? 2 : 1;
 template <int D>
 constexpr int kDkdvKeys = kWarps * 16 * kDkdvMTiles<D>;  // keys per block: 128 or 64
 constexpr int kDkdvRows = 32;
-template <int D>
+// The fused variant's dS tile in shared memory: [kDkdvRows query rows][BK keys of the block],
+// rows padded by 16 bytes as kLd (conflict-free ldmatrix and stmatrix).
+template <int BK>
+constexpr int kLdS = BK + 8;
+// MT m-tiles (16 keys each) per warp: kDkdvMTiles, or 1 at D = 64 for the fused variant's small
+// tiles (AMOR_ATTENTION_GATED=fused64: 64-key blocks, ~half the registers, 3 blocks per SM).
+template <int D, int MT, bool kFused>
 constexpr int dkdv_smem_bytes() {
-  return (2 * kDkdvKeys<D> + 4 * kDkdvRows) * kLd<D> * int(sizeof(bf16_t));  // K, V; Q, dO x2
+  constexpr int BK = kWarps * 16 * MT;
+  return (2 * BK + 4 * kDkdvRows) * kLd<D> * int(sizeof(bf16_t)) +  // K, V; Q, dO x2
+         (kFused ? kDkdvRows * kLdS<BK> * int(sizeof(bf16_t)) : 0);  // dS
 }
 
 // Balanced (gated) variant: the step's rows come from the compacted statistics (pos_c, lse_c,
@@ -255,15 +278,28 @@ constexpr int dkdv_smem_bytes() {
 // addresses from them, lse and delta with the step's Q and dO. No global load of a row index,
 // lse or delta ever stalls a warp (the old variant gathers them through the row list in
 // registers, two dependent loads per step that warp 0 waits on before the step can start).
-template <int D, bool kBal>
-__global__ void __launch_bounds__(kThreads)
+//
+// Fused variant (kFused, balanced only; the default gated backward): the block also adds the
+// step's dQ = dS K over its keys into an f32 accumulator of the compacted rows, dq_acc
+// [B, H, S, D] (zeroed by the row_stats kernel, scaled and scattered to dq by dq_finish), with f32
+// atomics (FlashAttention-2's backward), so no dq kernel recomputes S and dP: 5 products in
+// place of 7. Per step each warp stores its dS^T fragments (keys x rows, the A operand of dK)
+// transposed by stmatrix into a shared dS tile [32 rows][block's keys]; after a barrier warp w
+// computes dQ of m-tile w % 2 (16 rows) and columns (w / 2) D/2 .. over all the block's keys:
+// A = dS (ldmatrix), B = K (ldmatrix.trans of the resident K tile), D/16 accumulators, then one
+// red.add per element and row. The next step's barrier orders the reuse of the dS tile. Key
+// slices of warps that skipped the step (no row sees them) are skipped too: their dS is 0 and
+// their part of the tile is stale. Not deterministic (the order of the f32 additions varies).
+template <int D, bool kBal, bool kFused, int MT>
+__global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 1)
     dkdv_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                 const bf16_t* __restrict__ v, RowMap map, int H, int Hkv, int Tk,
                 float scale_log2, float scale, const float* __restrict__ lse,
                 const float* __restrict__ delta, const int32_t* __restrict__ pos_c, int S,
                 const bf16_t* __restrict__ dout, bf16_t* __restrict__ dk,
-                bf16_t* __restrict__ dv) {
-  constexpr int MT = kDkdvMTiles<D>, BK = kDkdvKeys<D>, BQ = kDkdvRows;
+                bf16_t* __restrict__ dv, float* __restrict__ dq_acc) {
+  static_assert(!kFused || kBal, "the fused dQ works on the compacted rows of the balanced layout");
+  constexpr int BK = kWarps * 16 * MT, BQ = kDkdvRows;
   constexpr int kPosSlots = kBal ? 3 : 2;
   extern __shared__ uint4 smem_raw[];
   __shared__ int s_pos[kPosSlots][BQ];
@@ -275,6 +311,7 @@ __global__ void __launch_bounds__(kThreads)
   // Buffer i of Q, then of dO (computed, not an array of pointers, which would go to local memory).
   auto sQ = [&](int i) { return sV + (BK + 2 * BQ * i) * kLd<D>; };
   auto sdO = [&](int i) { return sV + (BK + 2 * BQ * i + BQ) * kLd<D>; };
+  bf16_t* sdS = sV + (BK + 4 * BQ) * kLd<D>;  // fused: [BQ][kLdS<BK>]
 
   // Balanced: grid (g, b, key tile), so the first key tiles (the most rows) of every (b, g) start
   // first and the short ones fill the tail (in the block-time model, 5% off the kernel's time).
@@ -363,67 +400,103 @@ __global__ void __launch_bounds__(kThreads)
     const int buf = it & 1;
     const int* spos = s_pos[kBal ? it % kPosSlots : buf];
     // Warp-uniform: no row of the step sees the warp's first key (so none of its keys); skipping
-    // is exact, the step would add P = dS = 0.
-    if (s_last_pos[buf] < warp_key0) continue;
-    const bf16_t* cQ = sQ(buf);
-    const bf16_t* cdO = sdO(buf);
+    // is exact, the step would add P = dS = 0. (Block-uniform: the step's last row.)
+    const int last_pos = s_last_pos[buf];
+    if (last_pos >= warp_key0) {
+      const bf16_t* cQ = sQ(buf);
+      const bf16_t* cdO = sdO(buf);
 
-    float st[MT][BQ / 8][4] = {}, dpt[MT][BQ / 8][4] = {};
+      float st[MT][BQ / 8][4] = {}, dpt[MT][BQ / 8][4] = {};
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t ka[MT][4], va[MT][4];
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t ka[MT][4], va[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        load_a<D>(ka[mt], sK, kr + mt * 16, kk * 16);
-        load_a<D>(va[mt], sV, kr + mt * 16, kk * 16);
-      }
+        for (int mt = 0; mt < MT; ++mt) {
+          load_a<D>(ka[mt], sK, kr + mt * 16, kk * 16);
+          load_a<D>(va[mt], sV, kr + mt * 16, kk * 16);
+        }
 #pragma unroll
-      for (int np = 0; np < BQ / 16; ++np) {
-        uint32_t qb[4], ob[4];
-        load_b_rows<D>(qb, cQ, np * 16, kk * 16);
+        for (int np = 0; np < BQ / 16; ++np) {
+          uint32_t qb[4], ob[4];
+          load_b_rows<D>(qb, cQ, np * 16, kk * 16);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma2(st[mt][2 * np], st[mt][2 * np + 1], ka[mt], qb);
-        load_b_rows<D>(ob, cdO, np * 16, kk * 16);
+          for (int mt = 0; mt < MT; ++mt) mma2(st[mt][2 * np], st[mt][2 * np + 1], ka[mt], qb);
+          load_b_rows<D>(ob, cdO, np * 16, kk * 16);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma2(dpt[mt][2 * np], dpt[mt][2 * np + 1], va[mt], ob);
-      }
-    }
-    // Rows are increasing: the step needs no mask when its first row sees the warp's last key and
-    // every row is a real one.
-    const bool masked = warp_key0 + 16 * MT - 1 > spos[0] || spos[BQ - 1] < 0;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < BQ / 8; ++nt) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int col = nt * 8 + 2 * t4 + (i & 1);
-          float p = mma::exp2_approx(fmaf(st[mt][nt][i], scale_log2, -s_lse[buf][col]));
-          if (masked && key[mt][i >> 1] > spos[col]) p = 0.0f;
-          st[mt][nt][i] = p;                                           // P^T
-          dpt[mt][nt][i] = p * (dpt[mt][nt][i] - s_delta[buf][col]);  // dS^T
+          for (int mt = 0; mt < MT; ++mt) mma2(dpt[mt][2 * np], dpt[mt][2 * np + 1], va[mt], ob);
         }
       }
-    }
-#pragma unroll
-    for (int kq = 0; kq < BQ / 16; ++kq) {
-      uint32_t pa[MT][4], dsa[MT][4];
+      // Rows are increasing: the step needs no mask when its first row sees the warp's last key and
+      // every row is a real one.
+      const bool masked = warp_key0 + 16 * MT - 1 > spos[0] || spos[BQ - 1] < 0;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        acc_to_a(pa[mt], st[mt], kq);
-        acc_to_a(dsa[mt], dpt[mt], kq);
+#pragma unroll
+        for (int nt = 0; nt < BQ / 8; ++nt) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int col = nt * 8 + 2 * t4 + (i & 1);
+            float p = mma::exp2_approx(fmaf(st[mt][nt][i], scale_log2, -s_lse[buf][col]));
+            if (masked && key[mt][i >> 1] > spos[col]) p = 0.0f;
+            st[mt][nt][i] = p;                                           // P^T
+            dpt[mt][nt][i] = p * (dpt[mt][nt][i] - s_delta[buf][col]);  // dS^T
+          }
+        }
       }
 #pragma unroll
-      for (int dn = 0; dn < D / 16; ++dn) {
-        uint32_t ob[4], qb[4];
-        load_b_cols<D>(ob, cdO, kq * 16, dn * 16);
+      for (int kq = 0; kq < BQ / 16; ++kq) {
+        uint32_t pa[MT][4], dsa[MT][4];
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-          mma2(dv_acc[mt][2 * dn], dv_acc[mt][2 * dn + 1], pa[mt], ob);
-        load_b_cols<D>(qb, cQ, kq * 16, dn * 16);
+        for (int mt = 0; mt < MT; ++mt) {
+          acc_to_a(pa[mt], st[mt], kq);
+          acc_to_a(dsa[mt], dpt[mt], kq);
+          if constexpr (kFused) {  // dS^T block (keys kr + 16 mt.., rows 16 kq..) -> dS tile
+            const int m = lane >> 3, row = kq * 16 + (m >> 1) * 8 + (lane & 7);
+            mma::stmatrix_x4_trans(sdS + row * kLdS<BK> + kr + mt * 16 + (m & 1) * 8, dsa[mt]);
+          }
+        }
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-          mma2(dk_acc[mt][2 * dn], dk_acc[mt][2 * dn + 1], dsa[mt], qb);
+        for (int dn = 0; dn < D / 16; ++dn) {
+          uint32_t ob[4], qb[4];
+          load_b_cols<D>(ob, cdO, kq * 16, dn * 16);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+            mma2(dv_acc[mt][2 * dn], dv_acc[mt][2 * dn + 1], pa[mt], ob);
+          load_b_cols<D>(qb, cQ, kq * 16, dn * 16);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+            mma2(dk_acc[mt][2 * dn], dk_acc[mt][2 * dn + 1], dsa[mt], qb);
+        }
+      }
+    }  // the warp's part of the step
+    if constexpr (kFused) {
+      __syncthreads();  // every warp's dS is in the tile
+      const int h = g * group + it / ntile, r0 = r_start + (it % ntile) * BQ;
+      const int qm = 16 * (warp & 1), c0 = (warp >> 1) * (D / 2);
+      float dqa[D / 16][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        // Keys 16 kk .. belong to warp kk / MT; from the first warp that skipped on, all did.
+        if (last_pos < k0 + (kk / MT) * 16 * MT) break;
+        uint32_t a[4];
+        mma::ldmatrix_x4(a, sdS + (qm + (lane & 15)) * kLdS<BK> + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+        for (int dn = 0; dn < D / 32; ++dn) {
+          uint32_t kb[4];
+          load_b_cols<D>(kb, sK, kk * 16, c0 + dn * 16);
+          mma2(dqa[2 * dn], dqa[2 * dn + 1], a, kb);
+        }
+      }
+      if (last_pos >= k0) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = qm + g4 + 8 * r;
+          if (spos[row] < 0) continue;  // padding beyond the firing rows
+          float* dst = dq_acc + ((int64_t(b) * H + h) * S + r0 + row) * D + c0 + 2 * t4;
+#pragma unroll
+          for (int nt = 0; nt < D / 16; ++nt)
+            atomic_add2(dst + nt * 8, dqa[nt][2 * r], dqa[nt][2 * r + 1]);
+        }
       }
     }
   }
@@ -440,24 +513,48 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The balanced dk/dv grid: (g, b, key tile); the old one (key tile, g, b).
+template <bool kBal>
+dim3 dkdv_grid(const AttnDims& n, int keys_per_block) {
+  const unsigned key_tiles = unsigned(ceil_div(n.Tk, int64_t(keys_per_block)));
+  return kBal ? dim3(unsigned(n.Hkv), unsigned(n.B), key_tiles)
+              : dim3(key_tiles, unsigned(n.Hkv), unsigned(n.B));
+}
+
+// The fused dk/dv kernel with MT m-tiles per warp (balanced layout; dq_acc as backward_tc_balanced).
+template <int D, int MT>
+void launch_fused(const bf16_t* q, const bf16_t* k, const bf16_t* v, const RowMap& map,
+                  const float* lse, const float* delta, const int32_t* pos_c, const bf16_t* dout,
+                  float scale, bf16_t* dk, bf16_t* dv, float* dq_acc, const AttnDims& n,
+                  cudaStream_t s) {
+  constexpr int kSmem = dkdv_smem_bytes<D, MT, true>();
+  AMOR_CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel<D, true, true, MT>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  dkdv_kernel<D, true, true, MT><<<dkdv_grid<true>(n, kWarps * 16 * MT), kThreads, kSmem, s>>>(
+      q, k, v, map, int(n.H), int(n.Hkv), int(n.Tk), scale * kLog2e, scale, lse, delta, pos_c,
+      stat_stride(int(n.Tq)), dout, dk, dv, dq_acc);
+  AMOR_CUDA_CHECK_LAUNCH();
+}
+
+// The dk/dv and dq kernels (deterministic).
 template <int D, bool kBal>
 void launch_backward(const bf16_t* q, const bf16_t* k, const bf16_t* v, const RowMap& map,
                      const float* lse, const float* delta, const int32_t* pos_c,
                      const bf16_t* dout, float scale, bf16_t* dq, bf16_t* dk, bf16_t* dv,
                      const AttnDims& n, cudaStream_t s) {
-  constexpr int kDkdvSmem = dkdv_smem_bytes<D>(), kDqSmem = dq_smem_bytes<D>();
-  AMOR_CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel<D, kBal>,
+  constexpr int kDqSmem = dq_smem_bytes<D>();
+  constexpr int MT = kDkdvMTiles<D>;
+  const float scale_log2 = scale * kLog2e;
+  const int S = stat_stride(int(n.Tq));
+  const dim3 kv_grid = dkdv_grid<kBal>(n, kDkdvKeys<D>);
+  constexpr int kDkdvSmem = dkdv_smem_bytes<D, MT, false>();
+  AMOR_CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel<D, kBal, false, MT>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kDkdvSmem));
   AMOR_CUDA_CHECK(cudaFuncSetAttribute(dq_kernel<D, kBal>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kDqSmem));
-  const float scale_log2 = scale * kLog2e;
-  const int S = stat_stride(int(n.Tq));
-  const unsigned key_tiles = unsigned(ceil_div(n.Tk, kDkdvKeys<D>));
-  const dim3 kv_grid = kBal ? dim3(unsigned(n.Hkv), unsigned(n.B), key_tiles)
-                            : dim3(key_tiles, unsigned(n.Hkv), unsigned(n.B));
-  dkdv_kernel<D, kBal><<<kv_grid, kThreads, kDkdvSmem, s>>>(
+  dkdv_kernel<D, kBal, false, MT><<<kv_grid, kThreads, kDkdvSmem, s>>>(
       q, k, v, map, int(n.H), int(n.Hkv), int(n.Tk), scale_log2, scale, lse, delta, pos_c, S,
-      dout, dk, dv);
+      dout, dk, dv, nullptr);
   AMOR_CUDA_CHECK_LAUNCH();
   const unsigned tiles = unsigned(ceil_div(n.Tq, kDqRows));
   const dim3 q_grid = kBal ? dim3(unsigned(n.H), unsigned(n.B), tiles)
@@ -487,9 +584,18 @@ void backward_tc(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_
 void backward_tc_balanced(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* rows,
                           const int32_t* count, const int32_t* pos_c, const float* lse_c,
                           const float* delta_c, const bf16_t* dout, float scale, bf16_t* dq,
-                          bf16_t* dk, bf16_t* dv, const AttnDims& n, cudaStream_t s) {
+                          bf16_t* dk, bf16_t* dv, float* dq_acc, bool small_tiles,
+                          const AttnDims& n, cudaStream_t s) {
   const RowMap map{rows, count, int(n.Tq), int(n.Tk - n.Tq)};
-  if (n.D == 64) {
+  if (n.D == 64 && dq_acc != nullptr) {
+    small_tiles ? launch_fused<64, 1>(q, k, v, map, lse_c, delta_c, pos_c, dout, scale, dk, dv,
+                                      dq_acc, n, s)
+                : launch_fused<64, kDkdvMTiles<64>>(q, k, v, map, lse_c, delta_c, pos_c, dout,
+                                                    scale, dk, dv, dq_acc, n, s);
+  } else if (n.D == 128 && dq_acc != nullptr) {  // one m-tile per warp already
+    launch_fused<128, kDkdvMTiles<128>>(q, k, v, map, lse_c, delta_c, pos_c, dout, scale, dk, dv,
+                                        dq_acc, n, s);
+  } else if (n.D == 64) {
     launch_backward<64, true>(q, k, v, map, lse_c, delta_c, pos_c, dout, scale, dq, dk, dv, n, s);
   } else if (n.D == 128) {
     launch_backward<128, true>(q, k, v, map, lse_c, delta_c, pos_c, dout, scale, dq, dk, dv, n,

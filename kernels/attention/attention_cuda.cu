@@ -12,7 +12,8 @@
 //    through shared memory as 16-byte row stores. No T x T matrix anywhere. The backward
 //    recomputes P from the saved lse: a dk/dv kernel per key tile (walking the query heads of its
 //    kv head, so GQA's sum over the group needs no atomics) and a dq kernel per query tile.
-//    Deterministic: no atomics, fixed summation order.
+//    Deterministic (no atomics, fixed summation order), except the default gated backward
+//    (fused, below), whose dk/dv kernel adds dQ by f32 atomics.
 //  - anything else (f32, other head dims, unaligned views): SIMT kernels below, one warp per
 //    (query row, head) or (key, kv head), f32 arithmetic throughout; they exist for exactness
 //    checks and odd shapes, not for speed.
@@ -22,8 +23,8 @@
 // gated-off rows); the tensor-core kernels tile over the firing rows only (a tile is 128 firing
 // rows, each keeping its own causal limit = its position), so their cost scales with the number
 // of firing rows. Tq = 1 (decode over a KV cache) is one row per sequence: a single partly filled
-// tile. Two layouts, AMOR_ATTENTION_GATED=old|balanced (default old until the balanced one passes
-// the realistic GPU parity cases; dense attention is the same under both):
+// tile. Layouts, AMOR_ATTENTION_GATED=fused|balanced|old (default fused; balanced passed the
+// realistic GPU parity cases on the H200 in session 7; dense attention is the same under all):
 //
 //  old       o, lse (forward) and dq (backward) are cleared by memsets of the whole tensors; the
 //            forward and dq tiles start at the first firing row, so the last tile of a sequence
@@ -51,6 +52,12 @@
 //              the dk/dv kernel loads each step's statistics and row positions by cp.async, two
 //              steps ahead, instead of the dependent loads of the old layout; its grid is
 //              (g, b, key tile), the first key tiles (most rows) of every (b, g) first.
+//  fused     the balanced layout (the same forward) with a fused backward: the dk/dv kernel also
+//            adds dS K (dQ / scale) of every step into an f32 accumulator of the compacted rows
+//            (B H S D floats of the delta scratch, zeroed at the firing rows by the row_stats
+//            kernel) by atomics, and dq_finish writes dq (scaled, bf16) at the firing rows and
+//            zeros at the others. No dq kernel: 0.74x the backward's MMAs at 22% firing (see
+//            below); not bitwise deterministic (the order of the f32 additions varies).
 //
 // Memory traffic (tensor-core path, T = Tq = Tk, per (b, h)): the forward reads Q once and each
 // K/V tile once per query tile that needs it (about T^2 / 64 / 2 rows of K and V, mostly from L2),
@@ -59,8 +66,20 @@
 //
 // FLOPs (causal, T = Tq = Tk): forward 4 B H T^2 D / 2 (two T x T x D products, half of them
 // masked away); backward 2.5x that (five products; the separate dq kernel recomputes S and dP,
-// which makes seven in fact: the price of a deterministic backward without an f32 dQ scratch;
-// a fused kernel adding dQ with f32 atomics, as FlashAttention-2 does, would do five).
+// which makes seven in fact: the price of a deterministic backward without an f32 dQ scratch).
+// The fused gated backward (AMOR_ATTENTION_GATED=fused, the default for gated rows) adds dQ
+// with f32 atomics inside the dk/dv kernel, as FlashAttention-2 does, and does five.
+//
+// Where the gated time goes (H200, B8 T2048 H32 D64, 22% firing: ~451 firing rows per (b, h),
+// 4.64e5 causal (row, key) pairs; counted by a model of the tiles, not profiled). In m16n8k16
+// MMAs per (b, h): forward 30.8K executed for 29.0K useful (6% mask waste); balanced backward
+// dk/dv 65.4K (4 products, 13% waste: 32-row steps against 32-key warps) + dq 45.6K = 111K, i.e.
+// 1.16e11 FLOP over 256 (b, h) in ~735 us = 158 TF/s executed (forward 129 TF/s); fused 81.7K
+// (0.74x: the dq kernel's S and dP recomputation gone, one 32-MMA dQ product per warp and step
+// added). The MMA rate, not the count, is what separates these kernels from cuDNN (330-450 TF/s):
+// every tensor-core kernel here takes 238-255 registers per thread (ptxas), so 2 blocks of 4
+// warps per SM, 2 warps per scheduler, too few to hide the ldmatrix -> mma -> exp2 -> mma chains
+// and the per-step barriers.
 //
 // Shared-memory traffic per FLOP, which bounded the earlier 64 x 64-tile version (16 rows per
 // warp): forward D = 64 reads 16 KB of K/V fragments per 32 x 64 x 64 tile pair of products
@@ -166,14 +185,17 @@ __global__ void delta_bf16x8_kernel(const bf16_t* __restrict__ o, const bf16_t* 
 //   lse_c[(b * H + h) S + r]   = lse * log2(e) of that row         (else 0)
 // so that the dk/dv kernel loads a step's rows by cp.async from contiguous arrays, without the
 // dependent global loads (row index, then lse and delta) a gather would stall on. Lanes and
-// vector loads as delta_bf16x8_kernel, over the slots (b, r, h), h fastest.
+// vector loads as delta_bf16x8_kernel, over the slots (b, r, h), h fastest. With the fused
+// backward it also zeroes the f32 dQ accumulator dq_acc[(b * H + h) S + r][D] of the firing rows
+// (the only rows the fused kernel adds to and dq_finish reads).
 __global__ void row_stats_bf16x8_kernel(const bf16_t* __restrict__ o,
                                         const bf16_t* __restrict__ dout,
                                         const float* __restrict__ lse,
                                         const int32_t* __restrict__ rows,
                                         const int32_t* __restrict__ count, int B, int Tq, int H,
                                         int D, int S, int offset, int32_t* __restrict__ pos_c,
-                                        float* __restrict__ delta_c, float* __restrict__ lse_c) {
+                                        float* __restrict__ delta_c, float* __restrict__ lse_c,
+                                        float* __restrict__ dq_acc) {
   const int lanes = D / 8, lane = threadIdx.x & 31, sub = lane % lanes, rows_per_warp = 32 / lanes;
   const int64_t nslots = int64_t(B) * S * H;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x >> 5);
@@ -192,6 +214,11 @@ __global__ void row_stats_bf16x8_kernel(const bf16_t* __restrict__ o,
       load_vec<bf16_t, 8>(dout + row + sub * 8, c);
 #pragma unroll
       for (int i = 0; i < 8; ++i) dot += a[i] * c[i];
+      if (dq_acc != nullptr) {
+        float* z = dq_acc + ((int64_t(b) * H + h) * S + r) * D + sub * 8;
+        reinterpret_cast<float4*>(z)[0] = reinterpret_cast<float4*>(z)[1] =
+            make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
     }
     dot = subwarp_sum(dot, lanes);
     if (sub == 0 && slot < nslots) {
@@ -200,6 +227,36 @@ __global__ void row_stats_bf16x8_kernel(const bf16_t* __restrict__ o,
       lse_c[at] = fires ? lse[(int64_t(b) * H + h) * Tq + qi] * attn::kLog2e : 0.0f;
       if (h == 0) pos_c[int64_t(b) * S + r] = fires ? qi + offset : -1;
     }
+  }
+}
+
+// The fused gated backward's last step: dq[b, rows[b Tq + r], h] = scale * dq_acc[(b H + h) S + r]
+// as bf16 at the firing rows (r < count[b]) and 0 at the gated-off ones (listed after them), so
+// every row of dq is written once. D / 8 threads per (b, r, h), 8 elements each (two 16-byte f32
+// loads, one 16-byte store); h fastest, so a warp writes whole consecutive rows of dq.
+__global__ void dq_finish_bf16x8_kernel(const float* __restrict__ dq_acc,
+                                        const int32_t* __restrict__ rows,
+                                        const int32_t* __restrict__ count, int B, int Tq, int H,
+                                        int D, int S, float scale, bf16_t* __restrict__ dq) {
+  const int lanes = D / 8;
+  const int64_t n = int64_t(B) * Tq * H * lanes;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int sub = int(i % lanes);
+    const int64_t slot = i / lanes;
+    const int h = int(slot % H), r = int((slot / H) % Tq), b = int(slot / (int64_t(H) * Tq));
+    const int qi = rows[int64_t(b) * Tq + r];
+    uint4 out = make_uint4(0u, 0u, 0u, 0u);
+    if (r < count[b]) {
+      const float4* a =
+          reinterpret_cast<const float4*>(dq_acc + ((int64_t(b) * H + h) * S + r) * D + sub * 8);
+      const float4 x = a[0], y = a[1];
+      out.x = mma::pack_bf16x2(x.x * scale, x.y * scale);
+      out.y = mma::pack_bf16x2(x.z * scale, x.w * scale);
+      out.z = mma::pack_bf16x2(y.x * scale, y.y * scale);
+      out.w = mma::pack_bf16x2(y.z * scale, y.w * scale);
+    }
+    *reinterpret_cast<uint4*>(dq + ((int64_t(b) * Tq + qi) * H + h) * D + sub * 8) = out;
   }
 }
 
@@ -370,20 +427,38 @@ __global__ void __launch_bounds__(32)
 
 dim3 row_grid(int64_t a, int64_t b, int64_t c) { return dim3(unsigned(a), unsigned(b), unsigned(c)); }
 
-// AMOR_ATTENTION_GATED (environment, read at every call): unset, empty or "old" runs the gated
-// rows on the earlier layout (memsets of o, lse, dq; 128-row tiles from the first firing row;
-// warps on consecutive rows; delta at every row); "balanced" the balanced layout (see the top of
-// the file). Dense attention is the same either way. Opt-in until it passes the realistic GPU
-// parity cases (CudaParity.Attention, AttentionGate): on the H200 (session 6) it passed every
-// AttentionSmall* case and was 1.06-1.10x faster than the old layout, but the realistic cases
-// were not reached in that call.
+// AMOR_ATTENTION_GATED (environment, read at every call) picks the layout of the gated rows:
+//   fused (default: unset or empty) the balanced layout (see the top of the file) with the fused
+//            backward: one dk/dv kernel that also adds dQ by f32 atomics into a compacted f32
+//            accumulator (attention_bwd_cuda.cu), then dq_finish; not bitwise deterministic;
+//   fused64  the same with smaller tiles at D = 64, for timing against fused: 64-row forward
+//            blocks (16 rows per warp) and 64-key dk/dv blocks (16 keys per warp): about 2/3 of
+//            the registers, so 4 (forward) and 3 (backward) blocks per SM in place of 2, at the
+//            price of one MMA per shared-memory fragment and twice the dQ atomics;
+//   balanced the balanced layout with the deterministic dk/dv and dq kernels (the default of
+//            session 7, which passed the realistic GPU parity cases CudaParity.Attention and
+//            AttentionGate on the H200; 979 us fwd + bwd at B8 T2048 H32 D64, 22% firing);
+//   old      the earlier layout (memsets of o, lse, dq; 128-row tiles from the first firing row;
+//            warps on consecutive rows; delta at every row; 1070 us there).
+// The forward is the same under fused and balanced; dense attention the same under all three.
 // Sequences longer than 64 * 65535 keys (the balanced grids' tiles in z) take the old layout.
-bool gated_balanced(const AttnDims& n) {
+enum class GatedLayout { kOld, kBalanced, kFused, kFused64 };
+GatedLayout gated_layout(const AttnDims& n) {
   const char* e = std::getenv("AMOR_ATTENTION_GATED");
-  if (e != nullptr && std::strcmp(e, "balanced") == 0) return n.Tk <= 64 * 65535LL;
-  if (e == nullptr || *e == 0 || std::strcmp(e, "old") == 0) return false;
-  ::amor::cuda_fail(__FILE__, __LINE__, "attention",
-                    "AMOR_ATTENTION_GATED must be old or balanced (or unset)");
+  GatedLayout l;
+  if (e == nullptr || *e == 0 || std::strcmp(e, "fused") == 0) {
+    l = GatedLayout::kFused;
+  } else if (std::strcmp(e, "fused64") == 0) {
+    l = GatedLayout::kFused64;
+  } else if (std::strcmp(e, "balanced") == 0) {
+    l = GatedLayout::kBalanced;
+  } else if (std::strcmp(e, "old") == 0) {
+    l = GatedLayout::kOld;
+  } else {
+    ::amor::cuda_fail(__FILE__, __LINE__, "attention",
+                      "AMOR_ATTENTION_GATED must be fused, fused64, balanced or old (or unset)");
+  }
+  return n.Tk <= 64 * 65535LL ? l : GatedLayout::kOld;
 }
 
 void compact_rows(const uint8_t* gate, int32_t* row_scratch, const AttnDims& n, cudaStream_t s) {
@@ -399,9 +474,11 @@ int64_t attention_row_scratch_ints(const AttnDims& n) {
   return (n.B * n.Tq + n.B + 3) / 4 * 4 + n.B * attn::stat_stride(int(n.Tq));
 }
 
-// delta (B*H*Tq) of the old layout, or delta_c and lse_c (B*H*S each) of the balanced one.
-int64_t attention_delta_scratch_floats(const AttnDims& n) {
-  return 2 * n.B * n.H * attn::stat_stride(int(n.Tq));
+// delta (B*H*Tq) of the old layout, or delta_c and lse_c (B*H*S each) of the balanced one; with
+// a gate also the fused backward's dq_acc (B*H*S*D; 16-byte aligned: S is a multiple of 4).
+int64_t attention_delta_scratch_floats(const AttnDims& n, bool gated) {
+  const int64_t bhs = n.B * n.H * attn::stat_stride(int(n.Tq));
+  return 2 * bhs + (gated ? bhs * n.D : 0);
 }
 
 bool attention_uses_tensor_cores(DType t, int64_t D, const void* const* ptrs, int nptrs) {
@@ -419,7 +496,8 @@ void attention_forward(DType t, const void* q, const void* k, const void* v, con
   if (attention_uses_tensor_cores(t, n.D, ptrs, 4)) {
     const int32_t* rows = nullptr;
     const int32_t* count = nullptr;
-    const bool bal = gate != nullptr && gated_balanced(n);
+    const GatedLayout layout = gate != nullptr ? gated_layout(n) : GatedLayout::kOld;
+    const bool bal = layout != GatedLayout::kOld;
     if (gate) {
       const int64_t elems = n.B * n.Tq * n.H * n.D;
       if (!bal) {  // the balanced kernel zeroes the gated-off rows itself
@@ -432,7 +510,7 @@ void attention_forward(DType t, const void* q, const void* k, const void* v, con
     }
     attn::forward_tc(static_cast<const bf16_t*>(q), static_cast<const bf16_t*>(k),
                      static_cast<const bf16_t*>(v), rows, count, scale, static_cast<bf16_t*>(o),
-                     lse, n, bal, s);
+                     lse, n, bal, layout == GatedLayout::kFused64, s);
     return;
   }
   dispatch_storage(t, "attention_forward", [&](auto tag) {
@@ -458,25 +536,36 @@ void attention_backward(DType t, const void* q, const void* k, const void* v, co
     return;
   }
   const void* ptrs[] = {q, k, v, o, dout, dq, dk, dv};
-  if (gate != nullptr && gated_balanced(n) && attention_uses_tensor_cores(t, n.D, ptrs, 8)) {
-    // Balanced gated path: compacted rows and their statistics, then the kernels, which zero
-    // dq's gated-off rows themselves.
+  const GatedLayout layout = gate != nullptr ? gated_layout(n) : GatedLayout::kOld;
+  if (layout != GatedLayout::kOld && attention_uses_tensor_cores(t, n.D, ptrs, 8)) {
+    // Balanced gated path: compacted rows and their statistics (and the zeroed dQ accumulator of
+    // the fused backward), then the kernels, which zero dq's gated-off rows themselves (the dq
+    // kernel, or dq_finish).
+    const bool fused = layout == GatedLayout::kFused || layout == GatedLayout::kFused64;
     compact_rows(gate, row_scratch, n, s);
     const int S = attn::stat_stride(int(n.Tq));
     int32_t* pos_c = row_scratch + (n.B * n.Tq + n.B + 3) / 4 * 4;
     float* delta_c = delta;
     float* lse_c = delta + n.B * n.H * S;
+    float* dq_acc = fused ? delta + 2 * n.B * n.H * S : nullptr;
     const int64_t slots = n.B * S * n.H;
     row_stats_bf16x8_kernel<<<grid_for(slots * (n.D / 8), 256), 256, 0, s>>>(
         static_cast<const bf16_t*>(o), static_cast<const bf16_t*>(dout), lse, row_scratch,
         row_scratch + n.B * n.Tq, int(n.B), int(n.Tq), int(n.H), int(n.D), S,
-        int(n.Tk - n.Tq), pos_c, delta_c, lse_c);
+        int(n.Tk - n.Tq), pos_c, delta_c, lse_c, dq_acc);
     AMOR_CUDA_CHECK_LAUNCH();
     attn::backward_tc_balanced(static_cast<const bf16_t*>(q), static_cast<const bf16_t*>(k),
                                static_cast<const bf16_t*>(v), row_scratch,
                                row_scratch + n.B * n.Tq, pos_c, lse_c, delta_c,
                                static_cast<const bf16_t*>(dout), scale, static_cast<bf16_t*>(dq),
-                               static_cast<bf16_t*>(dk), static_cast<bf16_t*>(dv), n, s);
+                               static_cast<bf16_t*>(dk), static_cast<bf16_t*>(dv), dq_acc,
+                               layout == GatedLayout::kFused64, n, s);
+    if (fused) {
+      dq_finish_bf16x8_kernel<<<grid_for(n.B * n.Tq * n.H * (n.D / 8), 256), 256, 0, s>>>(
+          dq_acc, row_scratch, row_scratch + n.B * n.Tq, int(n.B), int(n.Tq), int(n.H),
+          int(n.D), S, scale, static_cast<bf16_t*>(dq));
+      AMOR_CUDA_CHECK_LAUNCH();
+    }
     return;
   }
   if (delta_vectorizable(t, n.D, o, dout)) {

@@ -35,9 +35,10 @@
 namespace amor::cuda::attn {
 namespace {
 
-constexpr int kFwdMTiles = 2;                          // m-tiles of 16 rows per warp
-constexpr int kFwdWarpRows = 16 * kFwdMTiles;          // 32
-constexpr int kFwdRows = kWarps * kFwdWarpRows;        // 128 query rows per block
+// m-tiles of 16 rows per warp: 2 (32 rows per warp, 128 per block); 1 (64 per block) at D = 64
+// under AMOR_ATTENTION_GATED=fused64: ~half the registers, so 4 blocks per SM in place of 2, at
+// the price of one MMA per K/V fragment and, balanced, warps that end ~1/4 tile apart.
+constexpr int kFwdMTiles = 2;
 // Keys per key tile: 64; 32 at D = 128, where O (128 registers per thread) and a 32 x 64 S
 // would not fit in the 255 registers without spilling.
 template <int D>
@@ -46,17 +47,18 @@ constexpr int kFwdKeys = D == 64 ? 64 : 32;
 template <int D>
 constexpr bool kFwdQInRegisters = D == 64;
 
-template <int D>
+template <int D, int MT>
 constexpr int forward_smem_bytes() {
-  return (kFwdRows + 4 * kFwdKeys<D>) * kLd<D> * int(sizeof(bf16_t));  // Q, then K and V twice
+  return (kWarps * 16 * MT + 4 * kFwdKeys<D>) * kLd<D> * int(sizeof(bf16_t));  // Q, K and V x2
 }
 
-template <int D, bool kBal>
-__global__ void __launch_bounds__(kThreads)
+template <int D, bool kBal, int MT>
+__global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 1)
     forward_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                    const bf16_t* __restrict__ v, RowMap map, int H, int Hkv, int Tk,
                    float scale_log2, bf16_t* __restrict__ o, float* __restrict__ lse) {
-  constexpr int MT = kFwdMTiles, BN = kFwdKeys<D>;
+  constexpr int BN = kFwdKeys<D>;
+  constexpr int kFwdWarpRows = 16 * MT, kFwdRows = kWarps * kFwdWarpRows;  // per warp, block
   constexpr bool kQRegs = kFwdQInRegisters<D>;
   extern __shared__ uint4 smem_raw[];
   __shared__ int s_pos[kFwdRows];
@@ -110,8 +112,8 @@ __global__ void __launch_bounds__(kThreads)
   int mrow[MT];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
-    mrow[mt] = kBal ? (mt == 0 ? 16 * warp : 16 * (2 * kWarps - 1 - warp))
-                    : warp * kFwdWarpRows + 16 * mt;
+    mrow[mt] = kBal && MT == 2 ? (mt == 0 ? 16 * warp : 16 * (2 * kWarps - 1 - warp))
+                               : warp * kFwdWarpRows + 16 * mt;
   // Positions: this thread's rows g4 and g4 + 8 of each m-tile, the m-tile's first row and last
   // real row (rows are increasing; padding is -1), and the warp's last real row (-1: none).
   int pos[MT][2], mt_first_pos[MT], mt_last_pos[MT], warp_last_pos = -1;
@@ -257,7 +259,7 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   for (int c = lane; c < kFwdWarpRows * kChunks; c += 32) {
     const int lr = c / kChunks, ch = c % kChunks;
-    const int row = (lr < 16 ? mrow[0] : mrow[1]) + (lr & 15), qi = s_qi[row];
+    const int row = (lr < 16 ? mrow[0] : mrow[MT - 1]) + (lr & 15), qi = s_qi[row];
     if (qi >= 0) {
       *reinterpret_cast<uint4*>(o + ((int64_t(b) * Tq + qi) * H + h) * D + ch * 8) =
           *reinterpret_cast<const uint4*>(sQ + row * kLd<D> + ch * 8);
@@ -265,16 +267,16 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int D, bool kBal>
+template <int D, bool kBal, int MT = kFwdMTiles>
 void launch_forward(const bf16_t* q, const bf16_t* k, const bf16_t* v, const RowMap& map,
                     float scale, bf16_t* o, float* lse, const AttnDims& n, cudaStream_t s) {
-  constexpr int kSmem = forward_smem_bytes<D>();
-  AMOR_CUDA_CHECK(cudaFuncSetAttribute(forward_kernel<D, kBal>,
+  constexpr int kSmem = forward_smem_bytes<D, MT>();
+  AMOR_CUDA_CHECK(cudaFuncSetAttribute(forward_kernel<D, kBal, MT>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  const unsigned tiles = unsigned(ceil_div(n.Tq, kFwdRows));
+  const unsigned tiles = unsigned(ceil_div(n.Tq, int64_t(kWarps * 16 * MT)));
   const dim3 grid = kBal ? dim3(unsigned(n.H), unsigned(n.B), tiles)
                          : dim3(tiles, unsigned(n.H), unsigned(n.B));
-  forward_kernel<D, kBal><<<grid, kThreads, kSmem, s>>>(q, k, v, map, int(n.H), int(n.Hkv),
+  forward_kernel<D, kBal, MT><<<grid, kThreads, kSmem, s>>>(q, k, v, map, int(n.H), int(n.Hkv),
                                                         int(n.Tk), scale * kLog2e, o, lse);
   AMOR_CUDA_CHECK_LAUNCH();
 }
@@ -283,10 +285,12 @@ void launch_forward(const bf16_t* q, const bf16_t* k, const bf16_t* v, const Row
 
 void forward_tc(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* rows,
                 const int32_t* count, float scale, bf16_t* o, float* lse, const AttnDims& n,
-                bool balanced, cudaStream_t s) {
+                bool balanced, bool small_tiles, cudaStream_t s) {
   const RowMap map{rows, count, int(n.Tq), int(n.Tk - n.Tq)};
   const bool bal = rows != nullptr && balanced;
-  if (n.D == 64) {
+  if (n.D == 64 && bal && small_tiles) {
+    launch_forward<64, true, 1>(q, k, v, map, scale, o, lse, n, s);
+  } else if (n.D == 64) {
     bal ? launch_forward<64, true>(q, k, v, map, scale, o, lse, n, s)
         : launch_forward<64, false>(q, k, v, map, scale, o, lse, n, s);
   } else if (n.D == 128) {

@@ -151,19 +151,25 @@ __device__ __forceinline__ void store_acc_rows(const float (&acc)[D / 8][4], flo
 
 // ---- launchers (host), bf16 with D = 64 or 128; rows/count null without a gate. balanced (with
 // a gate): the gated layout of the forward and dq kernels (attention_cuda.cu), which also zero
-// the gated-off rows of o and lse; else the caller has cleared them.
+// the gated-off rows of o and lse; else the caller has cleared them. small_tiles (balanced, D =
+// 64): 64-row forward blocks, one m-tile per warp (attention_fwd_cuda.cu).
 void forward_tc(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* rows,
                 const int32_t* count, float scale, bf16_t* o, float* lse, const AttnDims& n,
-                bool balanced, cudaStream_t s);
+                bool balanced, bool small_tiles, cudaStream_t s);
 void backward_tc(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* rows,
                  const int32_t* count, const float* lse, const float* delta, const bf16_t* dout,
                  float scale, bf16_t* dq, bf16_t* dk, bf16_t* dv, const AttnDims& n,
                  cudaStream_t s);
 // The balanced gated backward: rows/count as above, and the compacted statistics of the firing
 // rows (pos_c, lse_c in log2 units, delta_c; stride stat_stride(Tq); attention_cuda.cu).
+// dq_acc null: a dk/dv and a dq kernel (deterministic); else the fused dk/dv kernel adds the
+// unscaled dQ of the firing rows into dq_acc [B, H, stat_stride(Tq), D] (zeroed at the firing
+// rows by the caller) and dq is not written (the caller's dq_finish does); small_tiles: its
+// 64-key blocks at D = 64 (16 keys per warp; attention_bwd_cuda.cu).
 void backward_tc_balanced(const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* rows,
                           const int32_t* count, const int32_t* pos_c, const float* lse_c,
                           const float* delta_c, const bf16_t* dout, float scale, bf16_t* dq,
-                          bf16_t* dk, bf16_t* dv, const AttnDims& n, cudaStream_t s);
+                          bf16_t* dk, bf16_t* dv, float* dq_acc, bool small_tiles,
+                          const AttnDims& n, cudaStream_t s);
 
 }  // namespace amor::cuda::attn
