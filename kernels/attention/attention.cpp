@@ -17,10 +17,10 @@
 //   cudnn cuDNN for every shape it takes: an amor::Error naming the shape where it does not
 //         apply (gate, f32, head dim) or cuDNN cannot build a plan
 // When auto falls back for a shape cuDNN declines, cuDNN's reason is printed once to stderr.
-// AMOR_ATTENTION_GATED=fused|balanced|old picks the layout of our kernels for gated rows
-// (attention_cuda.cu): default fused (the balanced layout with a backward that adds dq by f32
-// atomics: not bitwise deterministic), balanced (the deterministic backward; verified on the
-// realistic GPU cases in session 7), old (the earlier layout), the last two for comparison.
+// AMOR_ATTENTION_GATED=balanced|fused|fused64|old picks the layout of our kernels for gated rows
+// (attention_cuda.cu): default balanced (deterministic; verified on the realistic GPU cases in
+// session 7), fused and fused64 (a backward that adds dq by f32 atomics: not bitwise
+// deterministic), old (the earlier layout), the last three for comparison.
 #include "kernels/attention/attention.h"
 
 #include <algorithm>

@@ -23,8 +23,9 @@
 // gated-off rows); the tensor-core kernels tile over the firing rows only (a tile is 128 firing
 // rows, each keeping its own causal limit = its position), so their cost scales with the number
 // of firing rows. Tq = 1 (decode over a KV cache) is one row per sequence: a single partly filled
-// tile. Layouts, AMOR_ATTENTION_GATED=fused|balanced|old (default fused; balanced passed the
-// realistic GPU parity cases on the H200 in session 7; dense attention is the same under all):
+// tile. Layouts, AMOR_ATTENTION_GATED=balanced|fused|fused64|old (default balanced: it passed the
+// realistic GPU parity cases on the H200 in session 7 and is deterministic; dense attention is
+// the same under all; gated_layout below says what each runs):
 //
 //  old       o, lse (forward) and dq (backward) are cleared by memsets of the whole tensors; the
 //            forward and dq tiles start at the first firing row, so the last tile of a sequence
@@ -428,35 +429,37 @@ __global__ void __launch_bounds__(32)
 dim3 row_grid(int64_t a, int64_t b, int64_t c) { return dim3(unsigned(a), unsigned(b), unsigned(c)); }
 
 // AMOR_ATTENTION_GATED (environment, read at every call) picks the layout of the gated rows:
-//   fused (default: unset or empty) the balanced layout (see the top of the file) with the fused
-//            backward: one dk/dv kernel that also adds dQ by f32 atomics into a compacted f32
-//            accumulator (attention_bwd_cuda.cu), then dq_finish; not bitwise deterministic;
-//   fused64  the same with smaller tiles at D = 64, for timing against fused: 64-row forward
-//            blocks (16 rows per warp) and 64-key dk/dv blocks (16 keys per warp): about 2/3 of
-//            the registers, so 4 (forward) and 3 (backward) blocks per SM in place of 2, at the
-//            price of one MMA per shared-memory fragment and twice the dQ atomics;
-//   balanced the balanced layout with the deterministic dk/dv and dq kernels (the default of
-//            session 7, which passed the realistic GPU parity cases CudaParity.Attention and
-//            AttentionGate on the H200; 979 us fwd + bwd at B8 T2048 H32 D64, 22% firing);
+//   balanced (default: unset or empty) the balanced layout (see the top of the file) with the
+//            deterministic dk/dv and dq kernels (passed the realistic GPU parity cases
+//            CudaParity.Attention and AttentionGate on the H200 in session 7; 979 us fwd + bwd at
+//            B8 T2048 H32 D64, 22% firing). The default because training stays bitwise
+//            reproducible: the fused backwards below add dQ in a varying order;
+//   fused    the balanced layout with the fused backward: one dk/dv kernel that also adds dQ by
+//            f32 atomics into a compacted f32 accumulator (attention_bwd_cuda.cu), then
+//            dq_finish: 5 products per tile pair instead of 7; not bitwise deterministic;
+//   fused64  fused with smaller tiles at D = 64: 64-row forward blocks (16 rows per warp) and
+//            64-key dk/dv blocks (16 keys per warp): about 2/3 of the registers, so 4 (forward)
+//            and 3 (backward) blocks per SM in place of 2, at the price of one MMA per
+//            shared-memory fragment and twice the dQ atomics;
 //   old      the earlier layout (memsets of o, lse, dq; 128-row tiles from the first firing row;
 //            warps on consecutive rows; delta at every row; 1070 us there).
-// The forward is the same under fused and balanced; dense attention the same under all three.
+// The forward is the same under fused and balanced; dense attention the same under all of them.
 // Sequences longer than 64 * 65535 keys (the balanced grids' tiles in z) take the old layout.
 enum class GatedLayout { kOld, kBalanced, kFused, kFused64 };
 GatedLayout gated_layout(const AttnDims& n) {
   const char* e = std::getenv("AMOR_ATTENTION_GATED");
   GatedLayout l;
-  if (e == nullptr || *e == 0 || std::strcmp(e, "fused") == 0) {
-    l = GatedLayout::kFused;
+  if (e == nullptr || *e == 0 || std::strcmp(e, "balanced") == 0) {
+    l = GatedLayout::kBalanced;
   } else if (std::strcmp(e, "fused64") == 0) {
     l = GatedLayout::kFused64;
-  } else if (std::strcmp(e, "balanced") == 0) {
-    l = GatedLayout::kBalanced;
+  } else if (std::strcmp(e, "fused") == 0) {
+    l = GatedLayout::kFused;
   } else if (std::strcmp(e, "old") == 0) {
     l = GatedLayout::kOld;
   } else {
     ::amor::cuda_fail(__FILE__, __LINE__, "attention",
-                      "AMOR_ATTENTION_GATED must be fused, fused64, balanced or old (or unset)");
+                      "AMOR_ATTENTION_GATED must be balanced, fused, fused64 or old (or unset)");
   }
   return n.Tk <= 64 * 65535LL ? l : GatedLayout::kOld;
 }
