@@ -481,7 +481,9 @@ int64_t attention_row_scratch_ints(const AttnDims& n) {
 // a gate also the fused backward's dq_acc (B*H*S*D; 16-byte aligned: S is a multiple of 4).
 int64_t attention_delta_scratch_floats(const AttnDims& n, bool gated) {
   const int64_t bhs = n.B * n.H * attn::stat_stride(int(n.Tq));
-  return 2 * bhs + (gated ? bhs * n.D : 0);
+  // The fused gated backwards' compacted f32 dQ accumulator (B H (Tq + 32) D): only when one runs.
+  const bool fused = gated && (gated_layout(n) == GatedLayout::kFused || gated_layout(n) == GatedLayout::kFused64);
+  return 2 * bhs + (fused ? bhs * n.D : 0);
 }
 
 bool attention_uses_tensor_cores(DType t, int64_t D, const void* const* ptrs, int nptrs) {

@@ -19,8 +19,8 @@ struct AttnDims {
 // (and the backward's compacted positions).
 int64_t attention_row_scratch_ints(const AttnDims& n);
 // f32 scratch of the backward (its `delta` argument): rowsum(dout * o) per row, and with a gate
-// (gated) the compacted statistics of the firing rows and the fused backward's f32 dQ
-// accumulator (B*H*(Tq + ~32)*D floats).
+// (gated) the compacted statistics of the firing rows, and under AMOR_ATTENTION_GATED=fused or
+// fused64 the fused backward's f32 dQ accumulator (B*H*(Tq + ~32)*D floats).
 int64_t attention_delta_scratch_floats(const AttnDims& n, bool gated);
 
 // o [B,Tq,H,D], lse [B,H,Tq] (natural log; 0 at gated-off rows, whose o is 0).
@@ -30,8 +30,8 @@ void attention_forward(DType t, const void* q, const void* k, const void* v, con
 
 // dq [B,Tq,H,D] (0 at gated-off rows), dk and dv [B,Tk,Hkv,D] (summed over each kv head's query
 // heads). delta is f32 scratch of attention_delta_scratch_floats floats. Deterministic (no
-// atomics) except the default gated layout (AMOR_ATTENTION_GATED=fused: dq by f32 atomics;
-// attention_cuda.cu).
+// atomics) except the opt-in gated layouts AMOR_ATTENTION_GATED=fused and fused64 (dq by f32
+// atomics; attention_cuda.cu).
 void attention_backward(DType t, const void* q, const void* k, const void* v, const uint8_t* gate,
                         const void* o, const float* lse, const void* dout, float scale, void* dq,
                         void* dk, void* dv, int32_t* row_scratch, float* delta,
