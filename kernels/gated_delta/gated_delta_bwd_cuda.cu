@@ -58,13 +58,10 @@ namespace gdn {
 namespace {
 
 // gdn_bwd_qk_reg_kernel's finish (AMOR_GDN_QK_FINISH, read once): "smem" the one through shared
-// memory (bwd_qk_finish, shared with gdn_bwd_qk_kernel); anything else (default) the one on the
+// memory (bwd_qk_finish, shared with gdn_bwd_qk_kernel); "reg" (the default) the one on the
 // warps' accumulators.
 inline bool qk_finish_reg() {
-  static const bool reg = [] {
-    const char* e = std::getenv("AMOR_GDN_QK_FINISH");
-    return !(e && std::string(e) == "smem");
-  }();
+  static const bool reg = env_choice("AMOR_GDN_QK_FINISH", {"reg", "smem"}, "reg") == "reg";
   return reg;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cast/cuda_device.cuh"
+#include "kernels/core/env_switch.h"
 #include "kernels/core/mma.cuh"
 #include "kernels/gated_delta/gated_delta_cuda.h"
 
@@ -540,19 +541,19 @@ struct BwdWySmem {                   // gdn_bwd_wy_kernel: 91 KB, two blocks per
 constexpr int kRegCols = 16;  // V columns per warp (the MMA's 16 rows)
 inline constexpr int kRegStateK[] = {32, 48, 64, 128};
 
-// Which passes run (AMOR_GDN_VARIANT, read once): "tile" the shared-memory state passes (32
-// columns of V per block of 8 warps, every shape) and the separate output kernel; "reg" the
-// register state passes where they apply, output kernel separate (gdn_output_kernel); "fused" as
-// "reg", with the forward's output computed inside its register state pass (K <= 64, and one
-// block of the pass per SM or more: fused_output_ok); anything else (default) as "reg" with the
-// register-fragment output kernel (gated_delta_output_tc_cuda.cu) where it applies. Warps per
-// block of the register passes: AMOR_GDN_STATE_WARPS (1, 2 or 4, default 4; fewer give more,
-// smaller blocks, and reload the shared tiles more often).
+// Which passes run (AMOR_GDN_VARIANT, read once; env_switch.h refuses other values): "tile" the
+// shared-memory state passes (32 columns of V per block of 8 warps, every shape) and the
+// separate output kernel; "reg" the register state passes where they apply, output kernel
+// separate (gdn_output_kernel); "fused" as "reg", with the forward's output computed inside its
+// register state pass (K <= 64, and one block of the pass per SM or more: fused_output_ok);
+// "split" (the default) as "reg" with the register-fragment output kernel
+// (gated_delta_output_tc_cuda.cu) where it applies. Warps per block of the register passes:
+// AMOR_GDN_STATE_WARPS (1, 2 or 4, default 4; fewer give more, smaller blocks, and reload the
+// shared tiles more often).
 enum class Variant { kTile, kReg, kFused, kSplit };
 inline Variant variant() {
   static const Variant v = [] {
-    const char* e = std::getenv("AMOR_GDN_VARIANT");
-    const std::string s = e ? e : "";
+    const std::string s = env_choice("AMOR_GDN_VARIANT", {"split", "tile", "reg", "fused"}, "split");
     return s == "tile"    ? Variant::kTile
            : s == "reg"   ? Variant::kReg
            : s == "fused" ? Variant::kFused
@@ -561,41 +562,28 @@ inline Variant variant() {
   return v;
 }
 // The backward's bwd_qk (AMOR_GDN_QK, read once): "tile" the kernel summing over V in shared
-// memory; anything else (default) the one summing in MMA accumulators where it applies (bf16,
-// the register passes' shapes with K <= 64).
+// memory; "reg" (the default) the one summing in MMA accumulators where it applies (bf16, the
+// register passes' shapes with K <= 64).
 inline bool qk_variant_reg() {
-  static const bool reg = [] {
-    const char* e = std::getenv("AMOR_GDN_QK");
-    return !(e && std::string(e) == "tile");
-  }();
+  static const bool reg = env_choice("AMOR_GDN_QK", {"reg", "tile"}, "reg") == "reg";
   return reg;
 }
 // The backward's bwd_wy (AMOR_GDN_WY, read once): "tile" the block-wide shared-memory kernel;
-// anything else (default) the register-fragment kernel where it applies (bf16, the register
-// passes' K, V and chunk multiples of 16).
+// "reg" (the default) the register-fragment kernel where it applies (bf16, the register passes'
+// K, V and chunk multiples of 16).
 inline bool wy_variant_reg() {
-  static const bool reg = [] {
-    const char* e = std::getenv("AMOR_GDN_WY");
-    return !(e && std::string(e) == "tile");
-  }();
+  static const bool reg = env_choice("AMOR_GDN_WY", {"reg", "tile"}, "reg") == "reg";
   return reg;
 }
 // The forward's prepare (AMOR_GDN_PREPARE, read once): "tile" the block-wide kernel with the
-// f32 SIMT solve; anything else (default) the register-fragment kernel where it applies (bf16,
-// K and V multiples of 16, chunk a multiple of 16 up to 64).
+// f32 SIMT solve; "reg" (the default) the register-fragment kernel where it applies (bf16, K and
+// V multiples of 16, chunk a multiple of 16 up to 64).
 inline bool prepare_variant_reg() {
-  static const bool reg = [] {
-    const char* e = std::getenv("AMOR_GDN_PREPARE");
-    return !(e && std::string(e) == "tile");
-  }();
+  static const bool reg = env_choice("AMOR_GDN_PREPARE", {"reg", "tile"}, "reg") == "reg";
   return reg;
 }
 inline int reg_state_warps() {
-  static const int w = [] {
-    const char* e = std::getenv("AMOR_GDN_STATE_WARPS");
-    const int v = e ? std::atoi(e) : 4;
-    return v == 1 || v == 2 ? v : 4;
-  }();
+  static const int w = std::stoi(env_choice("AMOR_GDN_STATE_WARPS", {"1", "2", "4"}, "4"));
   return w;
 }
 

@@ -341,10 +341,7 @@ void launch_wide(const bf16_t* q, const bf16_t* k, const bf16_t* dO, const void*
 }  // namespace
 
 bool state_bwd_wide_enabled() {
-  static const bool wide = [] {
-    const char* e = std::getenv("AMOR_GDN_SBWD");
-    return !(e && std::string(e) == "reg");
-  }();
+  static const bool wide = env_choice("AMOR_GDN_SBWD", {"wide", "reg"}, "wide") == "wide";
   return wide;
 }
 
@@ -353,11 +350,7 @@ bool state_bwd_wide_enabled() {
 // SMs; below 4 warps each would compute a larger share of P and reload q, k, W for fewer columns),
 // and further while the layout exceeds the shared memory.
 int state_bwd_wide_warps(const Dims& d) {
-  static const int fixed = [] {
-    const char* e = std::getenv("AMOR_GDN_SBWD_WARPS");
-    const int v = e ? std::atoi(e) : 0;
-    return v >= 1 && v <= kWideMaxWarps ? v : 0;
-  }();
+  static const int fixed = env_int("AMOR_GDN_SBWD_WARPS", 1, kWideMaxWarps, 0);
   const int64_t slices = (d.V + kRegCols - 1) / kRegCols;
   int w = fixed ? fixed : int(slices < kWideMaxWarps ? slices : kWideMaxWarps);
   auto blocks = [&](int ww) { return d.B * d.H * ((slices + ww - 1) / ww); };

@@ -22,10 +22,10 @@
 // above): dx_reg_kernel (the Tm and G B_j reductions from the mma fragments by warp shuffles,
 // G copied into C's tile after the KE products: 63.5 KiB, 80 registers, three blocks a SM at the
 // 1.5B shape) and dbc_heads_tc_kernel<Sh, true> (one barrier a head less, A2 by bf16 pairs).
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
+#include "kernels/core/env_switch.h"
 #include "kernels/ssd/ssd_mma.cuh"
 
 namespace amor::cuda {
@@ -39,13 +39,10 @@ using tc::tile_bytes;
 using tc::WarpTile;
 
 // The span path's dx and dbc kernels (AMOR_SSD_BWD, read once): "tile" dx_tc_kernel<bf16_t> and
-// dbc_heads_tc_kernel as they were (shared-memory epilogues); anything else (default) the
+// dbc_heads_tc_kernel as they were (shared-memory epilogues); "reg" (the default) the
 // register-reduction kernels (dx_reg_kernel, ...).
 bool bwd_reg() {
-  static const bool reg = [] {
-    const char* e = std::getenv("AMOR_SSD_BWD");
-    return !(e && std::string(e) == "tile");
-  }();
+  static const bool reg = env_choice("AMOR_SSD_BWD", {"reg", "tile"}, "reg") == "reg";
   return reg;
 }
 
