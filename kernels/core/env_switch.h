@@ -1,4 +1,4 @@
-// The one reader of the kernels' environment switches (AMOR_GDN_VARIANT=tile, AMOR_SSD_BWD=tile,
+// The one reader of the kernels' environment switches (AMOR_GDN_VARIANT=tile, AMOR_GDN_WY=tile,
 // AMOR_GDN_SBWD_WARPS=8, ...): a switch left unset or empty takes its default, one set to a value
 // it lists takes that value, and anything else is refused with an amor::Error that names the
 // variable, the value and what it accepts. A misspelt value (AMOR_GDN_WY=tiel) would otherwise

@@ -5,10 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <optional>
 #include <string>
 
-#include "kernels/core/error.h"
+#include "tests/common/error_of.h"
 
 namespace amor {
 namespace {
@@ -29,16 +28,6 @@ class ScopedEnv {
 
 std::string choice() { return env_choice(kVar, {"tile", "reg", "fused"}, "reg"); }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(EnvChoice, UnsetOrEmptyIsTheFallback) {
   {
     ScopedEnv env(nullptr);
@@ -58,7 +47,7 @@ TEST(EnvChoice, ListedValuesAreReturned) {
 TEST(EnvChoice, AnythingElseIsRefusedWithTheList) {
   for (const char* v : {"tiel", "Tile", "tile ", "1"}) {
     ScopedEnv env(v);
-    const std::string what = error_of([] { choice(); });
+    const std::string what = testing::error_of([] { choice(); });
     EXPECT_EQ(what, std::string(kVar) + " is '" + v +
                         "'; it accepts tile, reg or fused (unset or empty: reg)");
   }
@@ -85,7 +74,7 @@ TEST(EnvInt, NumbersInTheRangeAreReturned) {
 TEST(EnvInt, NonNumbersAndOutOfRangeAreRefused) {
   for (const char* v : {"0", "17", "-1", "eight", "8x", " 8", "8 ", "+", "99999999999999999999"}) {
     ScopedEnv env(v);
-    const std::string what = error_of([] { env_int(kVar, 1, 16, 0); });
+    const std::string what = testing::error_of([] { env_int(kVar, 1, 16, 0); });
     EXPECT_EQ(what, std::string(kVar) + " is '" + v +
                         "'; it accepts a whole number from 1 to 16 (unset or empty: 0)")
         << v;
