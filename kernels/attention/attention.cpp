@@ -26,8 +26,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -36,6 +34,7 @@
 #include "kernels/cast/cast.h"
 #include "kernels/cast/cuda_args.h"
 #include "kernels/core/check.h"
+#include "kernels/core/env_switch.h"
 
 #ifdef AMOR_HAVE_CUDA
 #include "kernels/attention/attention_cuda.h"
@@ -106,13 +105,10 @@ void check_attention_cuda(const char* op, const Tensor& q, const Tensor& k,
 #ifdef AMOR_HAVE_CUDA
 enum class AttentionImpl { Auto, Ours, Cudnn };
 
-AttentionImpl attention_impl(const char* op) {
-  const char* e = std::getenv("AMOR_ATTENTION");
-  if (e == nullptr || *e == 0 || std::strcmp(e, "auto") == 0) return AttentionImpl::Auto;
-  if (std::strcmp(e, "ours") == 0) return AttentionImpl::Ours;
-  if (std::strcmp(e, "cudnn") == 0) return AttentionImpl::Cudnn;
-  AMOR_CHECK(false, "{}: AMOR_ATTENTION is '{}', expected ours, cudnn or auto", op, e);
-  return AttentionImpl::Auto;
+// Read at every call (bench-attention and the cuDNN parity test switch it between calls).
+AttentionImpl attention_impl() {
+  const std::string e = env_choice("AMOR_ATTENTION", {"auto", "ours", "cudnn"}, "auto");
+  return e == "ours" ? AttentionImpl::Ours : e == "cudnn" ? AttentionImpl::Cudnn : AttentionImpl::Auto;
 }
 
 // Auto mode's verdict per (shape, scale, pass): unknown until the first call compares cuDNN with
@@ -144,7 +140,7 @@ enum class CudnnUse { No, Yes, FirstCall };  // FirstCall: run both and compare
 CudnnUse cudnn_use(const char* op, const Tensor& q, const Tensor& k, const Tensor& gate,
                    const ref::AttentionDims& n, double scale, bool backward,
                    std::initializer_list<const Tensor*> inputs) {
-  const AttentionImpl impl = attention_impl(op);
+  const AttentionImpl impl = attention_impl();
   if (impl == AttentionImpl::Ours) return CudnnUse::No;
   bool aligned = true;
   for (const Tensor* t : inputs)

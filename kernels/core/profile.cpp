@@ -1,13 +1,12 @@
 #include "kernels/core/profile.h"
 
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "kernels/core/backend.h"
+#include "kernels/core/env_switch.h"
 
 namespace amor::profile {
 namespace {
@@ -59,8 +58,8 @@ void open(const std::string& name) {
 bool enabled() {
   State& s = state();
   if (s.enabled < 0) {
-    const char* v = std::getenv("AMOR_PROFILE");
-    s.enabled = v != nullptr && std::strcmp(v, "") != 0 && std::strcmp(v, "0") != 0;
+    // "1" on; "0", unset or empty off; anything else is refused (env_switch.h).
+    s.enabled = env_choice("AMOR_PROFILE", {"0", "1"}, "0") == "1" ? 1 : 0;
   }
   return s.enabled == 1;
 }

@@ -1,11 +1,11 @@
 #include "kernels/gated_delta/gated_delta.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "kernels/cast/cuda_args.h"
 #include "kernels/core/check.h"
+#include "kernels/core/env_switch.h"
 #include "kernels/gated_delta/gated_delta_chunked_ref.h"
 #include "kernels/gated_delta/gated_delta_recurrent_ref.h"
 
@@ -141,10 +141,7 @@ GatedDeltaOut gated_delta_forward(const Tensor& q, const Tensor& k, const Tensor
 }
 
 bool gated_delta_keep_for_backward_default() {
-  static const bool keep = [] {
-    const char* e = std::getenv("AMOR_GDN_RECOMPUTE");
-    return !(e && std::string(e) == "1");
-  }();
+  static const bool keep = env_choice("AMOR_GDN_RECOMPUTE", {"0", "1"}, "0") == "0";
   return keep;
 }
 

@@ -12,11 +12,10 @@
 //     Columns of dS are independent as in the forward's state pass; dS after chunk 0 is
 //     d_initial_state. Chunk c - 1's q, k, dO, W are copied in (cp.async) while chunk c is
 //     computed: a chunk step is three products and three barriers, no memory latency. For bf16
-//     (the shapes of the register-state forward pass) gdn_state_bwd_reg_kernel replaces it by
-//     default: a warp per 16 columns of V with its dS slice in registers (AMOR_GDN_VARIANT=tile
-//     keeps this one), in blocks of all of a head's warps (gdn_state_bwd_wide_kernel,
-//     gated_delta_state_bwd_cuda.cu; AMOR_GDN_SBWD=reg keeps the 4-warp blocks of
-//     gdn_state_bwd_reg_kernel below, AMOR_GDN_SBWD_WARPS=N fixes the wide blocks' warps).
+//     (the shapes of the register-state forward pass) gdn_state_bwd_wide_kernel
+//     (gated_delta_state_bwd_cuda.cu) replaces it: a warp per 16 columns of V with its dS slice
+//     in registers, in blocks of all of a head's warps (AMOR_GDN_VARIANT=tile keeps this one;
+//     AMOR_GDN_SBWD_WARPS=N fixes the wide blocks' warps).
 //  2. gdn_bwd_qk_kernel, one block per (chunk, head, batch), chunks in parallel: the terms of
 //     O = scale diag(e) Q S + P Vn and S' = e S + Kh^T Vn and Vn = U - W S, reduced over V in
 //     32-column tiles: dP = dO Vn^T, dqS = dO S^T, dKh = Vn dS'^T, dW = -dVn S^T, <dS', S>. Gives
@@ -25,8 +24,7 @@
 //     accumulators over all of V (64-column tiles, double-buffered) instead of added into shared
 //     memory tile by tile (AMOR_GDN_QK=tile keeps this one; AMOR_GDN_VARIANT=tile implies it).
 //     Its finish computes dq, dk and dW on the warps' own accumulators, with only dP through
-//     shared memory (AMOR_GDN_QK_FINISH=smem: the f32 sums through shared memory and the
-//     block-wide products of bwd_qk_finish, as before 2026-12-02 session 6).
+//     shared memory.
 //  3. gdn_bwd_wy_kernel, one block per (chunk, head, batch): the WY/UT terms. dTm = (dVn V^T +
 //     dW K^T diag(e)) diag(beta) (lower), dv = diag(beta) Tm^T dVn, z = Tm^T dW, dA = -Tm^T dTm
 //     Tm^T (strictly lower), then dk, dbeta, dgam from W, U and A, and dg as the reverse
@@ -56,17 +54,6 @@
 namespace amor::cuda {
 namespace gdn {
 namespace {
-
-// gdn_bwd_qk_reg_kernel's finish (AMOR_GDN_QK_FINISH, read once): "smem" the one through shared
-// memory (bwd_qk_finish, shared with gdn_bwd_qk_kernel); anything else (default) the one on the
-// warps' accumulators.
-inline bool qk_finish_reg() {
-  static const bool reg = [] {
-    const char* e = std::getenv("AMOR_GDN_QK_FINISH");
-    return !(e && std::string(e) == "smem");
-  }();
-  return reg;
-}
 
 // The sequential pass of the backward. Chunk c - 1's q, k, dO, W and gam are loaded (cp.async,
 // double-buffered) while chunk c is computed, so no memory latency sits on the chain from chunk to
@@ -172,204 +159,33 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// The backward's sequential pass with dS in registers (bf16; see reg_state_ok), the default where
-// it applies; the register-state forward pass (gated_delta_fwd_cuda.cu) explains the layout. Each
-// warp owns 16 columns of V and keeps dS^T [16, K] (f32) as C fragments; per chunk, in reverse:
-//   dVn^T = (dS^T K^T) diag(D_{n-1,.}) + dO^T P     A = dS^T, B = K^T (ldmatrix), then the
-//                                                   columns scaled; A = dO^T (ldmatrix.trans of
-//                                                   the dO tile), B = P (lower: k steps >= the
-//                                                   column step only);
-//   dS^T <- e_{n-1} dS^T + dO^T Q~ - dVn^T W        A = dO^T, B = Q~; A = -dVn^T (C fragments),
-//                                                   B = W.
-// P = scale (Q K^T) o D (lower) and Q~ = scale diag(e) Q depend on the chunk only: the block's
-// warps compute them together into shared memory (one barrier), then each warp runs its chain
-// without barriers. q, k, W, the block's dO columns and gam of chunk c - 1 are in flight
-// (cp.async, double-buffered, rows past the chunk zero-filled) while chunk c is computed.
-// Rounding as the shared-memory pass, except that D scales dS^T K^T in f32 instead of K in bf16.
-template <int K, class Sh>
-__global__ void __launch_bounds__(128)
-    gdn_state_bwd_reg_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
-                             const bf16_t* __restrict__ dO, const float* __restrict__ gam,
-                             const bf16_t* __restrict__ W, const void* dsf, bool state_f32,
-                             float scale, Dims d, bf16_t* __restrict__ dS_out,
-                             bf16_t* __restrict__ dVn_out, float* __restrict__ ds0) {
-  constexpr int KT = K / 8;                  // n8 tiles of dS^T
-  constexpr int KS = K / 16;                 // k16 steps over K
-  constexpr int LT = int(kGdnMaxChunk) / 8;  // n8 tiles of dVn^T (chunk rows)
-  const int warps = int(blockDim.x) / 32;
-  extern __shared__ float smem[];
-  Sh::fix(d);
-  Carve carve{smem};
-  StateBwdRegSmem<bf16_t> s(carve, d, warps);
-  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, g = lane / 4, t = lane % 4;
-  const int64_t b = blockIdx.z, h = blockIdx.y, bh = b * d.H + h, V = d.V, KV = int64_t(K) * V;
-  const int64_t cb = int64_t(blockIdx.x) * warps * kRegCols, c0 = cb + warp * kRegCols;
-  const int wb = int(V - cb < warps * kRegCols ? V - cb : warps * kRegCols);  // block's columns
-  const bool active = c0 < V;  // warp-uniform: a warp past V only helps with the shared work
-  const int64_t ld = s.ld, ldo = s.ldo, ldp = s.ldp;
-  const WarpStage stage(s.stage, d);
-  auto rows_of = [&](int64_t ch) { return int(d.T - ch * d.L < d.L ? d.T - ch * d.L : d.L); };
-  auto load_chunk = [&](int64_t ch, int buf) {
-    const int64_t t0 = ch * d.L, x0 = (b * d.T + t0) * d.H + h;
-    const int n = rows_of(ch), np = (n + 15) / 16 * 16;
-    tile_load_zfill(q + x0 * K, d.H * K, n, np, K, pick(s.q, buf), ld);
-    tile_load_zfill(k + x0 * K, d.H * K, n, np, K, pick(s.k, buf), ld);
-    tile_load_zfill(W + (bh * d.T + t0) * K, K, n, np, K, pick(s.W, buf), ld);
-    tile_load_zfill(dO + x0 * V + cb, d.H * V, n, np, wb, pick(s.dO, buf), ldo);
-    vec_load_zfill(gam + bh * d.T + t0, n, np, pick(s.gam, buf));
-  };
-
-  load_chunk(d.NC - 1, 0);
-  tile_commit();
-  float ds[KT][4];  // dS^T: ds[j][e] = dS[8 j + 2 t + e % 2][c0 + g + 8 (e / 2)]
+// gdn_bwd_qk_reg_kernel's finish: acc (the n8 tiles of rows m0 .. m0 + 16, columns h0 .. h0 + 32
+// of a warp's C fragments; tiles at columns >= K stay zero) = sum over the k16 blocks
+// k0 = k_begin, k_begin + 16, .. < k_end of A[m0.., k0..] B[k0.., h0..], with A the f32 dP tile
+// read as RowA (dP: dq's product) or ColA (dP^T: dk's), its pairs rounded to bf16, and B the bf16
+// rows of b (q or k).
+template <class A>
+__device__ __forceinline__ void finish_product(float (&acc)[4][4], const A& a, const bf16_t* b,
+                                               int64_t ldb, int k_begin, int k_end, int m0,
+                                               int h0, int K, int lane) {
+  const int r0 = m0 + lane / 4, r1 = r0 + 8, t = lane % 4;
 #pragma unroll
-  for (int j = 0; j < KT; ++j)
+  for (int j = 0; j < 4; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      ds[j][e] = dsf && active ? load_any(dsf, bh * KV + (8 * j + 2 * t + e % 2) * V + c0 + g +
-                                                   8 * (e / 2),
-                                          state_f32)
-                               : 0.0f;
-  for (int64_t it = 0; it < d.NC; ++it) {
-    const int64_t ch = d.NC - 1 - it, row0 = bh * d.T + ch * d.L;
-    const int n = rows_of(ch), np = (n + 15) / 16 * 16, buf = int(it & 1);
-    const bf16_t *qt = pick(s.q, buf), *kt = pick(s.k, buf), *Wt = pick(s.W, buf);
-    const bf16_t* dOt = pick(s.dO, buf) + warp * kRegCols;
-    const float* gm = pick(s.gam, buf);
-    tile_wait();      // chunk ch's tiles (the only copies in flight)
-    __syncthreads();  // ... visible to all; chunk ch + 1's tiles, P and Q~ no longer read
-    if (ch > 0) {
-      load_chunk(ch - 1, buf ^ 1);
-      tile_commit();
-    }
-    // The block's shared work: P_rj = scale (q_r . k_j) D_rj (j <= r < n, else 0) and
-    // Q~ = scale diag(e) Q (zero rows past n).
-    block_mma<Tri::kFull>(np, np, K, RowA<bf16_t>{qt, ld}, ColB<bf16_t>{kt, ld},
-                          [&](int r, int j, float qk) {
-                            s.P[r * ldp + j] = from_f32<bf16_t>(
-                                j <= r && r < n ? scale * qk * exp_t<bf16_t>(gm[r] - gm[j]) : 0.0f);
-                          });
-    // Q~ by 16-byte pieces (K % 8 == 0 for this kernel; ld a multiple of 8), the same rounding
-    // as one element at a time (ncu 2026-12-01: the scalar loop was 14% of the pass).
-    for (int e = threadIdx.x; e < np * (K / 8); e += 32 * warps) {
-      const int r = e / (K / 8), i = 8 * (e % (K / 8));
-      const float se = r < n ? scale * exp_t<bf16_t>(gm[r]) : 0.0f;
-      uint4 x = *reinterpret_cast<const uint4*>(qt + r * ld + i);
-      x.x = mma::scale_bf16x2(x.x, se, se);
-      x.y = mma::scale_bf16x2(x.y, se, se);
-      x.z = mma::scale_bf16x2(x.z, se, se);
-      x.w = mma::scale_bf16x2(x.w, se, se);
-      *reinterpret_cast<uint4*>(s.qs + r * ld + i) = x;
-    }
-    __syncthreads();
-    if (!active) continue;
-    // dS^T as A fragments; dS' of this chunk (the same bf16 values) to the scratch through the
-    // warp's staging tile.
-    uint32_t sa[KS][4];
+    for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+  for (int k0 = k_begin; k0 < k_end; k0 += 16) {
+    const uint32_t f[4] = {a.pair(r0, k0 + 2 * t), a.pair(r1, k0 + 2 * t),
+                           a.pair(r0, k0 + 2 * t + 8), a.pair(r1, k0 + 2 * t + 8)};
 #pragma unroll
-    for (int kk = 0; kk < KS; ++kk) {
-      sa[kk][0] = mma::pack_bf16x2(ds[2 * kk][0], ds[2 * kk][1]);
-      sa[kk][1] = mma::pack_bf16x2(ds[2 * kk][2], ds[2 * kk][3]);
-      sa[kk][2] = mma::pack_bf16x2(ds[2 * kk + 1][0], ds[2 * kk + 1][1]);
-      sa[kk][3] = mma::pack_bf16x2(ds[2 * kk + 1][2], ds[2 * kk + 1][3]);
-      stage.put(kk, sa[kk]);
-    }
-    // dO^T as A fragments (rows of the chunk along k).
-    uint32_t oa[LT / 2][4];
-#pragma unroll
-    for (int kr = 0; kr < LT / 2; ++kr)
-      if (16 * kr < np) ColA<bf16_t>{dOt, ldo}.frag_a(0, 16 * kr, lane, oa[kr]);
-    // dVn^T = (dS^T K^T) diag(D_{n-1,.}) + dO^T P, 16 chunk rows (two n8 tiles) at a time.
-    const float glast = gm[n - 1], elast = exp_t<bf16_t>(glast);
-    float dv[LT][4];
-#pragma unroll
-    for (int jp = 0; jp < LT / 2; ++jp) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dv[2 * jp][e] = dv[2 * jp + 1][e] = 0.0f;
-      if (16 * jp >= n) continue;
-#pragma unroll
-      for (int kk = 0; kk < KS; ++kk) {
+    for (int jp = 0; jp < 2; ++jp) {
+      if (h0 + 16 * jp < K) {
         uint32_t b0[2], b1[2];
-        ColB<bf16_t>{kt, ld}.frag_b2(16 * kk, 16 * jp, lane, b0, b1);
-        mma::mma_bf16_16816(dv[2 * jp], sa[kk], b0);
-        mma::mma_bf16_16816(dv[2 * jp + 1], sa[kk], b1);
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int j0 = 16 * jp + 2 * t + e % 2, j1 = j0 + 8;
-        dv[2 * jp][e] *= j0 < n ? exp_t<bf16_t>(glast - gm[j0]) : 0.0f;
-        dv[2 * jp + 1][e] *= j1 < n ? exp_t<bf16_t>(glast - gm[j1]) : 0.0f;
-      }
-#pragma unroll
-      for (int kr = jp; kr < LT / 2; ++kr) {
-        if (16 * kr >= n) break;
-        uint32_t b0[2], b1[2];
-        RowB<bf16_t>{s.P, ldp}.frag_b2(16 * kr, 16 * jp, lane, b0, b1);
-        mma::mma_bf16_16816(dv[2 * jp], oa[kr], b0);
-        mma::mma_bf16_16816(dv[2 * jp + 1], oa[kr], b1);
+        RowB<bf16_t>{b, ldb}.frag_b2(k0, h0 + 16 * jp, lane, b0, b1);
+        mma::mma_bf16_16816(acc[2 * jp], f, b0);
+        mma::mma_bf16_16816(acc[2 * jp + 1], f, b1);
       }
     }
-    // dS' leaves the staging tile only now, with the products above in flight (as the forward
-    // pass's S).
-    stage.flush(dS_out + (bh * d.NC + ch) * KV, V, c0, K);
-    // dVn to the scratch (rows < n, through the staging tile, stored once the dS update's
-    // products are issued); -dVn^T as A fragments (the same bf16 values, sign flipped).
-    uint32_t va[LT / 2][4];
-#pragma unroll
-    for (int kr = 0; kr < LT / 2; ++kr) {
-      if (16 * kr >= n) break;
-      const uint32_t p[4] = {mma::pack_bf16x2(dv[2 * kr][0], dv[2 * kr][1]),
-                             mma::pack_bf16x2(dv[2 * kr][2], dv[2 * kr][3]),
-                             mma::pack_bf16x2(dv[2 * kr + 1][0], dv[2 * kr + 1][1]),
-                             mma::pack_bf16x2(dv[2 * kr + 1][2], dv[2 * kr + 1][3])};
-      stage.put(kr, p);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) va[kr][e] = p[e] ^ 0x80008000u;
-    }
-    // dS^T <- e_{n-1} dS^T + dO^T Q~ - dVn^T W
-#pragma unroll
-    for (int j = 0; j < KT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) ds[j][e] *= elast;
-#pragma unroll
-    for (int kr = 0; kr < LT / 2; ++kr) {
-      if (16 * kr >= n) break;
-#pragma unroll
-      for (int kk = 0; kk < KS; ++kk) {
-        uint32_t b0[2], b1[2], w0[2], w1[2];
-        RowB<bf16_t>{s.qs, ld}.frag_b2(16 * kr, 16 * kk, lane, b0, b1);
-        RowB<bf16_t>{Wt, ld}.frag_b2(16 * kr, 16 * kk, lane, w0, w1);
-        mma::mma_bf16_16816(ds[2 * kk], oa[kr], b0);
-        mma::mma_bf16_16816(ds[2 * kk + 1], oa[kr], b1);
-        mma::mma_bf16_16816(ds[2 * kk], va[kr], w0);
-        mma::mma_bf16_16816(ds[2 * kk + 1], va[kr], w1);
-      }
-    }
-    stage.flush(dVn_out + row0 * V, V, c0, n);
   }
-  if (ds0 && active) {
-#pragma unroll
-    for (int j = 0; j < KT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        ds0[bh * KV + (8 * j + 2 * t + e % 2) * V + c0 + g + 8 * (e / 2)] = ds[j][e];
-  }
-}
-
-template <int K>
-void launch_state_bwd_reg(const bf16_t* q, const bf16_t* k, const bf16_t* dO, const void* dsf,
-                          bool dsf_f32, float scale, const Dims& d, const Scratch<bf16_t>& sc,
-                          float* ds0, cudaStream_t stream) {
-  const int warps = reg_state_warps(), cols = warps * kRegCols;
-  const dim3 grid(unsigned((d.V + cols - 1) / cols), unsigned(d.H), unsigned(d.B));
-  const int64_t smem = smem_bytes<StateBwdRegSmem<bf16_t>>(d, warps);
-  with_shape<bf16_t, K>(d, [&](auto sh) {
-    auto* kernel = gdn_state_bwd_reg_kernel<K, decltype(sh)>;
-    allow_smem(kernel);
-    kernel<<<grid, 32 * warps, smem, stream>>>(q, k, dO, sc.gam, sc.W, dsf, dsf_f32, scale, d,
-                                               sc.dS, sc.dVn, ds0);
-    AMOR_CUDA_CHECK_LAUNCH();
-  });
 }
 
 // The bf16 pair p[0], p[1] (4-byte aligned) as two floats, one 4-byte load.
@@ -381,24 +197,51 @@ __device__ __forceinline__ float2 load_bf16x2(const bf16_t* p) {
   return f;
 }
 
+// The two steps both bwd_qk kernels finish with, on their shared-memory f32 [R, R] tiles dP and P
+// (row stride ldl) and the chunk's gam. bwd_qk_p: P_rj = scale (q_r.k_j) D_rj; keeps dP_rj P_rj
+// in P and dP_rj D_rj in dP (j <= r, else 0). Block-wide; the caller synchronises after.
+template <class T>
+__device__ __forceinline__ void bwd_qk_p(const T* q, const T* k, int64_t ldk, const float* gam,
+                                         float* dP, float* P, int64_t ldl, int n, int K,
+                                         float scale) {
+  block_mm_t<T>(n, n, K, RowA<T>{q, ldk}, ColB<T>{k, ldk}, [&](int r, int j, float qk) {
+    const float D = j <= r ? exp_t<T>(gam[r] - gam[j]) : 0.0f, dp = dP[r * ldl + j];
+    P[r * ldl + j] = dp * scale * qk * D;
+    dP[r * ldl + j] = dp * D;
+  });
+}
+// bwd_qk_dgam: dgam_r (partial, to out[r]) = rp_r - sum_r' dP_r'r P_r'r - x_r (+ e_{n-1}
+// <dS', S> + sum_j x_j for the last row), with rp_r = scale e_r q_r.(S dO_r) + sum_j dP_rj P_rj
+// and x_j = D_{n-1,j} k_j . dKh_j computed by the caller; the column sum by a thread per column
+// (consecutive threads, consecutive banks).
+template <class T>
+__device__ __forceinline__ void bwd_qk_dgam(const float* rp, const float* x, const float* P,
+                                            int64_t ldl, int n, float glast, float sd,
+                                            float* __restrict__ out) {
+  for (int r = threadIdx.x; r < n; r += blockDim.x) {
+    float a = rp[r] - x[r];
+    for (int j = 0; j < n; ++j) a -= P[j * ldl + r];
+    if (r == n - 1) {
+      a += exp_t<T>(glast) * sd;
+      for (int j = 0; j < n; ++j) a += x[j];
+    }
+    out[r] = a;
+  }
+}
+
 // The rest of bwd_qk once the V reductions dP = dO Vn^T, dqS = dO S^T, dKh = Vn dS'^T,
-// dW = -dVn S^T (f32 in shared memory) and <dS', S> (sd) are done: P, dq, dk and dgam partials, dW.
-// Shared by the shared-memory and the register-accumulator kernels (Smem: either layout).
-template <class T, class Smem>
-__device__ __forceinline__ void bwd_qk_finish(const Smem& s, const ChunkPos& p, const Dims& d,
-                                              float scale, float sd, T* __restrict__ dq,
-                                              float* __restrict__ dk_part,
+// dW = -dVn S^T (f32 in shared memory) and <dS', S> (sd) are done: P, dq, dk and dgam partials, dW
+// (gdn_bwd_qk_kernel's; gdn_bwd_qk_reg_kernel finishes on its accumulators).
+template <class T>
+__device__ __forceinline__ void bwd_qk_finish(const BwdQkSmem<T>& s, const ChunkPos& p,
+                                              const Dims& d, float scale, float sd,
+                                              T* __restrict__ dq, float* __restrict__ dk_part,
                                               float* __restrict__ dgam_part,
                                               T* __restrict__ dW_out) {
   const int n = p.n;
   const int64_t K = d.K, row0 = p.bh * d.T + p.t0;
   const int64_t ldk = s.ldk, ldl = s.ldl, ldw = s.ldw;
-  // P_rj = scale (q_r.k_j) D_rj; keep dP_rj P_rj in P and dP_rj D_rj in dP (j <= r, else 0).
-  block_mm_t<T>(n, n, int(K), RowA<T>{s.q, ldk}, ColB<T>{s.k, ldk}, [&](int r, int j, float qk) {
-    const float D = j <= r ? exp_t<T>(s.gam[r] - s.gam[j]) : 0.0f, dp = s.dP[r * ldl + j];
-    s.P[r * ldl + j] = dp * scale * qk * D;
-    s.dP[r * ldl + j] = dp * D;
-  });
+  bwd_qk_p(s.q, s.k, ldk, s.gam, s.dP, s.P, ldl, n, int(K), scale);
   __syncthreads();
   const float glast = s.gam[n - 1];
   // dq_r = scale (e_r S dO_r + sum_{j<=r} dP_rj D_rj k_j)
@@ -448,18 +291,7 @@ __device__ __forceinline__ void bwd_qk_finish(const Smem& s, const ChunkPos& p, 
     }
   }
   __syncthreads();
-  // dgam_r (partial) = scale e_r q_r.(S dO_r) + sum_j dP_rj P_rj - sum_r' dP_r'r P_r'r - x_r
-  //                    (+ e_{n-1} <dS', S> + sum_j x_j for the last row); the column sum by a
-  //                    thread per column (consecutive threads, consecutive banks).
-  for (int r = threadIdx.x; r < n; r += blockDim.x) {
-    float a = s.rp[r] - s.x[r];
-    for (int j = 0; j < n; ++j) a -= s.P[j * ldl + r];
-    if (r == n - 1) {
-      a += exp_t<T>(glast) * sd;
-      for (int j = 0; j < n; ++j) a += s.x[j];
-    }
-    dgam_part[row0 + r] = a;
-  }
+  bwd_qk_dgam<T>(s.rp, s.x, s.P, ldl, n, glast, sd, dgam_part + row0);
 }
 
 // Two blocks per SM (112 KB of shared memory for bf16; P over the V tiles).
@@ -537,12 +369,12 @@ __global__ void __launch_bounds__(kThreads, 2)
 // the four sums stay in registers (<= 4 n8 tiles each, 2 of dP for KS = 2) over all of V and reach
 // shared memory once, where the kernel above adds every 32-column tile into them there (a read and
 // a write of 64 KB of f32 per tile) and waits for each tile's copies with nothing in flight. For
-// K = 128 (KS = 2: 16 warps, one 171 KB block per SM) each warp keeps 56 accumulators, fewer than
+// K = 128 (KS = 2: 16 warps, one 164 KB block per SM) each warp keeps 56 accumulators, fewer than
 // the 64 of K = 64's 8 warps, instead of 112 that one 8-warp block would need. The V tiles
 // (64 columns: dO, Vn, dVn, S, dS') are double-buffered, so for V <= 128 every copy of the block is
 // issued up front. Rows past the chunk are zero-filled; R = reg_rows(d) rows throughout. Rounding
 // as the kernel above (bf16 operands, f32 sums; only the order of the f32 additions over V differs).
-template <int KS, bool kRegFinish, class Sh>
+template <int KS, class Sh>
 __global__ void __launch_bounds__(kThreads * KS, 2 / KS)
     gdn_bwd_qk_reg_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                           const bf16_t* __restrict__ dO, const float* __restrict__ gam,
@@ -654,43 +486,15 @@ __global__ void __launch_bounds__(kThreads * KS, 2 / KS)
       tile_commit();
     }
   }
-  if constexpr (!kRegFinish) {
-    // The sums to shared memory (over the V tiles, no longer read): element e of n8 tile j is
-    // row m0 + g + 8 (e / 2), columns h0 + 8 j + 2 t (+1) (p0 + .. for dP), a float2 per pair.
-    if (active) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int c = h0 + 8 * j + 2 * t, cp = p0 + 8 * j + 2 * t;
-#pragma unroll
-        for (int hi = 0; hi < 2; ++hi) {
-          const int r = m0 + g + 8 * hi;
-          if (j < 2 * kDpPairs && cp < R)
-            *reinterpret_cast<float2*>(s.dP + r * s.ldl + cp) =
-                make_float2(dp[j][2 * hi], dp[j][2 * hi + 1]);
-          if (c < K) {
-            *reinterpret_cast<float2*>(s.dqS + r * s.ldw + c) =
-                make_float2(dqs[j][2 * hi], dqs[j][2 * hi + 1]);
-            *reinterpret_cast<float2*>(s.dKh + r * s.ldw + c) =
-                make_float2(dkh[j][2 * hi], dkh[j][2 * hi + 1]);
-            *reinterpret_cast<float2*>(s.dW + r * s.ldw + c) =
-                make_float2(-dw[j][2 * hi], -dw[j][2 * hi + 1]);
-          }
-        }
-      }
-    }
-    __syncthreads();
-    sd = block_sum(sd, s.red);
-    bwd_qk_finish(s, p, d, scale, sd, dq, dk_part, dgam_part, dW_out);
-    return;
-  }
-  // The finish with dqS, dKh and dW kept in the warps' accumulators (the default): only dP goes
+  // The finish with dqS, dKh and dW kept in the warps' accumulators: only dP goes
   // to shared memory (the warps' products need all of its columns); each warp then computes its
   // rows x columns of dq and dk with MMAs on the dP tile and stores dq, the dk partial and dW
   // from its fragments, and its parts of the K reductions k_j . dKh_j and q_r . (S dO_r) by
   // shuffles over the row's lanes. The dq, dk and dW bits are those of bwd_qk_finish (the same
   // products in the same k order; dP past the chunk is zero either way); x and rp sum the K
   // reductions in another order. ncu (RESULTS.md, 2026-12-02): bwd_qk_finish's f32 round trip
-  // of the three [R, K] sums and its per-row SIMT reductions made the kernel issue-bound.
+  // of the three [R, K] sums and its per-row SIMT reductions made the kernel issue-bound (this
+  // kernel finished that way until session 7: 1004 us against 926 at H16 K128 V256).
   if (active) {
 #pragma unroll
     for (int j = 0; j < 2 * kDpPairs; ++j) {
@@ -705,18 +509,11 @@ __global__ void __launch_bounds__(kThreads * KS, 2 / KS)
   __syncthreads();
   sd = block_sum(sd, s.red);
   const int64_t ldk = s.ldk, ldl = s.ldl;
-  // P_rj = scale (q_r.k_j) D_rj; keep dP_rj P_rj in P and dP_rj D_rj in dP (j <= r, else 0).
-  block_mm_t<bf16_t>(n, n, K, RowA<bf16_t>{s.q, ldk}, ColB<bf16_t>{s.k, ldk},
-                     [&](int r, int j, float qk) {
-                       const float D = j <= r ? exp_t<bf16_t>(s.gam[r] - s.gam[j]) : 0.0f,
-                                   dpv = s.dP[r * ldl + j];
-                       s.P[r * ldl + j] = dpv * scale * qk * D;
-                       s.dP[r * ldl + j] = dpv * D;
-                     });
+  bwd_qk_p(s.q, s.k, ldk, s.gam, s.dP, s.P, ldl, n, K, scale);
   __syncthreads();
   const float glast = s.gam[n - 1];
-  float* const kdp = s.dqS;                 // [2 KS][R]: the warps' parts of k_j . dKh_j
-  float* const qdp = s.dqS + 2 * KS * R;    // [2 KS][R]: ... of q_r . (S dO_r)
+  float* const kdp = s.parts;               // [2 KS][R]: the warps' parts of k_j . dKh_j
+  float* const qdp = s.parts + 2 * KS * R;  // [2 KS][R]: ... of q_r . (S dO_r)
   if (active) {
     const int r0 = m0 + g, r1 = r0 + 8;
     const float e0 = exp_t<bf16_t>(s.gam[r0]), e1 = exp_t<bf16_t>(s.gam[r1]);
@@ -724,25 +521,7 @@ __global__ void __launch_bounds__(kThreads * KS, 2 / KS)
     float kd0 = 0.0f, kd1 = 0.0f, qd0 = 0.0f, qd1 = 0.0f;
     // dq_r = scale (e_r (S dO)_r + sum_{j <= r} dP_rj D_rj k_j): k blocks up to the row block.
     float acc[4][4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
-    for (int k0 = 0; k0 <= m0; k0 += 16) {
-      const uint32_t a[4] = {RowA<float>{s.dP, ldl}.pair(r0, k0 + 2 * t),
-                             RowA<float>{s.dP, ldl}.pair(r1, k0 + 2 * t),
-                             RowA<float>{s.dP, ldl}.pair(r0, k0 + 2 * t + 8),
-                             RowA<float>{s.dP, ldl}.pair(r1, k0 + 2 * t + 8)};
-#pragma unroll
-      for (int jp = 0; jp < 2; ++jp) {
-        if (h0 + 16 * jp < K) {
-          uint32_t b0[2], b1[2];
-          RowB<bf16_t>{s.k, ldk}.frag_b2(k0, h0 + 16 * jp, lane, b0, b1);
-          mma::mma_bf16_16816(acc[2 * jp], a, b0);
-          mma::mma_bf16_16816(acc[2 * jp + 1], a, b1);
-        }
-      }
-    }
+    finish_product(acc, RowA<float>{s.dP, ldl}, s.k, ldk, 0, m0 + 16, m0, h0, K, lane);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int c = h0 + 8 * j + 2 * t;
@@ -762,25 +541,7 @@ __global__ void __launch_bounds__(kThreads * KS, 2 / KS)
     }
     // dk_j (partial) = scale sum_{r >= j} dP_rj D_rj q_r + D_{n-1,j} dKh_j: k blocks from the
     // row block on; dW = -dVn S^T.
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
-    for (int k0 = m0; k0 < n; k0 += 16) {
-      const uint32_t a[4] = {ColA<float>{s.dP, ldl}.pair(r0, k0 + 2 * t),
-                             ColA<float>{s.dP, ldl}.pair(r1, k0 + 2 * t),
-                             ColA<float>{s.dP, ldl}.pair(r0, k0 + 2 * t + 8),
-                             ColA<float>{s.dP, ldl}.pair(r1, k0 + 2 * t + 8)};
-#pragma unroll
-      for (int jp = 0; jp < 2; ++jp) {
-        if (h0 + 16 * jp < K) {
-          uint32_t b0[2], b1[2];
-          RowB<bf16_t>{s.q, ldk}.frag_b2(k0, h0 + 16 * jp, lane, b0, b1);
-          mma::mma_bf16_16816(acc[2 * jp], a, b0);
-          mma::mma_bf16_16816(acc[2 * jp + 1], a, b1);
-        }
-      }
-    }
+    finish_product(acc, ColA<float>{s.dP, ldl}, s.q, ldk, m0, n, m0, h0, K, lane);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int c = h0 + 8 * j + 2 * t;
@@ -837,17 +598,7 @@ __global__ void __launch_bounds__(kThreads * KS, 2 / KS)
     }
   }
   __syncthreads();
-  // dgam_r (partial) = rp_r - sum_r' dP_r'r P_r'r - x_r (+ e_{n-1} <dS', S> + sum_j x_j for the
-  // last row), as bwd_qk_finish.
-  for (int r = threadIdx.x; r < n; r += blockDim.x) {
-    float a = s.rp[r] - s.x[r];
-    for (int j = 0; j < n; ++j) a -= s.P[j * ldl + r];
-    if (r == n - 1) {
-      a += exp_t<bf16_t>(glast) * sd;
-      for (int j = 0; j < n; ++j) a += s.x[j];
-    }
-    dgam_part[row0 + r] = a;
-  }
+  bwd_qk_dgam<bf16_t>(s.rp, s.x, s.P, ldl, n, glast, sd, dgam_part + row0);
 }
 
 // Two blocks per SM (91 KB of shared memory for bf16).
@@ -1526,23 +1277,7 @@ void backward_typed(const void* q, const void* k, const void* v, const void* g, 
   if constexpr (std::is_same_v<T, bf16_t>) {
     reg = reg_state_ok<T>(d, kp) && reinterpret_cast<uintptr_t>(qp) % 16 == 0 &&
           reinterpret_cast<uintptr_t>(dop) % 16 == 0;
-    if (reg && state_bwd_wide_enabled()) {
-      launch_state_bwd_wide(qp, kp, dop, dsf, dsf_f32, scale, d, sc, ds0, stream);
-    } else if (reg) {
-      switch (d.K) {
-        case 32:
-          launch_state_bwd_reg<32>(qp, kp, dop, dsf, dsf_f32, scale, d, sc, ds0, stream);
-          break;
-        case 48:
-          launch_state_bwd_reg<48>(qp, kp, dop, dsf, dsf_f32, scale, d, sc, ds0, stream);
-          break;
-        case 64:
-          launch_state_bwd_reg<64>(qp, kp, dop, dsf, dsf_f32, scale, d, sc, ds0, stream);
-          break;
-        default:
-          launch_state_bwd_reg<128>(qp, kp, dop, dsf, dsf_f32, scale, d, sc, ds0, stream);
-      }
-    }
+    if (reg) launch_state_bwd_wide(qp, kp, dop, dsf, dsf_f32, scale, d, sc, ds0, stream);
   }
   if (!reg) {
     allow_smem(gdn_state_bwd_kernel<T>);
@@ -1555,8 +1290,7 @@ void backward_typed(const void* q, const void* k, const void* v, const void* g, 
     qk_reg = reg && d.K <= 128 && qk_variant_reg();
     auto launch_qk_reg = [&](auto ks, auto sh) {
       constexpr int KS = decltype(ks)::value;
-      auto* kernel = qk_finish_reg() ? gdn_bwd_qk_reg_kernel<KS, true, decltype(sh)>
-                                     : gdn_bwd_qk_reg_kernel<KS, false, decltype(sh)>;
+      auto* kernel = gdn_bwd_qk_reg_kernel<KS, decltype(sh)>;
       allow_smem(kernel);
       kernel<<<chunks, kThreads * KS, smem_bytes<BwdQkRegSmem<T>>(d), stream>>>(
           qp, kp, dop, sc.gam, sc.Vn, sc.dVn, sc.S, sc.dS, scale, d, static_cast<T*>(dq), sc.dk,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cast/cuda_device.cuh"
+#include "kernels/core/env_switch.h"
 #include "kernels/core/mma.cuh"
 #include "kernels/gated_delta/gated_delta_cuda.h"
 
@@ -533,26 +534,26 @@ struct BwdWySmem {                   // gdn_bwd_wy_kernel: 91 KB, two blocks per
   }
 };
 
-// ---- the register-state passes (gdn_state_fwd_reg_kernel, gdn_state_bwd_reg_kernel): each warp
+// ---- the register-state passes (gdn_state_fwd_reg_kernel, gdn_state_bwd_wide_kernel): each warp
 // owns 16 columns of V and keeps its [16, K] slice of the transposed state in MMA accumulator
 // registers (f32); the block's warps share the chunk's [L, K] operand tiles, double-buffered.
 // bf16 only (the f32 path keeps the exact SIMT passes), K one of kRegStateK, V a multiple of 16.
 constexpr int kRegCols = 16;  // V columns per warp (the MMA's 16 rows)
 inline constexpr int kRegStateK[] = {32, 48, 64, 128};
 
-// Which passes run (AMOR_GDN_VARIANT, read once): "tile" the shared-memory state passes (32
-// columns of V per block of 8 warps, every shape) and the separate output kernel; "reg" the
-// register state passes where they apply, output kernel separate (gdn_output_kernel); "fused" as
-// "reg", with the forward's output computed inside its register state pass (K <= 64, and one
-// block of the pass per SM or more: fused_output_ok); anything else (default) as "reg" with the
-// register-fragment output kernel (gated_delta_output_tc_cuda.cu) where it applies. Warps per
-// block of the register passes: AMOR_GDN_STATE_WARPS (1, 2 or 4, default 4; fewer give more,
-// smaller blocks, and reload the shared tiles more often).
+// Which passes run (AMOR_GDN_VARIANT, read once; env_switch.h refuses other values): "tile" the
+// shared-memory state passes (32 columns of V per block of 8 warps, every shape) and the
+// separate output kernel; "reg" the register state passes where they apply, output kernel
+// separate (gdn_output_kernel); "fused" as "reg", with the forward's output computed inside its
+// register state pass (K <= 64, and one block of the pass per SM or more: fused_output_ok);
+// "split" (the default) as "reg" with the register-fragment output kernel
+// (gated_delta_output_tc_cuda.cu) where it applies. Warps per block of the register passes:
+// AMOR_GDN_STATE_WARPS (1, 2 or 4, default 4; fewer give more, smaller blocks, and reload the
+// shared tiles more often).
 enum class Variant { kTile, kReg, kFused, kSplit };
 inline Variant variant() {
   static const Variant v = [] {
-    const char* e = std::getenv("AMOR_GDN_VARIANT");
-    const std::string s = e ? e : "";
+    const std::string s = env_choice("AMOR_GDN_VARIANT", {"split", "tile", "reg", "fused"}, "split");
     return s == "tile"    ? Variant::kTile
            : s == "reg"   ? Variant::kReg
            : s == "fused" ? Variant::kFused
@@ -561,41 +562,28 @@ inline Variant variant() {
   return v;
 }
 // The backward's bwd_qk (AMOR_GDN_QK, read once): "tile" the kernel summing over V in shared
-// memory; anything else (default) the one summing in MMA accumulators where it applies (bf16,
-// the register passes' shapes with K <= 64).
+// memory; "reg" (the default) the one summing in MMA accumulators where it applies (bf16, the
+// register passes' shapes with K <= 64).
 inline bool qk_variant_reg() {
-  static const bool reg = [] {
-    const char* e = std::getenv("AMOR_GDN_QK");
-    return !(e && std::string(e) == "tile");
-  }();
+  static const bool reg = env_choice("AMOR_GDN_QK", {"reg", "tile"}, "reg") == "reg";
   return reg;
 }
 // The backward's bwd_wy (AMOR_GDN_WY, read once): "tile" the block-wide shared-memory kernel;
-// anything else (default) the register-fragment kernel where it applies (bf16, the register
-// passes' K, V and chunk multiples of 16).
+// "reg" (the default) the register-fragment kernel where it applies (bf16, the register passes'
+// K, V and chunk multiples of 16).
 inline bool wy_variant_reg() {
-  static const bool reg = [] {
-    const char* e = std::getenv("AMOR_GDN_WY");
-    return !(e && std::string(e) == "tile");
-  }();
+  static const bool reg = env_choice("AMOR_GDN_WY", {"reg", "tile"}, "reg") == "reg";
   return reg;
 }
 // The forward's prepare (AMOR_GDN_PREPARE, read once): "tile" the block-wide kernel with the
-// f32 SIMT solve; anything else (default) the register-fragment kernel where it applies (bf16,
-// K and V multiples of 16, chunk a multiple of 16 up to 64).
+// f32 SIMT solve; "reg" (the default) the register-fragment kernel where it applies (bf16, K and
+// V multiples of 16, chunk a multiple of 16 up to 64).
 inline bool prepare_variant_reg() {
-  static const bool reg = [] {
-    const char* e = std::getenv("AMOR_GDN_PREPARE");
-    return !(e && std::string(e) == "tile");
-  }();
+  static const bool reg = env_choice("AMOR_GDN_PREPARE", {"reg", "tile"}, "reg") == "reg";
   return reg;
 }
 inline int reg_state_warps() {
-  static const int w = [] {
-    const char* e = std::getenv("AMOR_GDN_STATE_WARPS");
-    const int v = e ? std::atoi(e) : 4;
-    return v == 1 || v == 2 ? v : 4;
-  }();
+  static const int w = std::stoi(env_choice("AMOR_GDN_STATE_WARPS", {"1", "2", "4"}, "4"));
   return w;
 }
 
@@ -643,21 +631,19 @@ struct PrepareRegSmem {
 };
 
 // gdn_bwd_qk_reg_kernel: the V reductions in MMA accumulators, V in tiles of kQkRegVt columns,
-// double-buffered; the f32 results (written once, after the loop) and P take the tiles' place.
+// double-buffered; once the loop is done, dP, P (f32 [R, R]) and the warps' parts of the two K
+// reductions (f32 [2][2 KS][R], KS = 1 for K <= 64, else 2) take the tiles' place.
 // R = reg_rows(d) rows everywhere (zero-filled past the chunk). 111 KB for bf16, K 64, V 128,
-// L 64: two blocks per SM.
+// L 64: two blocks per SM; 164 KB for K 128, V 256: one.
 constexpr int kQkRegVt = 64;
 template <class T>
 struct BwdQkRegSmem {
-  int64_t ldk, ldl, ldw, ldt;  // q, k: ldk (T); dP, P: ldl; dqS, dKh, dW: ldw; V tiles: ldt (T)
+  int64_t ldk, ldl, ldt;  // q, k: ldk (T); dP, P: ldl; V tiles: ldt (T)
   T *q, *k;
   T *dO[2], *Vn[2], *dVn[2], *S[2], *dS[2];
-  float *dP, *dqS, *dKh, *dW, *P, *gam, *x, *rp, *red;
+  float *dP, *P, *parts, *gam, *x, *rp, *red;
   __host__ __device__ BwdQkRegSmem(Carve& c, const Dims& d)
-      : ldk(tile_ld<T>(d.K)),
-        ldl(tile_ld<float>(reg_rows(d))),
-        ldw(tile_ld<float>(d.K)),
-        ldt(tile_ld<T>(kQkRegVt)) {
+      : ldk(tile_ld<T>(d.K)), ldl(tile_ld<float>(reg_rows(d))), ldt(tile_ld<T>(kQkRegVt)) {
     const int64_t R = reg_rows(d);
     q = c.take_as<T>(R * ldk);
     k = c.take_as<T>(R * ldk);
@@ -676,9 +662,7 @@ struct BwdQkRegSmem {
     }
     dP = sums.take_as<float>(R * ldl);
     P = sums.take_as<float>(R * ldl);
-    dqS = sums.take_as<float>(R * ldw);
-    dKh = sums.take_as<float>(R * ldw);
-    dW = sums.take_as<float>(R * ldw);
+    parts = sums.take_as<float>(4 * (d.K > 64 ? 2 : 1) * R);
     c.take_as<float>(tiles.used > sums.used ? tiles.used : sums.used);
   }
 };
@@ -731,7 +715,7 @@ struct BwdWyRegSmem {
 // The forward's pass: k and W of a chunk (T, [R, K]) and its gam, double-buffered; with the
 // output fused, also q (double-buffered) and P [R, R] (computed per chunk).
 // A warp's staging tile [max(K, R), 16] bf16 (kStageLd: 48-byte rows, conflict-free for
-// stmatrix) through which the register passes store their per-chunk results (S, Vn; dS', dVn)
+// stmatrix) through which the forward's register pass stores its per-chunk results (S, Vn)
 // whose fragments are transposed against the [rows, V] arrays: the packed bf16 pairs of a 16 x 16
 // block of a C-fragment pair (X^T) are an A fragment, which stmatrix.trans writes as the block of
 // X (lane 8 m + rr: row 16 blk + 8 (m / 2) + rr, column 8 (m % 2)); flush then stores the rows as
@@ -781,30 +765,6 @@ struct StateFwdRegSmem {
       q[i] = fused ? c.take_as<T>(R * ld) : nullptr;
       gam[i] = c.take_as<float>(R);
     }
-  }
-};
-
-// The backward's pass: q, k, W ([R, K]), the block's dO columns ([R, 16 warps]) and gam of a
-// chunk, double-buffered; P [R, R] and Q~ [R, K] computed from them per chunk.
-template <class T>
-struct StateBwdRegSmem {
-  int64_t ld, ldo, ldp;  // q, k, W, Q~: ld; dO: ldo; P: ldp
-  T *P, *qs, *stage;
-  T *q[2], *k[2], *W[2], *dO[2];
-  float* gam[2];
-  __host__ __device__ StateBwdRegSmem(Carve& c, const Dims& d, int warps)
-      : ld(tile_ld<T>(d.K)), ldo(tile_ld<T>(kRegCols * warps)), ldp(tile_ld<T>(reg_rows(d))) {
-    const int64_t R = reg_rows(d);
-    P = c.take_as<T>(R * ldp);
-    qs = c.take_as<T>(R * ld);
-    for (int i = 0; i < 2; ++i) {
-      q[i] = c.take_as<T>(R * ld);
-      k[i] = c.take_as<T>(R * ld);
-      W[i] = c.take_as<T>(R * ld);
-      dO[i] = c.take_as<T>(R * ldo);
-      gam[i] = c.take_as<float>(R);
-    }
-    stage = c.take_as<T>(warps * stage_rows(d) * kStageLd);  // dS' and dVn leave through it
   }
 };
 

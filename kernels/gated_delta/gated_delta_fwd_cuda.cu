@@ -1207,10 +1207,11 @@ int64_t max_smem_bytes(const Dims& d) {
        {smem_bytes<PrepareSmem<T>>(d), smem_bytes<StateFwdSmem<T>>(d), smem_bytes<OutputSmem<T>>(d),
         smem_bytes<StateBwdSmem<T>>(d), smem_bytes<BwdQkSmem<T>>(d), smem_bytes<BwdWySmem<T>>(d)})
     m = b > m ? b : m;
-  // The register-state passes (bf16, K <= 128 only).
+  // The register-state passes (bf16, K <= 128 only; the backward's wide pass takes fewer warps
+  // where its layout would not fit, state_bwd_wide_warps).
   if (sizeof(T) == 2 && d.K <= 128) {
     for (int64_t b : {smem_bytes<StateFwdRegSmem<T>>(d, true, 4),
-                      smem_bytes<StateFwdRegSmem<T>>(d, false, 4), smem_bytes<StateBwdRegSmem<T>>(d, 4)})
+                      smem_bytes<StateFwdRegSmem<T>>(d, false, 4)})
       m = b > m ? b : m;
     if (d.L == 64 && (d.K == 64 || d.K == 128)) m = std::max(m, output_tc_smem_bytes(d));
     if (d.L % 16 == 0 && d.K % 16 == 0 && d.V % 16 == 0)

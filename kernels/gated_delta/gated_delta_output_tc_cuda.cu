@@ -193,10 +193,7 @@ void launch(const bf16_t* q, const bf16_t* k, float scale, const Dims& d,
 // The V tile (AMOR_GDN_OUT_BV = 64 or 128, read once; default 128 where V allows): 128 reads
 // q and k and computes P once per 128 columns, 64 gives twice the blocks.
 int out_bv() {
-  static const int bv = [] {
-    const char* e = std::getenv("AMOR_GDN_OUT_BV");
-    return e && std::string(e) == "64" ? 64 : 128;
-  }();
+  static const int bv = std::stoi(env_choice("AMOR_GDN_OUT_BV", {"64", "128"}, "128"));
   return bv;
 }
 

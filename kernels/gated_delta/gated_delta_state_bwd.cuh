@@ -5,14 +5,8 @@
 
 namespace amor::cuda::gdn {
 
-// Which sequential pass of the backward runs for bf16 at the register passes' shapes
-// (AMOR_GDN_SBWD, read once): "reg" the register-state pass with 4-warp blocks of 64 columns
-// (gdn_state_bwd_reg_kernel); anything else (default) the wide one, a block per head where that
-// fills the GPU (gdn_state_bwd_wide_kernel). AMOR_GDN_SBWD_WARPS (1 .. 16) fixes the wide pass's
-// warps per block instead of state_bwd_wide_warps's choice.
-bool state_bwd_wide_enabled();
-
-// Warps per block of the wide pass for d (<= kWideMaxWarps; 16 V columns each).
+// Warps per block of the wide pass for d (<= kWideMaxWarps; 16 V columns each);
+// AMOR_GDN_SBWD_WARPS (1 .. 16, read once) fixes them instead of this choice.
 int state_bwd_wide_warps(const Dims& d);
 
 // dS' per chunk into sc.dS, dVn into sc.dVn, ds0 (when non-null): bf16, d.K one of kRegStateK,

@@ -1,20 +1,25 @@
 // The gated delta rule backward's sequential pass with a block per head (or per large slice of
-// V): gdn_state_bwd_wide_kernel, the default for bf16 at the register passes' shapes
-// (gated_delta_state_bwd.cuh: AMOR_GDN_SBWD=reg keeps gdn_state_bwd_reg_kernel of
-// gated_delta_bwd_cuda.cu).
+// V): gdn_state_bwd_wide_kernel, for bf16 at the register passes' shapes (reg_state_ok; the
+// shared-memory gdn_state_bwd_kernel of gated_delta_bwd_cuda.cu serves every other case).
 //
 // The math is that pass's (gated_delta_bwd_cuda.cu, step 1): per chunk, in reverse, with P the
 // chunk's scale (Q K^T) o D (lower), Q~ = scale diag(e) Q and D_{n-1,j} = exp(gam_{n-1} - gam_j),
-//   dVn^T = (dS^T K^T) diag(D_{n-1,.}) + dO^T P
-//   dS^T <- e_{n-1} dS^T + dO^T Q~ - dVn^T W
+//   dVn^T = (dS^T K^T) diag(D_{n-1,.}) + dO^T P     A = dS^T, B = K^T (ldmatrix), then the
+//                                                   columns scaled; A = dO^T (ldmatrix.trans of
+//                                                   the dO tile), B = P (lower: k steps >= the
+//                                                   column step only);
+//   dS^T <- e_{n-1} dS^T + dO^T Q~ - dVn^T W        A = dO^T, B = Q~; A = -dVn^T (C fragments),
+//                                                   B = W
 // with dS^T [V, K] f32 in MMA accumulators, 16 columns of V per warp (kRegCols). dS' (before the
 // update) and dVn go to the scratch per chunk; dS after chunk 0 is d_initial_state.
 //
-// Why a second kernel: gdn_state_bwd_reg_kernel runs 4 warps per block (64 columns of V) and at
-// K 128 needs 174 KB of shared memory, so an SM holds one such block: 4 warps, one per scheduler,
-// nothing to hide a chunk step's latencies (ncu 2026-12-02, H16 K128 V256 B8 T2048: 1097 us, four
-// waves of 512 blocks, ~16K cycles per chunk step against ~5K of MMA issue). Every block also
-// recomputed P and Q~ and reloaded q, k, W for its 64 columns (4x per head at V 256). Here the
+// Why whole heads per block: the earlier register pass (gdn_state_bwd_reg_kernel, removed
+// 2026-12-02 session 7 after this one passed GPU parity at 465 us against its 1097) ran 4 warps
+// per block (64 columns of V) and at K 128 needed 174 KB of shared memory, so an SM held one
+// such block: 4 warps, one per scheduler, nothing to hide a chunk step's latencies (ncu
+// 2026-12-02, H16 K128 V256 B8 T2048: four waves of 512 blocks, ~16K cycles per chunk step
+// against ~5K of MMA issue). Every block also recomputed P and Q~ and reloaded q, k, W for its
+// 64 columns (4x per head at V 256). Here the
 // warps of all of V (up to kWideMaxWarps = 16: V 256) share one block: P, Q~ and D are computed
 // once per chunk by all warps together, q, k, W are loaded once per head, and an SM runs 16 warps
 // (4 per scheduler). At H16 B8 that is 128 blocks, one wave on 132 SMs.
@@ -33,16 +38,17 @@
 //    each warp's staging tile (dS' and dVn leave through it) holds one 16-row block instead of K
 //    rows.
 // Per chunk: two barriers (the chunk's tiles in; P, Q~, D written), then each warp's chain
-// without barriers, as gdn_state_bwd_reg_kernel.
+// without barriers.
 //
 // Expected (H200, K 128, V 256, chunk 64, B8 T2048 H16): per chunk and SM 176 KB of traffic
 // (q, k, W, dO in; dS', dVn out), ~3.4K MMAs (16 warps x 212 + P), ~0.9 MB of ldmatrix reads;
 // memory-bound at ~20 B/cycle per SM: ~9K cycles per chunk, 32 chunks, ~160-250 us (was 1097).
 // At H24 K64 V128: 192 blocks of 8 warps, 72 KB per chunk and block, ~120-180 us (was 441).
-// Not yet measured on the GPU.
+// Measured (ncu, tests/cuda/RESULTS.md, 2026-12-02 session 6): 465.3 us at H16 K128 V256;
+// AMOR_GDN_SBWD_WARPS=8 no faster.
 //
-// Rounding: as gdn_state_bwd_reg_kernel (bf16 operands, f32 accumulation, D scales dS^T K^T in
-// f32); the sums are in the same order, so the results are the same bits.
+// Rounding: bf16 operands, f32 accumulation; D scales dS^T K^T in f32 (the shared-memory pass
+// scales K in bf16 instead).
 #include "kernels/gated_delta/gated_delta_state_bwd.cuh"
 #include "kernels/gated_delta/gated_delta_tc.cuh"
 
@@ -340,24 +346,12 @@ void launch_wide(const bf16_t* q, const bf16_t* k, const bf16_t* dO, const void*
 
 }  // namespace
 
-bool state_bwd_wide_enabled() {
-  static const bool wide = [] {
-    const char* e = std::getenv("AMOR_GDN_SBWD");
-    return !(e && std::string(e) == "reg");
-  }();
-  return wide;
-}
-
 // As many warps as the head has 16-column slices (at most kWideMaxWarps), halved down to 4 while
 // the grid would leave more than half of the SMs idle (few heads: smaller blocks spread over more
 // SMs; below 4 warps each would compute a larger share of P and reload q, k, W for fewer columns),
 // and further while the layout exceeds the shared memory.
 int state_bwd_wide_warps(const Dims& d) {
-  static const int fixed = [] {
-    const char* e = std::getenv("AMOR_GDN_SBWD_WARPS");
-    const int v = e ? std::atoi(e) : 0;
-    return v >= 1 && v <= kWideMaxWarps ? v : 0;
-  }();
+  static const int fixed = env_int("AMOR_GDN_SBWD_WARPS", 1, kWideMaxWarps, 0);
   const int64_t slices = (d.V + kRegCols - 1) / kRegCols;
   int w = fixed ? fixed : int(slices < kWideMaxWarps ? slices : kWideMaxWarps);
   auto blocks = [&](int ww) { return d.B * d.H * ((slices + ww - 1) / ww); };

@@ -1,10 +1,10 @@
 #include "kernels/ssd/ssd.h"
 
-#include <cstdlib>
 #include <string>
 
 #include "kernels/cast/cuda_args.h"
 #include "kernels/core/check.h"
+#include "kernels/core/env_switch.h"
 #include "kernels/ssd/ssd_chunked_ref.h"
 #include "kernels/ssd/ssd_recurrent_ref.h"
 
@@ -127,10 +127,7 @@ SsdOut ssd_forward(const Tensor& x, const Tensor& dt, const Tensor& A, const Ten
 }
 
 bool ssd_keep_for_backward_default() {
-  static const bool keep = [] {
-    const char* e = std::getenv("AMOR_SSD_RECOMPUTE");
-    return !(e && std::string(e) == "1");
-  }();
+  static const bool keep = env_choice("AMOR_SSD_RECOMPUTE", {"0", "1"}, "0") == "0";
   return keep;
 }
 

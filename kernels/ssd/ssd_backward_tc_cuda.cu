@@ -15,17 +15,20 @@
 // Shared memory at Q = 64, P = 64, N = 128: dx 94.5 KiB, dbc 80 KiB (two blocks per SM each,
 // also by their 112 and 116 registers; the f32 kernels' 147 KiB and 154 KiB fit one).
 // The rows (and the bf16 states) are copied in by cp.async, all in flight at once. With bf16
-// states (S = bf16_t: the span path of ssd_backward_cuda.cu) the G tile has its own buffer,
-// copied in with the rows: dx 111.5 KiB (97 registers), dbc 97 KiB (108), still two blocks per
-// SM; dBh, dCh are written as bf16 (half the bytes of the largest intermediate).
-// The span path's defaults since 2026-12-02 (AMOR_SSD_BWD=tile, read once, keeps the kernels
-// above): dx_reg_kernel (the Tm and G B_j reductions from the mma fragments by warp shuffles,
-// G copied into C's tile after the KE products: 63.5 KiB, 80 registers, three blocks a SM at the
-// 1.5B shape) and dbc_heads_tc_kernel<Sh, true> (one barrier a head less, A2 by bf16 pairs).
-#include <cstdlib>
+// states (S = bf16_t: the span path of ssd_backward_cuda.cu, where dbc_heads_fit does not hold)
+// the dbc kernel's G tile has its own buffer, copied in with the rows: 97 KiB (108 registers),
+// still two blocks per SM; dBh, dCh are written as bf16 (half the bytes of the largest
+// intermediate).
+// The span path's dx is dx_reg_kernel (the Tm and G B_j reductions from the mma fragments by
+// warp shuffles, G copied into C's tile after the KE products: 63.5 KiB, 80 registers, three
+// blocks a SM at the 1.5B shape), and its dB, dC where they fit dbc_heads_tc_kernel (one barrier
+// a head less than block_sum's, A2 by bf16 pairs). Until 2026-12-02 session 7 AMOR_SSD_BWD=tile
+// kept the span path's earlier dx (dx_tc_kernel on bf16 states, 111.5 KiB: 613 us against
+// dx_reg's 402 at H64 T2K) and dbc_heads without those two changes (654 us against 615).
 #include <string>
 #include <type_traits>
 
+#include "kernels/core/env_switch.h"
 #include "kernels/ssd/ssd_mma.cuh"
 
 namespace amor::cuda {
@@ -38,26 +41,7 @@ using tc::stride_of;
 using tc::tile_bytes;
 using tc::WarpTile;
 
-// The span path's dx and dbc kernels (AMOR_SSD_BWD, read once): "tile" dx_tc_kernel<bf16_t> and
-// dbc_heads_tc_kernel as they were (shared-memory epilogues); anything else (default) the
-// register-reduction kernels (dx_reg_kernel, ...).
-bool bwd_reg() {
-  static const bool reg = [] {
-    const char* e = std::getenv("AMOR_SSD_BWD");
-    return !(e && std::string(e) == "tile");
-  }();
-  return reg;
-}
-
-// Where dx_tc_kernel<bf16_t> keeps its own G tile: after dx_tc_smem's bytes, 16-byte aligned.
-__host__ __device__ inline int64_t dx_g_offset(const Dims& k) {
-  const int64_t qp = k.Q > k.P ? k.Q : k.P;
-  const int64_t base = tile_bytes(qp, k.N) + tile_bytes(k.Q, k.N) + 2 * tile_bytes(k.Q, k.P) +
-                       tile_bytes(k.Q, k.Q) + 4 * (k.Q * (k.Q + 1) + k.Q * (k.P + 1) + 4 * k.Q);
-  return (base + 15) / 16 * 16;
-}
-int64_t dx_spans_smem(const Dims& k) { return dx_g_offset(k) + tile_bytes(k.P, k.N); }
-// The same for dbc_tc_kernel<bf16_t>.
+// Where dbc_tc_kernel<bf16_t> keeps its own G tile: after dbc_tc_smem's bytes, 16-byte aligned.
 __host__ __device__ inline int64_t dbc_g_offset(const Dims& k) {
   const int64_t nparts = (pad16(int(k.N)) + 31) / 32;
   const int64_t base = 2 * tile_bytes(k.Q, k.N) + 2 * tile_bytes(k.Q, k.P) +
@@ -67,53 +51,62 @@ __host__ __device__ inline int64_t dbc_g_offset(const Dims& k) {
 }
 int64_t dbc_spans_smem(const Dims& k) { return dbc_g_offset(k) + tile_bytes(k.P, k.N); }
 
-// dx, the partial ddt and dcum, the dD partial of one chunk (see dx_kernel). S: the storage of
-// the chunk states and state gradients, f32 (per-chunk path) or bf16 (the span path, whose dbc
-// kernel adds the <G, S> term instead: states unused).
-template <class S, class Sh>
+// The bf16 tiles both dx kernels start their shared memory with: C's rows (later G [P][N] in the
+// same place: max(Q, P) rows), B's rows, x, dy and KE [Q][Q]; rest is the first byte after them.
+// load starts the copies of chunk ch's C, B, x and dy rows (cp.async, not committed).
+struct DxTiles {
+  bf16_t *CG, *Bs, *xs, *dys, *KE;
+  unsigned char* rest;
+  __device__ DxTiles(unsigned char* at, int Q, int P, int N) {
+    CG = reinterpret_cast<bf16_t*>(at);
+    at += tile_bytes(Q > P ? Q : P, N);
+    Bs = reinterpret_cast<bf16_t*>(at);
+    at += tile_bytes(Q, N);
+    xs = reinterpret_cast<bf16_t*>(at);
+    at += tile_bytes(Q, P);
+    dys = reinterpret_cast<bf16_t*>(at);
+    at += tile_bytes(Q, P);
+    KE = reinterpret_cast<bf16_t*>(at);
+    rest = at + tile_bytes(Q, Q);
+  }
+  __device__ void load(const Dims& k, const Chunk& ch, const bf16_t* Cm, const bf16_t* Bm,
+                       const bf16_t* x, const bf16_t* dy) const {
+    const int P = int(k.P), N = int(k.N), sN = stride_of(N), sP = stride_of(P);
+    tc::load_rows_async(CG, sN, Cm, ch.b, ch.g, ch.t0, ch.len, k.T, k.G, N);
+    tc::load_rows_async(Bs, sN, Bm, ch.b, ch.g, ch.t0, ch.len, k.T, k.G, N);
+    tc::load_rows_async(xs, sP, x, ch.b, ch.h, ch.t0, ch.len, k.T, k.H, P);
+    tc::load_rows_async(dys, sP, dy, ch.b, ch.h, ch.t0, ch.len, k.T, k.H, P);
+  }
+};
+
+// dx, the partial ddt and dcum, the dD partial of one chunk (see dx_kernel), on the per-chunk
+// path's f32 chunk states and state gradients (the span path's bf16 ones: dx_reg_kernel below).
+template <class Sh>
 __global__ void __launch_bounds__(kThreads)
     dx_tc_kernel(Dims k, const bf16_t* __restrict__ x, const float* __restrict__ dt,
                  const bf16_t* __restrict__ Bm, const bf16_t* __restrict__ Cm,
                  const float* __restrict__ D, const bf16_t* __restrict__ dy,
-                 const float* __restrict__ cum, const S* __restrict__ states,
-                 const S* __restrict__ grads, bf16_t* __restrict__ dx,
+                 const float* __restrict__ cum, const float* __restrict__ states,
+                 const float* __restrict__ grads, bf16_t* __restrict__ dx,
                  float* __restrict__ ddt, float* __restrict__ dcum,
                  float* __restrict__ partials) {
   extern __shared__ uint4 smem_raw[];
   __shared__ float red[32];
   const Chunk ch = chunk_of_block<Sh>(k);
   const int Q = int(k.Q), P = int(k.P), N = int(k.N), L = ch.len;
-  const int QP = Q > P ? Q : P;
   const int sN = stride_of(N), sP = stride_of(P), sQ = stride_of(Q);
-  unsigned char* at = reinterpret_cast<unsigned char*>(smem_raw);
-  bf16_t* CG = reinterpret_cast<bf16_t*>(at);  // C rows, then G as [P][N]
-  at += tile_bytes(QP, N);
-  bf16_t* Bs = reinterpret_cast<bf16_t*>(at);
-  at += tile_bytes(Q, N);
-  bf16_t* xs = reinterpret_cast<bf16_t*>(at);
-  at += tile_bytes(Q, P);
-  bf16_t* dys = reinterpret_cast<bf16_t*>(at);
-  at += tile_bytes(Q, P);
-  bf16_t* KE = reinterpret_cast<bf16_t*>(at);
-  at += tile_bytes(Q, Q);
-  float* Tm = reinterpret_cast<float*>(at);  // [Q][Q+1]
-  float* GB = Tm + Q * (Q + 1);              // [Q][P+1]
+  const DxTiles tiles(reinterpret_cast<unsigned char*>(smem_raw), Q, P, N);
+  bf16_t *const CG = tiles.CG, *const Bs = tiles.Bs, *const xs = tiles.xs;  // CG: C, then G
+  bf16_t *const dys = tiles.dys, *const KE = tiles.KE;
+  float* Tm = reinterpret_cast<float*>(tiles.rest);  // [Q][Q+1]
+  float* GB = Tm + Q * (Q + 1);                      // [Q][P+1]
   float* cm = GB + Q * (P + 1);
   float* dts = cm + Q;
   float* wv = dts + Q;
   float* wdw = wv + Q;
-  // The G tile: C's, loaded once the C products are done (f32 states), or its own, copied in
-  // with the rows (bf16 states).
-  bf16_t* Gt = CG;
+  // The G tile takes C's place once the C products are done.
   const int64_t state_at = (ch.bh * k.nc + ch.c) * int64_t(P) * N;
-  tc::load_rows_async(CG, sN, Cm, ch.b, ch.g, ch.t0, L, k.T, k.G, N);
-  tc::load_rows_async(Bs, sN, Bm, ch.b, ch.g, ch.t0, L, k.T, k.G, N);
-  tc::load_rows_async(xs, sP, x, ch.b, ch.h, ch.t0, L, k.T, k.H, P);
-  tc::load_rows_async(dys, sP, dy, ch.b, ch.h, ch.t0, L, k.T, k.H, P);
-  if constexpr (!std::is_same_v<S, float>) {
-    Gt = reinterpret_cast<bf16_t*>(reinterpret_cast<unsigned char*>(smem_raw) + dx_g_offset(k));
-    tc::load_tile_async(Gt, sN, grads + state_at, P, N);
-  }
+  tiles.load(k, ch, Cm, Bm, x, dy);
   mma::cp_async_commit();
   for (int i = threadIdx.x; i < L; i += blockDim.x) {
     cm[i] = cum[ch.bh * k.T + ch.t0 + i];
@@ -143,20 +136,17 @@ __global__ void __launch_bounds__(kThreads)
       }
   });
   __syncthreads();
-  // G replaces C (f32 states), <G, S> on the way; the skip's dD.
-  float gs = 0.0f;
-  if constexpr (std::is_same_v<S, float>) {
-    gs = tc::load_state_bf16(CG, sN, grads + state_at, P, N, states + state_at);
-  }
+  // G replaces C, <G, S> on the way; the skip's dD.
+  float gs = tc::load_state_bf16(CG, sN, grads + state_at, P, N, states + state_at);
   float dd = tc::tile_dot_bf16(dys, xs, sP, L, P);
   gs = block_sum(gs, red);
-  dd = block_sum(dd, red);  // block_sum ends with a barrier: Gt holds G from here on
+  dd = block_sum(dd, red);  // block_sum ends with a barrier: CG holds G from here on
   const float d = D[ch.h];
   bf16_t* dxc = dx + ((ch.b * k.T + ch.t0) * k.H + ch.h) * P;
   const bool pairs = P % 2 == 0;  // dx rows start 4-byte aligned: stores by bf16 pairs
   tc::for_warp_tiles<1, 2>(Lp, Pp, [&](int m0, int n0) {
     WarpTile<1, 2> gb(m0, n0, Lp, Pp), acc(m0, n0, Lp, Pp);
-    gb.mac<false, false>(Bs, sN, Gt, sN, 0, Np);     // (G B_j)_p = sum_n B_jn G_pn
+    gb.mac<false, false>(Bs, sN, CG, sN, 0, Np);     // (G B_j)_p = sum_n B_jn G_pn
     acc.mac<true, true>(KE, sQ, dys, sP, m0, Lp);    // sum_{i >= j} KE_ij dy_ip
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the fragments
@@ -211,8 +201,7 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x < 32) {  // warp 0: the chunk-wide terms of the last step's dcum
     float part = 0.0f;
     for (int j = int(threadIdx.x); j < L; j += 32) part += wdw[j];
-    const float carried = std::is_same_v<S, float> ? expf(cm[L - 1]) * gs : 0.0f;
-    const float total = warp_sum(part) + carried;
+    const float total = warp_sum(part) + expf(cm[L - 1]) * gs;
     if (threadIdx.x == 0) {
       dcum[ch.bh * k.T + ch.t0 + L - 1] += total;
       partials[(ch.b * k.nc + ch.c) * 2 * k.H + k.H + ch.h] = dd;
@@ -220,8 +209,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The span path's dx kernel with its reductions in registers (default; AMOR_SSD_BWD=tile keeps
-// dx_tc_kernel<bf16_t> above). Same outputs, inputs and products as dx_tc_kernel; what moved:
+// The span path's dx kernel with its reductions in registers. Same outputs, inputs and products
+// as dx_tc_kernel (which has the per-chunk path's f32 states); what moved:
 //   * Tm = dM o KE (f32, j <= i) is never stored. In the KE epilogue each thread holds Tm for its
 //     fragment rows r (g, g + 8) and columns c; it forms
 //       row_r partial = sum_c Tm_rc dt_c     (quad shuffles: the 4 lanes of a row)
@@ -239,7 +228,8 @@ __global__ void __launch_bounds__(kThreads)
 //     warp sum: no quad loops over Q, no extra barrier.
 //   * G has no buffer of its own: it is copied (cp.async) into C's tile once the KE products are
 //     done, while each warp runs its first KE^T dy product; then a barrier and the G B_j
-//     product. Shared memory at Q = 64, P = 64, N = 128: 63.5 KiB (dx_tc_kernel<bf16_t>: 111.5),
+//     product. Shared memory at Q = 64, P = 64, N = 128: 63.5 KiB (dx_tc_kernel on bf16 states,
+//     with G in a buffer of its own, took 111.5),
 //     so three blocks a SM where the registers allow (the full-chunk variant: <= 80 a thread).
 // Four barriers in all (rows in; KE and the partials; G in; the dx partials). Sums differ from
 // dx_tc_kernel's in f32 rounding order only.
@@ -260,28 +250,16 @@ __global__ void __launch_bounds__(kThreads, dx_reg_blocks<Sh>)
   const int Q = int(k.Q), P = int(k.P), N = int(k.N), L = ch.len;
   const int sN = stride_of(N), sP = stride_of(P), sQ = stride_of(Q);
   const int Qp = pad16(Q), Q32 = (Qp + 31) / 32 * 32, nq = Q32 / 32, np = (pad16(P) + 31) / 32;
-  unsigned char* at = reinterpret_cast<unsigned char*>(smem_raw);
-  bf16_t* Cs = reinterpret_cast<bf16_t*>(at);  // C rows, then G as [P][N]
-  bf16_t* Gt = Cs;
-  at += tile_bytes(Q > P ? Q : P, N);
-  bf16_t* Bs = reinterpret_cast<bf16_t*>(at);
-  at += tile_bytes(Q, N);
-  bf16_t* xs = reinterpret_cast<bf16_t*>(at);
-  at += tile_bytes(Q, P);
-  bf16_t* dys = reinterpret_cast<bf16_t*>(at);
-  at += tile_bytes(Q, P);
-  bf16_t* KE = reinterpret_cast<bf16_t*>(at);
-  at += tile_bytes(Q, Q);
-  float* cm = reinterpret_cast<float*>(at);  // [Qp], zero past the chunk
-  float* dts = cm + Qp;                      // [Qp], zero past the chunk
-  float* rowp = dts + Qp;                    // [Qp][nq]
-  float* colp = rowp + Qp * nq;              // [Qp / 16][Q32]
-  float* dwp = colp + (Qp / 16) * Q32;       // [Qp][np]
+  const DxTiles tiles(reinterpret_cast<unsigned char*>(smem_raw), Q, P, N);
+  bf16_t *const Cs = tiles.CG, *const Gt = tiles.CG;  // C's rows, then G as [P][N]
+  bf16_t *const Bs = tiles.Bs, *const xs = tiles.xs, *const dys = tiles.dys, *const KE = tiles.KE;
+  float* cm = reinterpret_cast<float*>(tiles.rest);  // [Qp], zero past the chunk
+  float* dts = cm + Qp;                              // [Qp], zero past the chunk
+  float* rowp = dts + Qp;                            // [Qp][nq]
+  float* colp = rowp + Qp * nq;                      // [Qp / 16][Q32]
+  float* dwp = colp + (Qp / 16) * Q32;               // [Qp][np]
   const int64_t state_at = (ch.bh * k.nc + ch.c) * int64_t(P) * N;
-  tc::load_rows_async(Cs, sN, Cm, ch.b, ch.g, ch.t0, L, k.T, k.G, N);
-  tc::load_rows_async(Bs, sN, Bm, ch.b, ch.g, ch.t0, L, k.T, k.G, N);
-  tc::load_rows_async(xs, sP, x, ch.b, ch.h, ch.t0, L, k.T, k.H, P);
-  tc::load_rows_async(dys, sP, dy, ch.b, ch.h, ch.t0, L, k.T, k.H, P);
+  tiles.load(k, ch, Cm, Bm, x, dy);
   mma::cp_async_commit();
   for (int i = threadIdx.x; i < Qp; i += blockDim.x) {
     const bool in = i < L;
@@ -445,7 +423,7 @@ int64_t dx_reg_smem(const Dims& k) {
 
 // Per-head dB, dC of one chunk ([B,T,H,N], f32 or bf16 as S) and the carried state's dcum term
 // (see dbc_kernel); with bf16 states (S = bf16_t, the span path) also the state passing's
-// dcum_last term exp(cum_last) <G, S_c> (dx_tc_kernel<float> adds it on the per-chunk path).
+// dcum_last term exp(cum_last) <G, S_c> (dx_tc_kernel adds it on the per-chunk path).
 template <class S, class Sh>
 __global__ void __launch_bounds__(kThreads)
     dbc_tc_kernel(Dims k, const bf16_t* __restrict__ x, const float* __restrict__ dt,
@@ -573,13 +551,13 @@ __global__ void __launch_bounds__(kThreads)
 // dbc_tc_kernel: dcum_i += C_i . (e_i S_h^T dy_i), taken as the change of C_i . dC_i across the
 // head's carried term (f32; the previous heads' part cancels exactly up to rounding), and
 // dcum_last += exp(cum_last) <G_h, S_h>. Writes partials [B, T, G, nsplit, N] f32.
-// kReg (default; AMOR_SSD_BWD=tile: false, the kernel as it was): the same bits with fewer
-// instructions and barriers per head: <G_h, S_h> as per-warp sums read after the barrier that
-// already ends the head (one barrier a head less than block_sum's two), and the A2 tile stored
-// as 4-byte bf16 pairs (no per-element predicates and 2-byte stores).
+// <G_h, S_h> is summed as per-warp sums read after the barrier that already ends the head (one
+// barrier a head less than block_sum's two), and the A2 tile stored as 4-byte bf16 pairs (no
+// per-element predicates and 2-byte stores): dbc 615 us against 654 for the kernel that did
+// neither (RESULTS.md, 2026-12-02; AMOR_SSD_BWD=tile selected it until session 7), the same bits.
 constexpr int kHeadsPerSplit = 8;
 
-template <class Sh, bool kReg>
+template <class Sh>
 __global__ void __launch_bounds__(kThreads, 2)
     dbc_heads_tc_kernel(Dims k, const bf16_t* __restrict__ x, const float* __restrict__ dt,
                         const bf16_t* __restrict__ Bm, const bf16_t* __restrict__ Cm,
@@ -655,42 +633,32 @@ __global__ void __launch_bounds__(kThreads, 2)
     tc::for_warp_tiles<1, 2>(Lp, Lp, [&](int m0, int n0) {
       WarpTile<1, 2> dm(m0, n0, Lp, Lp);
       if (n0 <= m0 + 15) dm.mac<false, false>(dys, sP, xs, sP, 0, Pp);  // dM_ij = dy_i . x_j
-      if constexpr (kReg) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int c0 = dm.col(j, 0);  // even; Lp even: c0 < Lp implies c0 + 1 < Lp
-          if (c0 >= Lp) continue;
+      for (int j = 0; j < 4; ++j) {
+        const int c0 = dm.col(j, 0);  // even; Lp even: c0 < Lp implies c0 + 1 < Lp
+        if (c0 >= Lp) continue;
 #pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            const int r = dm.row(0, 2 * hh);
-            float a[2];
+        for (int hh = 0; hh < 2; ++hh) {
+          const int r = dm.row(0, 2 * hh);
+          float a[2];
 #pragma unroll
-            for (int q = 0; q < 2; ++q) {
-              const int cc = c0 + q;
-              a[q] = cc <= r && r < L ? dm.c[0][j][2 * hh + q] *
-                                            mma::exp2_approx((cm[r] - cm[cc]) * kLog2e) * dts[cc]
-                                      : 0.0f;
-            }
-            *reinterpret_cast<uint32_t*>(A2 + r * sQ + c0) = mma::pack_bf16x2(a[0], a[1]);
+          for (int q = 0; q < 2; ++q) {
+            const int cc = c0 + q;
+            a[q] = cc <= r && r < L ? dm.c[0][j][2 * hh + q] *
+                                          mma::exp2_approx((cm[r] - cm[cc]) * kLog2e) * dts[cc]
+                                    : 0.0f;
           }
+          *reinterpret_cast<uint32_t*>(A2 + r * sQ + c0) = mma::pack_bf16x2(a[0], a[1]);
         }
-      } else {
-        dm.each([&](int i, int j, float& v) {
-          const float a =
-              j <= i && i < L ? v * mma::exp2_approx((cm[i] - cm[j]) * kLog2e) * dts[j] : 0.0f;
-          A2[i * sQ + j] = from_f32<bf16_t>(a);
-        });
       }
     });
-    // <G_h, S_h>: block_sum (ends with a barrier: A2 is complete), or (kReg) per-warp sums in
-    // red, summed in block_sum's order after the head's closing barrier (the same bits).
+    // <G_h, S_h>: per-warp sums in red, summed in block_sum's order after the head's closing
+    // barrier.
     float gs = 0.0f;
-    if constexpr (kReg) {
+    {
       const float wsum = warp_sum(tc::tile_dot_bf16(Ss, Gs, sN, P, N));
       if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = wsum;
       __syncthreads();  // A2 is complete
-    } else {
-      gs = block_sum(tc::tile_dot_bf16(Ss, Gs, sN, P, N), red);
     }
     if (live) {
       // This lane's part of C_r . dC_r for its rows r (a fragment's rows g and g + 8).
@@ -740,9 +708,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       float s = 0.0f;
       for (int q = 0; q < nparts; ++q) s += part[i * nparts + q];
       if (i == L - 1) {
-        if constexpr (kReg) {
-          for (int w = 0; w < kThreads / 32; ++w) gs += red[w];
-        }
+        for (int w = 0; w < kThreads / 32; ++w) gs += red[w];
         s += expf(cm[L - 1]) * gs;
       }
       dcum[bh * k.T + t0 + i] = dc0[i] + s;
@@ -788,7 +754,7 @@ void launch_dx_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t*
                   const float* states, const float* grads, bf16_t* dx, float* ddt, float* dcum,
                   float* partials, cudaStream_t s) {
   if (k.nc * k.B * k.H == 0) return;
-  launch_chunks(dx_tc_kernel<float, AnyShape>, k, dx_tc_smem(k), s, k, x, dt, Bm, Cm, D, dy, cum, states,
+  launch_chunks(dx_tc_kernel<AnyShape>, k, dx_tc_smem(k), s, k, x, dt, Bm, Cm, D, dy, cum, states,
                 grads, dx, ddt, dcum, partials);
 }
 
@@ -805,16 +771,9 @@ void launch_dx_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t*
                   const bf16_t* grads, bf16_t* dx, float* ddt, float* dcum, float* partials,
                   cudaStream_t s) {
   if (k.nc * k.B * k.H == 0) return;
-  if (bwd_reg()) {
-    with_shape(k, [&](auto sh) {
-      launch_chunks(dx_reg_kernel<decltype(sh)>, k, dx_reg_smem(k), s, k, x, dt, Bm, Cm, D, dy,
-                    cum, grads, dx, ddt, dcum, partials);
-    });
-    return;
-  }
   with_shape(k, [&](auto sh) {
-    launch_chunks(dx_tc_kernel<bf16_t, decltype(sh)>, k, dx_spans_smem(k), s, k, x, dt, Bm, Cm,
-                  D, dy, cum, static_cast<const bf16_t*>(nullptr), grads, dx, ddt, dcum, partials);
+    launch_chunks(dx_reg_kernel<decltype(sh)>, k, dx_reg_smem(k), s, k, x, dt, Bm, Cm, D, dy,
+                  cum, grads, dx, ddt, dcum, partials);
   });
 }
 
@@ -849,10 +808,8 @@ void launch_dbc_heads_tc(const Dims& k, const bf16_t* x, const float* dt, const 
   if (k.nc * k.B * k.G == 0) return;
   const int64_t bytes = dbc_heads_smem(k);
   // The full-chunk variant spills (ptxas: 128 bytes at 128 registers); the other does not.
-  const bool reg = bwd_reg();
   with_shape<false>(k, [&](auto sh) {
-    auto* kernel = reg ? dbc_heads_tc_kernel<decltype(sh), true>
-                       : dbc_heads_tc_kernel<decltype(sh), false>;
+    auto* kernel = dbc_heads_tc_kernel<decltype(sh)>;
     AMOR_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
     kernel<<<dim3(unsigned(k.nc), unsigned(k.B * k.G), unsigned(dbc_heads_splits(k))), kThreads,
@@ -862,7 +819,7 @@ void launch_dbc_heads_tc(const Dims& k, const bf16_t* x, const float* dt, const 
 }
 
 int64_t backward_spans_smem(const Dims& k) {
-  const int64_t a = dx_spans_smem(k), b = dbc_spans_smem(k);
+  const int64_t a = dx_reg_smem(k), b = dbc_spans_smem(k);
   return a > b ? a : b;
 }
 

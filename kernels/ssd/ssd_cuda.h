@@ -75,8 +75,9 @@ void ssd_set_kernel_hook(SsdKernelHook hook);
 // per-chunk tensor-core kernels (the earlier path, kept for comparison: bench-ssd times both).
 void ssd_set_spans(bool on);
 // Chunks per span of that path: m >= 1 fixes it (capped at 64), 0 (the default) lets the
-// launchers choose (8 where that leaves >= 1024 blocks, else fewer). Also settable as
-// AMOR_SSD_SPAN_LEN=m in the environment (read once). Not thread-safe (a benchmark's switch:
+// launchers choose (16 where that leaves >= 1024 blocks, else fewer). Also settable as
+// AMOR_SSD_SPAN_LEN=m in the environment (0 to 64; read once, at the first span launch unless
+// ssd_set_span_len came first). Not thread-safe (a benchmark's switch:
 // bench-ssd --kernels sweeps it).
 void ssd_set_span_len(int m);
 // Stages of copies in flight in the span-state kernels (ssd_state_tc_cuda.cu): 2..4 fixes it

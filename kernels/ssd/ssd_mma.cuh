@@ -575,8 +575,9 @@ void launch_dbc_heads_tc(const Dims& k, const bf16_t* x, const float* dt, const 
                          const bf16_t* Cm, const bf16_t* dy, const float* cum,
                          const bf16_t* states, const bf16_t* grads, float* dBp, float* dCp,
                          float* dcum, cudaStream_t s);
-// The same kernels on the span path's bf16 chunk states S_c and gradients G_{c+1}; dBh, dCh in
-// bf16; the <G, S> term of dcum goes into the dbc kernel (states unused by dx).
+// The same on the span path's bf16 chunk states S_c and gradients G_{c+1} (dx: dx_reg_kernel, the
+// reductions in registers); dBh, dCh in bf16; the <G, S> term of dcum goes into the dbc kernel
+// (states unused by dx).
 void launch_dx_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t* Bm,
                   const bf16_t* Cm, const float* D, const bf16_t* dy, const float* cum,
                   const bf16_t* grads, bf16_t* dx, float* ddt, float* dcum, float* partials,

@@ -26,8 +26,8 @@
 // (P N 4 bytes) read and/or written once, and bf16 chunk states (P N 2 bytes per chunk) when
 // materialised.
 #include <algorithm>
-#include <cstdlib>
 
+#include "kernels/core/env_switch.h"
 #include "kernels/ssd/ssd_mma.cuh"
 
 namespace amor::cuda {
@@ -215,17 +215,16 @@ int64_t span_states_smem(const Dims& k, bool staged) {
 
 namespace {
 bool g_spans_on = true;
-// Chunks per span when > 0 (ssd_set_span_len), else span_len's choice; AMOR_SSD_SPAN_LEN sets
-// the starting value (read once, with the first SSD launch).
-int g_span_len = [] {
-  const char* v = std::getenv("AMOR_SSD_SPAN_LEN");
-  return v ? std::max(0, std::atoi(v)) : 0;
-}();
+// Chunks per span when > 0 (ssd_set_span_len), else span_len's choice; -1 until the first span
+// launch reads the starting value from AMOR_SSD_SPAN_LEN (0 to kMaxSpanLen, unset: 0). Read
+// then rather than at static initialisation, where a refused value could not be reported.
+int g_span_len = -1;
 }  // namespace
 
 bool spans_on() { return g_spans_on; }
 
 int span_len(const Dims& k) {
+  if (g_span_len < 0) g_span_len = env_int("AMOR_SSD_SPAN_LEN", 0, kMaxSpanLen, 0);
   if (g_span_len > 0) return g_span_len < kMaxSpanLen ? g_span_len : kMaxSpanLen;
   // 16 chunks per block where that still leaves >= 1024 blocks (8 per SM on 132 SMs), else
   // fewer; never below 2 (so the small tests cover spans of several chunks). 16 rather than 8:
