@@ -86,12 +86,12 @@
 // warp): forward D = 64 reads 16 KB of K/V fragments per 32 x 64 x 64 tile pair of products
 // (31 B per kFLOP, half the former 62); dq D = 64 31 B/kFLOP (was 71); dk/dv D = 64 46 (was 69).
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
+#include <string>
 
 #include "kernels/attention/attention_cuda.h"
 #include "kernels/attention/attention_tc.cuh"
 #include "kernels/cast/cuda_device.cuh"
+#include "kernels/core/env_switch.h"
 
 namespace amor::cuda {
 namespace {
@@ -447,20 +447,11 @@ dim3 row_grid(int64_t a, int64_t b, int64_t c) { return dim3(unsigned(a), unsign
 // Sequences longer than 64 * 65535 keys (the balanced grids' tiles in z) take the old layout.
 enum class GatedLayout { kOld, kBalanced, kFused, kFused64 };
 GatedLayout gated_layout(const AttnDims& n) {
-  const char* e = std::getenv("AMOR_ATTENTION_GATED");
-  GatedLayout l;
-  if (e == nullptr || *e == 0 || std::strcmp(e, "balanced") == 0) {
-    l = GatedLayout::kBalanced;
-  } else if (std::strcmp(e, "fused64") == 0) {
-    l = GatedLayout::kFused64;
-  } else if (std::strcmp(e, "fused") == 0) {
-    l = GatedLayout::kFused;
-  } else if (std::strcmp(e, "old") == 0) {
-    l = GatedLayout::kOld;
-  } else {
-    ::amor::cuda_fail(__FILE__, __LINE__, "attention",
-                      "AMOR_ATTENTION_GATED must be balanced, fused, fused64 or old (or unset)");
-  }
+  const std::string e = env_choice("AMOR_ATTENTION_GATED", {"balanced", "fused", "fused64", "old"}, "balanced");
+  const GatedLayout l = e == "fused"     ? GatedLayout::kFused
+                        : e == "fused64" ? GatedLayout::kFused64
+                        : e == "old"     ? GatedLayout::kOld
+                                         : GatedLayout::kBalanced;
   return n.Tk <= 64 * 65535LL ? l : GatedLayout::kOld;
 }
 

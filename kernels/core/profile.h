@@ -17,7 +17,8 @@
 
 namespace amor::profile {
 
-// AMOR_PROFILE set to anything but "" or "0" (read once), or set_enabled.
+// AMOR_PROFILE=1 (read once; 0, empty or unset: off; anything else is refused: env_switch.h), or
+// set_enabled.
 bool enabled();
 void set_enabled(bool on);
 // The device whose work the boundaries wait for (the cpu needs no wait).
