@@ -147,6 +147,9 @@ __global__ void __launch_bounds__(NW * 32, K > 64 ? 512 / (NW * 32) : 3)
   using Sm = Fused2Smem<K, NW>;
   constexpr int KS = K / 16;  // k16 steps over K
   constexpr int KN = K / 8;   // n8 tiles of S^T (its columns: the rows of S)
+  // 16-row blocks of the chunk per group of Y^T and O^T (registers: 8 kRG accumulators each, and
+  // the state repacked 4 / kRG times per product).
+  constexpr int kRG = K > 64 ? 1 : 2;
   constexpr int BV = Sm::BV, ldk = Sm::ldk, ldt = Sm::ldt, ldv = Sm::ldv;
   extern __shared__ float smem[];
   Carve carve{smem};
@@ -237,13 +240,14 @@ __global__ void __launch_bounds__(NW * 32, K > 64 ? 512 / (NW * 32) : 3)
       }
     }
 
-    // Y^T = S^T K^T and X~^T = (V^T - Y^T diag(e)) diag(beta), by halves of the chunk's rows
-    // (n tiles 4 h .. 4 h + 3 of Y^T), packed into the A fragments xa[kk] of Vn^T = X~^T Tm^T
-    // (k step kk: the chunk's rows 16 kk ..). Keep mode: the start state from the A fragments.
+    // Y^T = S^T K^T and X~^T = (V^T - Y^T diag(e)) diag(beta), by groups of kRG 16-row blocks
+    // of the chunk (n tiles 2 kRG h .. of Y^T), packed into the A fragments xa[kb] of
+    // Vn^T = X~^T Tm^T (k step kb: the chunk's rows 16 kb ..). Keep mode: the start state from
+    // the A fragments.
     uint32_t xa[4][4];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float y[4][4] = {};
+    for (int h = 0; h < 4 / kRG; ++h) {
+      float y[2 * kRG][4] = {};
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
         uint32_t a[4];
@@ -256,16 +260,16 @@ __global__ void __launch_bounds__(NW * 32, K > 64 ? 512 / (NW * 32) : 3)
           store_t(a[3], g, 16 * kk + 8 + 2 * t, g + 8, so, V, K);
         }
 #pragma unroll
-        for (int np = 0; np < 2; ++np) {
+        for (int np = 0; np < kRG; ++np) {
           uint32_t b0[2], b1[2];
-          ColB<bf16_t>{kt, ldk}.frag_b2(16 * kk, 32 * h + 16 * np, lane, b0, b1);
+          ColB<bf16_t>{kt, ldk}.frag_b2(16 * kk, 16 * (kRG * h + np), lane, b0, b1);
           mma::mma_bf16_16816(y[2 * np], a, b0);
           mma::mma_bf16_16816(y[2 * np + 1], a, b1);
         }
       }
 #pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        const int kb = 2 * h + np;  // the chunk's rows 16 kb ..
+      for (int np = 0; np < kRG; ++np) {
+        const int kb = kRG * h + np;  // the chunk's rows 16 kb ..
         // v^T as C fragments: RowB's transposed read of the v tile gives (v[r][c], v[r+1][c]).
         uint32_t v0f[2], v1f[2];
         RowB<bf16_t>{s.v, ldv}.frag_b2(16 * kb, cw, lane, v0f, v1f);
@@ -318,29 +322,29 @@ __global__ void __launch_bounds__(NW * 32, K > 64 ? 512 / (NW * 32) : 3)
       }
     }
 
-    // O^T = scale S^T Q^T diag(e) + Vn^T P^T by halves of the chunk's rows (n tiles 4 h ..),
-    // stored transposed (store_t).
+    // O^T = scale S^T Q^T diag(e) + Vn^T P^T by groups of kRG 16-row blocks of the chunk (n tiles
+    // 2 kRG h ..), stored transposed (store_t).
     if (with_o) {
       bf16_t* const oc = o + (xb + int64_t(c) * kRows * H) * V + v0 + cw;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (32 * h >= n) break;
-        float ot[4][4] = {};
+      for (int h = 0; h < 4 / kRG; ++h) {
+        if (16 * kRG * h >= n) break;
+        float ot[2 * kRG][4] = {};
 #pragma unroll
         for (int kk = 0; kk < KS; ++kk) {
           uint32_t a[4];
           pack_s(st, kk, a);
 #pragma unroll
-          for (int np = 0; np < 2; ++np) {
+          for (int np = 0; np < kRG; ++np) {
             uint32_t b0[2], b1[2];
-            ColB<bf16_t>{qt, ldk}.frag_b2(16 * kk, 32 * h + 16 * np, lane, b0, b1);
+            ColB<bf16_t>{qt, ldk}.frag_b2(16 * kk, 16 * (kRG * h + np), lane, b0, b1);
             mma::mma_bf16_16816(ot[2 * np], a, b0);
             mma::mma_bf16_16816(ot[2 * np + 1], a, b1);
           }
         }
 #pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {
-          const int r = 32 * h + 8 * jj + 2 * t;
+        for (int jj = 0; jj < 2 * kRG; ++jj) {
+          const int r = 16 * kRG * h + 8 * jj + 2 * t;
           const float se0 = scale * exp_t<bf16_t>(gm[r]), se1 = scale * exp_t<bf16_t>(gm[r + 1]);
           ot[jj][0] *= se0;
           ot[jj][1] *= se1;
@@ -348,8 +352,8 @@ __global__ void __launch_bounds__(NW * 32, K > 64 ? 512 / (NW * 32) : 3)
           ot[jj][3] *= se1;
         }
 #pragma unroll
-        for (int np = 0; np < 2; ++np) {
-          const int rb = 2 * h + np;
+        for (int np = 0; np < kRG; ++np) {
+          const int rb = kRG * h + np;
 #pragma unroll
           for (int kb = 0; kb <= rb; ++kb) {
             uint32_t b0[2], b1[2];
@@ -359,8 +363,8 @@ __global__ void __launch_bounds__(NW * 32, K > 64 ? 512 / (NW * 32) : 3)
           }
         }
 #pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {
-          const int r = 32 * h + 8 * jj + 2 * t;
+        for (int jj = 0; jj < 2 * kRG; ++jj) {
+          const int r = 16 * kRG * h + 8 * jj + 2 * t;
           store_t(mma::pack_bf16x2(ot[jj][0], ot[jj][1]), g, r, g, oc, int64_t(H) * V, n);
           store_t(mma::pack_bf16x2(ot[jj][2], ot[jj][3]), g, r, g + 8, oc, int64_t(H) * V, n);
         }
