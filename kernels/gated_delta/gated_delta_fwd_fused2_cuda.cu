@@ -147,9 +147,10 @@ __global__ void __launch_bounds__(NW * 32, K > 64 ? 512 / (NW * 32) : 3)
   using Sm = Fused2Smem<K, NW>;
   constexpr int KS = K / 16;  // k16 steps over K
   constexpr int KN = K / 8;   // n8 tiles of S^T (its columns: the rows of S)
-  // 16-row blocks of the chunk per group of Y^T and O^T (registers: 8 kRG accumulators each, and
-  // the state repacked 4 / kRG times per product).
-  constexpr int kRG = K > 64 ? 1 : 2;
+  // 16-row blocks of the chunk per group of Y^T and O^T (8 kRG accumulators each, the state
+  // repacked 4 / kRG times per product). By ptxas (register caps 128 at K 128, 168 at K 64): K 128
+  // spills 368 bytes with 4, 468 with 1, 676 with 2; K 64 ~40 bytes with any.
+  constexpr int kRG = K > 64 ? 4 : 2;
   constexpr int BV = Sm::BV, ldk = Sm::ldk, ldt = Sm::ldt, ldv = Sm::ldv;
   extern __shared__ float smem[];
   Carve carve{smem};
@@ -323,12 +324,11 @@ __global__ void __launch_bounds__(NW * 32, K > 64 ? 512 / (NW * 32) : 3)
     }
 
     // O^T = scale S^T Q^T diag(e) + Vn^T P^T by groups of kRG 16-row blocks of the chunk (n tiles
-    // 2 kRG h ..), stored transposed (store_t).
+    // 2 kRG h ..), stored transposed (store_t: rows < n only).
     if (with_o) {
       bf16_t* const oc = o + (xb + int64_t(c) * kRows * H) * V + v0 + cw;
 #pragma unroll
       for (int h = 0; h < 4 / kRG; ++h) {
-        if (16 * kRG * h >= n) break;
         float ot[2 * kRG][4] = {};
 #pragma unroll
         for (int kk = 0; kk < KS; ++kk) {
@@ -371,8 +371,9 @@ __global__ void __launch_bounds__(NW * 32, K > 64 ? 512 / (NW * 32) : 3)
       }
     }
 
-    // S'^T = e_{n-1} S^T + (Vn^T D) K, D_j = exp(gam_{n-1} - gam_j) (j < n) scaling the columns
-    // of Vn^T (A), the k tile read transposed (B).
+    // S'^T = e_{n-1} S^T + (Vn^T D) K, D_j = exp(gam_{n-1} - gam_j) (j < n, else 0) scaling the
+    // columns of Vn^T (A), the k tile read transposed (B). Past the chunk's n rows everything is
+    // zero: no k step is skipped (a warp-uniform skip there cost ptxas registers).
     const float glast = gm[n - 1], elast = exp_t<bf16_t>(glast);
 #pragma unroll
     for (int j = 0; j < KN; ++j)
@@ -380,7 +381,6 @@ __global__ void __launch_bounds__(NW * 32, K > 64 ? 512 / (NW * 32) : 3)
       for (int e = 0; e < 4; ++e) st[j][e] *= elast;
 #pragma unroll
     for (int kb = 0; kb < 4; ++kb) {
-      if (16 * kb >= n) break;
       float dd[4];  // D_j for the fragment's columns j = 16 kb + 2 t + {0, 1, 8, 9}
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
