@@ -1,6 +1,9 @@
 // The gated delta rule's forward in two kernels instead of three (bf16, chunk 64, K 64 or 128,
 // V a multiple of 64; the default where it applies, AMOR_GDN_FWD=split keeps the three-kernel
-// forward of gated_delta_fwd_cuda.cu). The chunked WY/UT algorithm (gated_delta_chunked_ref.h):
+// forward of gated_delta_fwd_cuda.cu).
+// This file's fused pass is the first form: launch_fwd_fused hands K 64 (V a multiple of 64) and
+// K 128 (V a multiple of 128) to the second form, gated_delta_fwd_fused2_cuda.cu (a warp per 16
+// columns of V, no barrier in the state chain), unless AMOR_GDN_FUSED=v1. The chunked WY/UT algorithm (gated_delta_chunked_ref.h):
 // per head and chunk of n <= 64 rows with state S [K, V] at its start,
 //   gam_r = g_0 + ... + g_r,  e_r = exp(gam_r),  D_rj = exp(gam_r - gam_j),  Tm = (I + A)^-1
 //   W = Tm diag(beta e) K,  U = Tm diag(beta) V,  Vn = U - W S
