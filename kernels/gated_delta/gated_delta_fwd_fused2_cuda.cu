@@ -136,8 +136,9 @@ __device__ __forceinline__ void store_t(uint32_t x, int g, int row, int col, bf1
   if (r < nrows) *reinterpret_cast<uint32_t*>(dst + r * ld + c) = w;
 }
 
-template <int K, int NW>
-__global__ void __launch_bounds__(NW * 32, K > 64 ? 512 / (NW * 32) : 3)
+// MinB: blocks per SM that the register budget is cut for (launch_bounds).
+template <int K, int NW, int MinB>
+__global__ void __launch_bounds__(NW * 32, MinB)
     gdn_fwd_fused2_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                           const bf16_t* __restrict__ v, const void* beta_in, bool gate_f32,
                           const float* __restrict__ gam, const bf16_t* __restrict__ Tm,
@@ -411,22 +412,36 @@ __global__ void __launch_bounds__(NW * 32, K > 64 ? 512 / (NW * 32) : 3)
   }
 }
 
-// Warps per block for (K, V); 0: the second form does not apply.
-int warps_for(const Dims& d) {
+// AMOR_GDN_FUSED=v2w8 (read once): K 128 in blocks of 8 warps with the whole register file (255
+// per thread, no spills; one block of 8 warps per SM, two waves at H16 V256 B8) instead of the
+// default 16 warps per SM at 128 registers (ptxas spills ~370 bytes): the two sides of the same
+// trade, to be timed against each other.
+bool wide_regs() {
+  static const bool on = [] {
+    const char* e = std::getenv("AMOR_GDN_FUSED");
+    return e && std::string(e) == "v2w8";
+  }();
+  return on;
+}
+
+// The kernel for (K, V): 100 K + warps per block, + 1000 for the one-block-per-SM K 128 form;
+// 0: the second form does not apply.
+int config_for(const Dims& d) {
   if (d.L != kRows) return 0;
-  if (d.K == 64 && d.V % 64 == 0) return 4;
-  if (d.K == 128 && d.V % 256 == 0) return 16;
-  if (d.K == 128 && d.V % 128 == 0) return 8;
+  if (d.K == 64 && d.V % 64 == 0) return 6404;
+  if (d.K == 128 && d.V % 128 == 0 && wide_regs()) return 13808;
+  if (d.K == 128 && d.V % 256 == 0) return 12816;
+  if (d.K == 128 && d.V % 128 == 0) return 12808;
   return 0;
 }
 
-template <int K, int NW>
+template <int K, int NW, int MinB>
 void launch_kw(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* beta,
                bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
                const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o, bf16_t* S_out,
                bf16_t* Vn_out, cudaStream_t stream) {
   const int64_t smem = smem_bytes<Fused2Smem<K, NW>>(d);
-  auto* kernel = gdn_fwd_fused2_kernel<K, NW>;
+  auto* kernel = gdn_fwd_fused2_kernel<K, NW, MinB>;
   allow_smem(kernel);
   const dim3 grid(unsigned(d.V / (16 * NW)), unsigned(d.H), unsigned(d.B));
   kernel<<<grid, NW * 32, smem, stream>>>(q, k, v, beta, gate_f32, gam, Tm, s0, state_f32, scale,
@@ -436,32 +451,37 @@ void launch_kw(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* be
 
 }  // namespace
 
-bool fused2_ok(const Dims& d) { return fused2_enabled() && warps_for(d) > 0; }
+bool fused2_ok(const Dims& d) { return fused2_enabled() && config_for(d) > 0; }
 
+// Blocks per SM: K 64 three (64 KB of shared memory, 168 registers), K 128 one block of 16 warps
+// or two of 8 (120 / 104 KB, 128 registers), or with v2w8 one of 8 (255 registers).
 void launch_fwd_fused2(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* beta,
                        bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
                        const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o,
                        bf16_t* S_out, bf16_t* Vn_out, cudaStream_t stream) {
-  switch (d.K * 100 + warps_for(d)) {
+  switch (config_for(d)) {
     case 6404:
-      return launch_kw<64, 4>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm, s_final,
-                              o, S_out, Vn_out, stream);
+      return launch_kw<64, 4, 3>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm,
+                                 s_final, o, S_out, Vn_out, stream);
     case 12816:
-      return launch_kw<128, 16>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm,
-                                s_final, o, S_out, Vn_out, stream);
+      return launch_kw<128, 16, 1>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm,
+                                   s_final, o, S_out, Vn_out, stream);
     case 12808:
-      return launch_kw<128, 8>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm,
-                               s_final, o, S_out, Vn_out, stream);
+      return launch_kw<128, 8, 2>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm,
+                                  s_final, o, S_out, Vn_out, stream);
+    case 13808:
+      return launch_kw<128, 8, 1>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm,
+                                  s_final, o, S_out, Vn_out, stream);
     default:  // the caller checked fused2_ok
       return;
   }
 }
 
 int64_t fwd_fused2_smem_bytes(const Dims& d) {
-  switch (d.K * 100 + warps_for(d)) {
-    case 6404: return smem_bytes<Fused2Smem<64, 4>>(d);
-    case 12816: return smem_bytes<Fused2Smem<128, 16>>(d);
-    case 12808: return smem_bytes<Fused2Smem<128, 8>>(d);
+  switch (config_for(d) % 1000) {
+    case 404: return smem_bytes<Fused2Smem<64, 4>>(d);
+    case 816: return smem_bytes<Fused2Smem<128, 16>>(d);
+    case 808: return smem_bytes<Fused2Smem<128, 8>>(d);
     default: return 0;
   }
 }
