@@ -19,6 +19,18 @@ inline bool fwd_fused_enabled() {
   return on;
 }
 
+// AMOR_GDN_FUSED (read once): "v1" runs the first form of the fused pass
+// (gated_delta_fwd_fused_cuda.cu) everywhere; anything else (default) the second form
+// (gated_delta_fwd_fused2_cuda.cu: a warp per 16 columns of V, no barrier in the state chain)
+// where it applies (fused2_ok), the first form elsewhere.
+inline bool fused2_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("AMOR_GDN_FUSED");
+    return !(e && std::string(e) == "v1");
+  }();
+  return on;
+}
+
 // AMOR_GDN_FWD_KEEP (read once): "state" keeps the forward that keeps the backward's
 // intermediates (`saved`) as it was: the full prepare (gam, W, U, Tm) and the register state pass
 // (S, Vn), then the fused pass for o; and so the backward's recomputation. Anything else
@@ -68,7 +80,19 @@ void launch_fwd_fused(const bf16_t* q, const bf16_t* k, const bf16_t* v, const v
                       const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o,
                       bf16_t* S_out, bf16_t* Vn_out, cudaStream_t stream);
 
-// Shared memory of the fused kernel (bytes), for gated_delta_max_smem_bytes.
+// Shared memory of the fused kernel (bytes), for gated_delta_max_smem_bytes: the larger of the
+// two forms'.
 int64_t fwd_fused_smem_bytes(const Dims& d);
+
+// The second form (gated_delta_fwd_fused2_cuda.cu), which launch_fwd_fused calls where
+// fused2_ok: AMOR_GDN_FUSED not "v1", chunk 64, and K 64 with V a multiple of 64 or K 128 with V
+// a multiple of 128 (the caller has checked the rest: fused_fwd_ok or fused_keep_ok). The same
+// arguments and outputs as launch_fwd_fused.
+bool fused2_ok(const Dims& d);
+void launch_fwd_fused2(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* beta,
+                       bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
+                       const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o,
+                       bf16_t* S_out, bf16_t* Vn_out, cudaStream_t stream);
+int64_t fwd_fused2_smem_bytes(const Dims& d);
 
 }  // namespace amor::cuda::gdn

@@ -1,6 +1,9 @@
 // The gated delta rule's forward in two kernels instead of three (bf16, chunk 64, K 64 or 128,
 // V a multiple of 64; the default where it applies, AMOR_GDN_FWD=split keeps the three-kernel
-// forward of gated_delta_fwd_cuda.cu). The chunked WY/UT algorithm (gated_delta_chunked_ref.h):
+// forward of gated_delta_fwd_cuda.cu).
+// This file's fused pass is the first form: launch_fwd_fused hands K 64 (V a multiple of 64) and
+// K 128 (V a multiple of 128) to the second form, gated_delta_fwd_fused2_cuda.cu (a warp per 16
+// columns of V, no barrier in the state chain), unless AMOR_GDN_FUSED=v1. The chunked WY/UT algorithm (gated_delta_chunked_ref.h):
 // per head and chunk of n <= 64 rows with state S [K, V] at its start,
 //   gam_r = g_0 + ... + g_r,  e_r = exp(gam_r),  D_rj = exp(gam_r - gam_j),  Tm = (I + A)^-1
 //   W = Tm diag(beta e) K,  U = Tm diag(beta) V,  Vn = U - W S
@@ -504,6 +507,9 @@ void launch_fwd_fused(const bf16_t* q, const bf16_t* k, const bf16_t* v, const v
                       bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
                       const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o,
                       bf16_t* S_out, bf16_t* Vn_out, cudaStream_t stream) {
+  if (fused2_ok(d))
+    return launch_fwd_fused2(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm, s_final,
+                             o, S_out, Vn_out, stream);
   if (d.K == 64)
     return launch_k<64>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm, s_final, o,
                         S_out, Vn_out, stream);
@@ -513,9 +519,10 @@ void launch_fwd_fused(const bf16_t* q, const bf16_t* k, const bf16_t* v, const v
 
 int64_t fwd_fused_smem_bytes(const Dims& d) {
   if (d.L != kFRows) return 0;
-  if (d.K == 64) return smem_bytes<FusedSmem<64>>(d);
-  if (d.K == 128) return smem_bytes<FusedSmem<128>>(d);
-  return 0;
+  int64_t v1 = 0;
+  if (d.K == 64) v1 = smem_bytes<FusedSmem<64>>(d);
+  if (d.K == 128) v1 = smem_bytes<FusedSmem<128>>(d);
+  return std::max(v1, fwd_fused2_smem_bytes(d));
 }
 
 }  // namespace amor::cuda::gdn

@@ -319,3 +319,23 @@ TEST(CudaParity, GatedDeltaSmallErrors) {
 
 }  // namespace
 }  // namespace amor::parity
+
+namespace amor::parity {
+namespace {
+
+// The second form of the fused forward (gated_delta_fwd_fused2_cuda.cu: a warp per 16 columns of
+// V) at its block shapes, with the backward on its kept and recomputed intermediates: K 128, V 256
+// (16 warps, a block per head) over two batch entries and heads with a partial second chunk and
+// both states; K 64, V 192 (three blocks of 4 warps per head) over three heads and three chunks.
+TEST(CudaParity, GatedDeltaSmallFused2) {
+  AMOR_REQUIRE_GPU();
+  const GdnCase cases[] = {
+      {2, 70, 2, 128, 256, 64, true, true, true, 64, true},
+      {1, 150, 3, 64, 192, 64, false, true, false, 64, true},
+  };
+  uint64_t seed = 8700;
+  for (const GdnCase& c : cases) check_case(c, seed += 100, true);
+}
+
+}  // namespace
+}  // namespace amor::parity

@@ -1,0 +1,489 @@
+// The fused forward pass of the gated delta rule, second form (the default where it applies;
+// AMOR_GDN_FUSED=v1 keeps gated_delta_fwd_fused_cuda.cu's kernel, whose top comment has the
+// algorithm: the prepare's gam and Tm, then per chunk of n <= 64 rows with state S [K, V]
+//   X~ = diag(beta) (V - diag(e) (K S)),  Vn = Tm X~,
+//   O  = scale diag(e) Q S + P Vn,        P_rj = scale (q_r . k_j) D_rj (j <= r),
+//   S' = e_{n-1} S + K^T diag(D_{n-1,.}) Vn).
+//
+// Why a second form. The first gives each warp 16 rows of the chunk and 16 rows of S, so every
+// product mixes the warps' results: three block barriers per chunk, and each phase waits for the
+// slowest warp (the triangles Tm and P give warp 3 four times warp 0's k steps). Measured on the
+// H200 it runs ~7.4 us per chunk step at K 128 (2 blocks of 4 warps per SM) where the MMA issue
+// rate alone would allow ~2 us: the chain is latency and barrier bound.
+// But the columns of S are independent (only rows of S mix: K S, Tm X~, K^T D Vn all act on the
+// left). Here a warp owns 16 columns of V outright: all K rows of its 16 columns of S (f32, in
+// registers) and the same columns of Y, X~, Vn and O. Its whole state chain
+//   S -> Y = K S -> X~ -> Vn = Tm X~ -> S'
+// then runs in its own registers with no barrier and no trip through shared memory: the warp
+// computes the transposes, M = its 16 columns,
+//   Y^T  = S^T K^T          (A: S^T, B: K^T = the k tile read plainly),
+//   Vn^T = X~^T Tm^T        (A: X~^T, B: Tm^T = the Tm tile read plainly; Tm lower: k <= n block),
+//   S'^T = e_{n-1} S^T + (Vn^T D) K   (A: Vn^T with column j scaled by D_{n-1,j}; B: the k tile
+//                           read transposed),
+//   O^T  = scale S^T Q^T diag(e) + Vn^T P^T   (B: the q tile, and P from shared memory),
+// and a C fragment (16 x 8 f32 accumulators, two neighbouring n tiles) packed to bf16 pairs is
+// the A fragment of the next product without shuffles (kernels/core/mma.cuh), so S^T, X~^T and
+// Vn^T feed the next MMA straight from the accumulators. What the warps share is read-only per
+// chunk: the k, q, Tm, v tiles (cp.async), gam, beta, and P = the masked, decayed Q K^T (state
+// independent, computed once per chunk by the block, 10 16x16 blocks dealt over the warps).
+// Two barriers per chunk, both for buffers: A (chunk c's tiles landed, chunk c - 1's free:
+// chunk c + 1's k, q, gam copied into the other buffers), B (P complete; Tm, v, beta of chunk c
+// read: chunk c + 1's copied into the single buffers).
+//
+// Block: 16 NW columns of V, NW warps. K 64: NW 4 (64 columns; 65 KB of shared memory, state 32
+// f32 per lane: three blocks per SM, H24 V128 B8 = 384 blocks on 132 SMs x 3 = one wave). K 128:
+// NW 16 when V is a multiple of 256 (a block per head: q, k, Tm read and P computed once per head;
+// 123 KB: one block per SM, H16 B8 = 128 blocks, one wave), else NW 8 (V a multiple of 128;
+// 106 KB, two blocks per SM); 16 warps per SM either way, register budget 128 per thread, 64 of
+// them the state. Other shapes take the first form.
+//
+// Work per warp and chunk (K 128): Y^T 8 n tiles x 8 k steps = 64 MMAs, Vn^T 20 (triangle), O^T
+// 64 + 20, S'^T 16 x 4 = 64, P 160 / NW: ~240, and ~130 ldmatrix; 4 warps per SM sub-partition:
+// ~970 MMAs per chunk step and sub-partition, ~5.6K cycles at mma.sync's peak (~6 cycles per
+// m16n8k16 per sub-partition), ~3.2 us; 32 chunks ~100 us against 473 us for the first form.
+// K 64, NW 4, 3 blocks per SM: 156 MMAs per warp, ~470 per sub-partition and chunk step, ~1.5 us
+// per chunk, ~50 us for 32 chunks (first form: 286 us). These are issue bounds; latency (the
+// chain's ~8 + 4 + 4 dependent MMAs per chunk and warp) adds to them.
+//
+// Rounding: as the first form, X~ and Vn rounded to bf16 once, P and scale e Q S as there; the
+// state update's operand is bf16(D bf16(Vn)) (the first form rounds bf16(D k) instead): within
+// the bf16 tolerance. Keep mode (S_out, Vn_out: the chunk start state as the bf16 pairs that
+// Y^T and O^T multiply, and the bf16 Vn) stores them from the A fragments, pairs of rows of one
+// column, transposed to pairs of columns by one shuffle with the neighbouring lane (4-byte
+// stores); the backward's recomputation runs this same kernel without o, so kept and recomputed
+// S and Vn are the same bits.
+#include "kernels/gated_delta/gated_delta_cuda_common.cuh"
+#include "kernels/gated_delta/gated_delta_fwd_fused.cuh"
+#include "kernels/gated_delta/gated_delta_tc.cuh"
+
+namespace amor::cuda::gdn {
+namespace {
+
+constexpr int kRows = 64;  // the chunk (L = 64)
+
+template <int K, int NW>
+struct Fused2Smem {
+  static constexpr int BV = 16 * NW;
+  static constexpr int ldk = K + 8, ldt = kRows + 8, ldv = BV + 8;  // tile_ld<bf16_t>
+  bf16_t *k[2], *q[2], *Tm, *v, *P;
+  float *gam[2], *beta;
+  __host__ __device__ Fused2Smem(Carve& c, const Dims&) {
+    for (int i = 0; i < 2; ++i) k[i] = c.take_as<bf16_t>(kRows * ldk);
+    for (int i = 0; i < 2; ++i) q[i] = c.take_as<bf16_t>(kRows * ldk);
+    Tm = c.take_as<bf16_t>(kRows * ldt);
+    v = c.take_as<bf16_t>(kRows * ldv);
+    P = c.take_as<bf16_t>(kRows * ldt);
+    for (int i = 0; i < 2; ++i) gam[i] = c.take_as<float>(kRows);
+    beta = c.take_as<float>(kRows);
+  }
+};
+
+// The bf16 halves of a packed pair as f32 (lo: the element of the smaller index).
+__device__ __forceinline__ float bf_lo(uint32_t p) {
+  const uint32_t u = p << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+__device__ __forceinline__ float bf_hi(uint32_t p) {
+  const uint32_t u = p & 0xffff0000u;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// The A fragment (bf16 pairs) of the k step made of the n tiles c0 = [j], c1 = [j + 1] of a C
+// fragment array: a[0] row g, a[1] row g + 8 (of c0), a[2], a[3] the same of c1.
+__device__ __forceinline__ void pack_a(const float (&c0)[4], const float (&c1)[4],
+                                       uint32_t (&a)[4]) {
+  a[0] = mma::pack_bf16x2(c0[0], c0[1]);
+  a[1] = mma::pack_bf16x2(c0[2], c0[3]);
+  a[2] = mma::pack_bf16x2(c1[0], c1[1]);
+  a[3] = mma::pack_bf16x2(c1[2], c1[3]);
+}
+
+// The A fragment of S^T's k step kk from the state's accumulators: as pack_a, but each pair one
+// cvt.rn.bf16x2 in a volatile asm, which the compiler neither merges nor keeps: Y^T (twice, by
+// halves) and O^T repack the same state, and merged packs would hold 2 K / 8 more registers
+// through the chunk (ptxas: 128 registers with 570 bytes of spills at K 128 before).
+template <int KN>
+__device__ __forceinline__ void pack_s(const float (&st)[KN][4], int kk, uint32_t (&a)[4]) {
+#ifdef AMOR_CUDA_EMU
+  pack_a(st[2 * kk], st[2 * kk + 1], a);
+#else
+  auto cvt = [](float lo, float hi) {
+    uint32_t r;
+    asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+  };
+  a[0] = cvt(st[2 * kk][0], st[2 * kk][1]);
+  a[1] = cvt(st[2 * kk][2], st[2 * kk][3]);
+  a[2] = cvt(st[2 * kk + 1][0], st[2 * kk + 1][1]);
+  a[3] = cvt(st[2 * kk + 1][2], st[2 * kk + 1][3]);
+#endif
+}
+
+// x = (M[row][col], M[row + 1][col]) in lane (g, t) (row even, col = col0 + g: a packed A
+// fragment register of M^T) stored as 4-byte column pairs of a row-major M (dst + r ld + c) for
+// rows < nrows: the lane of even g takes row `row`, columns col, col + 1 (its lo half and its
+// neighbour g + 1's), the odd one row + 1, columns col - 1, col. Warp-collective (a shuffle).
+__device__ __forceinline__ void store_t(uint32_t x, int g, int row, int col, bf16_t* dst,
+                                        int64_t ld, int nrows) {
+  const uint32_t y = __shfl_xor_sync(0xffffffffu, x, 4);
+  const bool ev = (g & 1) == 0;
+  const uint32_t w = ev ? (x & 0xffffu) | (y << 16) : (y >> 16) | (x & 0xffff0000u);
+  const int r = ev ? row : row + 1, c = ev ? col : col - 1;
+  if (r < nrows) *reinterpret_cast<uint32_t*>(dst + r * ld + c) = w;
+}
+
+// MinB: blocks per SM that the register budget is cut for (launch_bounds).
+template <int K, int NW, int MinB>
+__global__ void __launch_bounds__(NW * 32, MinB)
+    gdn_fwd_fused2_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
+                          const bf16_t* __restrict__ v, const void* beta_in, bool gate_f32,
+                          const float* __restrict__ gam, const bf16_t* __restrict__ Tm,
+                          const void* s0, bool state_f32, float scale, Dims d,
+                          float* __restrict__ s_final, bf16_t* __restrict__ o,
+                          bf16_t* __restrict__ S_out, bf16_t* __restrict__ Vn_out) {
+  using Sm = Fused2Smem<K, NW>;
+  constexpr int KS = K / 16;  // k16 steps over K
+  constexpr int KN = K / 8;   // n8 tiles of S^T (its columns: the rows of S)
+  // 16-row blocks of the chunk per group of Y^T and O^T (8 kRG accumulators each, the state
+  // repacked 4 / kRG times per product). By ptxas (register caps 128 at K 128, 168 at K 64): K 128
+  // spills 368 bytes with 4, 468 with 1, 676 with 2; K 64 ~40 bytes with any.
+  constexpr int kRG = K > 64 ? 4 : 2;
+  constexpr int BV = Sm::BV, ldk = Sm::ldk, ldt = Sm::ldt, ldv = Sm::ldv;
+  extern __shared__ float smem[];
+  Carve carve{smem};
+  Sm s(carve, d);
+  const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+  const int T = int(d.T), H = int(d.H), V = int(d.V), NC = int(d.NC);
+  const int bh = int(blockIdx.z) * H + int(blockIdx.y), v0 = int(blockIdx.x) * BV;
+  const int cw = 16 * warp;                                      // the warp's columns in the block
+  const int64_t xb = int64_t(blockIdx.z) * T * H + blockIdx.y;  // token row of (b, t 0, h)
+  const int64_t KV = int64_t(K) * V;
+  const bool with_o = o != nullptr;  // without: the backward's recomputation of S and Vn
+  auto rows_of = [&](int c) { return T - c * kRows < kRows ? T - c * kRows : kRows; };
+  auto load_kq = [&](int c, int buf) {
+    const int64_t x0 = xb + int64_t(c) * kRows * H;
+    const int n = rows_of(c);
+    tile_load_zfill(k + x0 * K, H * K, n, kRows, K, pick(s.k, buf), ldk);
+    if (with_o) tile_load_zfill(q + x0 * K, H * K, n, kRows, K, pick(s.q, buf), ldk);
+    vec_load_zfill(gam + int64_t(bh) * T + c * kRows, n, kRows, pick(s.gam, buf));
+  };
+  auto load_tmv = [&](int c) {
+    const int64_t x0 = xb + int64_t(c) * kRows * H;
+    const int n = rows_of(c);
+    tile_load_zfill(Tm + (int64_t(bh) * T + c * kRows) * kRows, kRows, n, kRows, kRows, s.Tm,
+                    ldt);
+    tile_load_zfill(v + x0 * V + v0, H * V, n, kRows, BV, s.v, ldv);
+  };
+  // beta of row tid of chunk c (threads < 64), zero past the chunk.
+  auto beta_of = [&](int c) {
+    const int n = rows_of(c);
+    return tid < n ? load_any(beta_in, xb + int64_t(c * kRows + tid) * H, gate_f32) : 0.0f;
+  };
+
+  // The warp's state, S^T [16 columns, K] as C fragments: st[j][e] = S[8 j + 2 t + e % 2]
+  // [cw + g + 8 (e / 2)] (block columns), f32.
+  float st[KN][4];
+#pragma unroll
+  for (int j = 0; j < KN; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t at = int64_t(bh) * KV + int64_t(8 * j + 2 * t + e % 2) * V + v0 + cw + g +
+                         8 * (e / 2);
+      st[j][e] = s0 ? load_any(s0, at, state_f32) : 0.0f;
+    }
+  load_kq(0, 0);
+  load_tmv(0);
+  tile_commit();
+  if (tid < kRows) s.beta[tid] = beta_of(0);
+
+  for (int c = 0; c < NC; ++c) {
+    const int n = rows_of(c), buf = c & 1;
+    const bf16_t *kt = pick(s.k, buf), *qt = pick(s.q, buf);
+    const float* gm = pick(s.gam, buf);
+    tile_wait<0>();
+    __syncthreads();  // A: chunk c's tiles and beta visible; chunk c - 1's k, q, gam free
+    if (c + 1 < NC) load_kq(c + 1, buf ^ 1);
+    tile_commit();
+    const float bnext = c + 1 < NC && tid < kRows ? beta_of(c + 1) : 0.0f;  // stored after B
+
+    // P = scale (Q K^T) o D, masked (j <= r < n), bf16 into the P tile: the 10 lower 16 x 16
+    // blocks (mb, jb), jb <= mb, dealt over the warps.
+    if (with_o) {
+      for (int job = warp; job < 10; job += NW) {
+        const int mb = (job >= 1) + (job >= 3) + (job >= 6), jb = job - mb * (mb + 1) / 2;
+        float p[2][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < KS; ++kk) {
+          uint32_t a[4], b0[2], b1[2];
+          RowA<bf16_t>{qt, ldk}.frag_a(16 * mb, 16 * kk, lane, a);
+          ColB<bf16_t>{kt, ldk}.frag_b2(16 * kk, 16 * jb, lane, b0, b1);
+          mma::mma_bf16_16816(p[0], a, b0);
+          mma::mma_bf16_16816(p[1], a, b1);
+        }
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int r = 16 * mb + g + 8 * hh;
+          const float gr = gm[r];
+#pragma unroll
+          for (int h2 = 0; h2 < 2; ++h2) {
+            const int j = 16 * jb + 8 * h2 + 2 * t;
+            const float y0 = j <= r && r < n ? scale * p[h2][2 * hh] * exp_t<bf16_t>(gr - gm[j])
+                                             : 0.0f;
+            const float y1 = j + 1 <= r && r < n
+                                 ? scale * p[h2][2 * hh + 1] * exp_t<bf16_t>(gr - gm[j + 1])
+                                 : 0.0f;
+            *reinterpret_cast<uint32_t*>(s.P + r * ldt + j) = mma::pack_bf16x2(y0, y1);
+          }
+        }
+      }
+    }
+
+    // Y^T = S^T K^T and X~^T = (V^T - Y^T diag(e)) diag(beta), by groups of kRG 16-row blocks
+    // of the chunk (n tiles 2 kRG h .. of Y^T), packed into the A fragments xa[kb] of
+    // Vn^T = X~^T Tm^T (k step kb: the chunk's rows 16 kb ..). Keep mode: the start state from
+    // the A fragments.
+    uint32_t xa[4][4];
+#pragma unroll
+    for (int h = 0; h < 4 / kRG; ++h) {
+      float y[2 * kRG][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk) {
+        uint32_t a[4];
+        pack_s(st, kk, a);
+        if (h == 0 && S_out) {
+          bf16_t* const so = S_out + (int64_t(bh) * NC + c) * KV + v0 + cw;
+          store_t(a[0], g, 16 * kk + 2 * t, g, so, V, K);
+          store_t(a[1], g, 16 * kk + 2 * t, g + 8, so, V, K);
+          store_t(a[2], g, 16 * kk + 8 + 2 * t, g, so, V, K);
+          store_t(a[3], g, 16 * kk + 8 + 2 * t, g + 8, so, V, K);
+        }
+#pragma unroll
+        for (int np = 0; np < kRG; ++np) {
+          uint32_t b0[2], b1[2];
+          ColB<bf16_t>{kt, ldk}.frag_b2(16 * kk, 16 * (kRG * h + np), lane, b0, b1);
+          mma::mma_bf16_16816(y[2 * np], a, b0);
+          mma::mma_bf16_16816(y[2 * np + 1], a, b1);
+        }
+      }
+#pragma unroll
+      for (int np = 0; np < kRG; ++np) {
+        const int kb = kRG * h + np;  // the chunk's rows 16 kb ..
+        // v^T as C fragments: RowB's transposed read of the v tile gives (v[r][c], v[r+1][c]).
+        uint32_t v0f[2], v1f[2];
+        RowB<bf16_t>{s.v, ldv}.frag_b2(16 * kb, cw, lane, v0f, v1f);
+        float x[2][4];
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {  // n tile 2 kb + hh: rows 16 kb + 8 hh + 2 t, + 1
+          const int r = 16 * kb + 8 * hh + 2 * t;
+          const float2 bt = *reinterpret_cast<const float2*>(s.beta + r);
+          const float e0 = exp_t<bf16_t>(gm[r]), e1 = exp_t<bf16_t>(gm[r + 1]);
+          const float* yy = y[2 * np + hh];
+          const uint32_t vl = v0f[hh], vh = v1f[hh];  // columns g, g + 8
+          x[hh][0] = bt.x * (bf_lo(vl) - e0 * yy[0]);
+          x[hh][1] = bt.y * (bf_hi(vl) - e1 * yy[1]);
+          x[hh][2] = bt.x * (bf_lo(vh) - e0 * yy[2]);
+          x[hh][3] = bt.y * (bf_hi(vh) - e1 * yy[3]);
+        }
+        pack_a(x[0], x[1], xa[kb]);
+      }
+    }
+
+    // Vn^T = X~^T Tm^T (Tm lower: row block rb takes the k steps <= rb), packed into the A
+    // fragments vn[rb] (the chunk's rows 16 rb ..).
+    uint32_t vn[4][4];
+#pragma unroll
+    for (int rb = 0; rb < 4; ++rb) {
+      float acc[2][4] = {};
+#pragma unroll
+      for (int kb = 0; kb <= rb; ++kb) {
+        uint32_t b0[2], b1[2];
+        ColB<bf16_t>{s.Tm, ldt}.frag_b2(16 * kb, 16 * rb, lane, b0, b1);
+        mma::mma_bf16_16816(acc[0], xa[kb], b0);
+        mma::mma_bf16_16816(acc[1], xa[kb], b1);
+      }
+      pack_a(acc[0], acc[1], vn[rb]);
+    }
+
+    __syncthreads();  // B: P complete; Tm, v and beta of chunk c no longer read
+    if (c + 1 < NC) load_tmv(c + 1);
+    tile_commit();
+    if (tid < kRows) s.beta[tid] = bnext;
+
+    if (Vn_out) {
+      bf16_t* const vo = Vn_out + (int64_t(bh) * T + c * kRows) * V + v0 + cw;
+#pragma unroll
+      for (int rb = 0; rb < 4; ++rb) {
+        store_t(vn[rb][0], g, 16 * rb + 2 * t, g, vo, V, n);
+        store_t(vn[rb][1], g, 16 * rb + 2 * t, g + 8, vo, V, n);
+        store_t(vn[rb][2], g, 16 * rb + 8 + 2 * t, g, vo, V, n);
+        store_t(vn[rb][3], g, 16 * rb + 8 + 2 * t, g + 8, vo, V, n);
+      }
+    }
+
+    // O^T = scale S^T Q^T diag(e) + Vn^T P^T by groups of kRG 16-row blocks of the chunk (n tiles
+    // 2 kRG h ..), stored transposed (store_t: rows < n only).
+    if (with_o) {
+      bf16_t* const oc = o + (xb + int64_t(c) * kRows * H) * V + v0 + cw;
+#pragma unroll
+      for (int h = 0; h < 4 / kRG; ++h) {
+        float ot[2 * kRG][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < KS; ++kk) {
+          uint32_t a[4];
+          pack_s(st, kk, a);
+#pragma unroll
+          for (int np = 0; np < kRG; ++np) {
+            uint32_t b0[2], b1[2];
+            ColB<bf16_t>{qt, ldk}.frag_b2(16 * kk, 16 * (kRG * h + np), lane, b0, b1);
+            mma::mma_bf16_16816(ot[2 * np], a, b0);
+            mma::mma_bf16_16816(ot[2 * np + 1], a, b1);
+          }
+        }
+#pragma unroll
+        for (int jj = 0; jj < 2 * kRG; ++jj) {
+          const int r = 16 * kRG * h + 8 * jj + 2 * t;
+          const float se0 = scale * exp_t<bf16_t>(gm[r]), se1 = scale * exp_t<bf16_t>(gm[r + 1]);
+          ot[jj][0] *= se0;
+          ot[jj][1] *= se1;
+          ot[jj][2] *= se0;
+          ot[jj][3] *= se1;
+        }
+#pragma unroll
+        for (int np = 0; np < kRG; ++np) {
+          const int rb = kRG * h + np;
+#pragma unroll
+          for (int kb = 0; kb <= rb; ++kb) {
+            uint32_t b0[2], b1[2];
+            ColB<bf16_t>{s.P, ldt}.frag_b2(16 * kb, 16 * rb, lane, b0, b1);
+            mma::mma_bf16_16816(ot[2 * np], vn[kb], b0);
+            mma::mma_bf16_16816(ot[2 * np + 1], vn[kb], b1);
+          }
+        }
+#pragma unroll
+        for (int jj = 0; jj < 2 * kRG; ++jj) {
+          const int r = 16 * kRG * h + 8 * jj + 2 * t;
+          store_t(mma::pack_bf16x2(ot[jj][0], ot[jj][1]), g, r, g, oc, int64_t(H) * V, n);
+          store_t(mma::pack_bf16x2(ot[jj][2], ot[jj][3]), g, r, g + 8, oc, int64_t(H) * V, n);
+        }
+      }
+    }
+
+    // S'^T = e_{n-1} S^T + (Vn^T D) K, D_j = exp(gam_{n-1} - gam_j) (j < n, else 0) scaling the
+    // columns of Vn^T (A), the k tile read transposed (B). Past the chunk's n rows everything is
+    // zero: no k step is skipped (a warp-uniform skip there cost ptxas registers).
+    const float glast = gm[n - 1], elast = exp_t<bf16_t>(glast);
+#pragma unroll
+    for (int j = 0; j < KN; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[j][e] *= elast;
+#pragma unroll
+    for (int kb = 0; kb < 4; ++kb) {
+      float dd[4];  // D_j for the fragment's columns j = 16 kb + 2 t + {0, 1, 8, 9}
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int j = 16 * kb + 2 * t + (u & 1) + 8 * (u >> 1);
+        dd[u] = j < n ? exp_t<bf16_t>(glast - gm[j]) : 0.0f;
+      }
+      uint32_t a[4];
+      a[0] = mma::scale_bf16x2(vn[kb][0], dd[0], dd[1]);
+      a[1] = mma::scale_bf16x2(vn[kb][1], dd[0], dd[1]);
+      a[2] = mma::scale_bf16x2(vn[kb][2], dd[2], dd[3]);
+      a[3] = mma::scale_bf16x2(vn[kb][3], dd[2], dd[3]);
+#pragma unroll
+      for (int np = 0; np < KS; ++np) {
+        uint32_t b0[2], b1[2];
+        RowB<bf16_t>{kt, ldk}.frag_b2(16 * kb, 16 * np, lane, b0, b1);
+        mma::mma_bf16_16816(st[2 * np], a, b0);
+        mma::mma_bf16_16816(st[2 * np + 1], a, b1);
+      }
+    }
+  }
+  if (s_final) {
+#pragma unroll
+    for (int j = 0; j < KN; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s_final[int64_t(bh) * KV + int64_t(8 * j + 2 * t + e % 2) * V + v0 + cw + g + 8 * (e / 2)] =
+            st[j][e];
+  }
+}
+
+// AMOR_GDN_FUSED=v2w8 (read once): K 128 in blocks of 8 warps with the whole register file (255
+// per thread, no spills; one block of 8 warps per SM, two waves at H16 V256 B8) instead of the
+// default 16 warps per SM at 128 registers (ptxas spills ~370 bytes): the two sides of the same
+// trade, to be timed against each other.
+bool wide_regs() {
+  static const bool on = [] {
+    const char* e = std::getenv("AMOR_GDN_FUSED");
+    return e && std::string(e) == "v2w8";
+  }();
+  return on;
+}
+
+// The kernel for (K, V): 100 K + warps per block, + 1000 for the one-block-per-SM K 128 form;
+// 0: the second form does not apply.
+int config_for(const Dims& d) {
+  if (d.L != kRows) return 0;
+  if (d.K == 64 && d.V % 64 == 0) return 6404;
+  if (d.K == 128 && d.V % 128 == 0 && wide_regs()) return 13808;
+  if (d.K == 128 && d.V % 256 == 0) return 12816;
+  if (d.K == 128 && d.V % 128 == 0) return 12808;
+  return 0;
+}
+
+template <int K, int NW, int MinB>
+void launch_kw(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* beta,
+               bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
+               const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o, bf16_t* S_out,
+               bf16_t* Vn_out, cudaStream_t stream) {
+  const int64_t smem = smem_bytes<Fused2Smem<K, NW>>(d);
+  auto* kernel = gdn_fwd_fused2_kernel<K, NW, MinB>;
+  allow_smem(kernel);
+  const dim3 grid(unsigned(d.V / (16 * NW)), unsigned(d.H), unsigned(d.B));
+  kernel<<<grid, NW * 32, smem, stream>>>(q, k, v, beta, gate_f32, gam, Tm, s0, state_f32, scale,
+                                          d, s_final, o, S_out, Vn_out);
+  AMOR_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool fused2_ok(const Dims& d) { return fused2_enabled() && config_for(d) > 0; }
+
+// Blocks per SM: K 64 three (64 KB of shared memory, 168 registers), K 128 one block of 16 warps
+// or two of 8 (120 / 104 KB, 128 registers), or with v2w8 one of 8 (255 registers).
+void launch_fwd_fused2(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* beta,
+                       bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
+                       const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o,
+                       bf16_t* S_out, bf16_t* Vn_out, cudaStream_t stream) {
+  switch (config_for(d)) {
+    case 6404:
+      return launch_kw<64, 4, 3>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm,
+                                 s_final, o, S_out, Vn_out, stream);
+    case 12816:
+      return launch_kw<128, 16, 1>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm,
+                                   s_final, o, S_out, Vn_out, stream);
+    case 12808:
+      return launch_kw<128, 8, 2>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm,
+                                  s_final, o, S_out, Vn_out, stream);
+    case 13808:
+      return launch_kw<128, 8, 1>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm,
+                                  s_final, o, S_out, Vn_out, stream);
+    default:  // the caller checked fused2_ok
+      return;
+  }
+}
+
+int64_t fwd_fused2_smem_bytes(const Dims& d) {
+  switch (config_for(d) % 1000) {
+    case 404: return smem_bytes<Fused2Smem<64, 4>>(d);
+    case 816: return smem_bytes<Fused2Smem<128, 16>>(d);
+    case 808: return smem_bytes<Fused2Smem<128, 8>>(d);
+    default: return 0;
+  }
+}
+
+}  // namespace amor::cuda::gdn
