@@ -2,46 +2,40 @@
 // math): what gated_delta_fwd_cuda.cu and the fused kernel's file share. Included by .cu files
 // only, after gated_delta_cuda_common.cuh.
 #pragma once
-#include <cstdlib>
 #include <string>
 
+#include "kernels/core/env_switch.h"
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
 
 namespace amor::cuda::gdn {
 
-// AMOR_GDN_FWD (read once): "split" keeps the three-kernel forward (prepare, state pass, output);
-// anything else (default) runs the fused forward where it applies (fused_fwd_ok).
+// AMOR_GDN_FWD (read once; env_switch.h refuses other values): "split" keeps the three-kernel
+// forward (prepare, state pass, output); "fused" (default) runs the fused forward where it
+// applies (fused_fwd_ok).
 inline bool fwd_fused_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("AMOR_GDN_FWD");
-    return !(e && std::string(e) == "split");
-  }();
+  static const bool on = env_choice("AMOR_GDN_FWD", {"fused", "split"}, "fused") == "fused";
   return on;
 }
 
 // AMOR_GDN_FUSED (read once): "v1" runs the first form of the fused pass
-// (gated_delta_fwd_fused_cuda.cu) everywhere; anything else (default) the second form
+// (gated_delta_fwd_fused_cuda.cu) everywhere; "v2" (default) the second form
 // (gated_delta_fwd_fused2_cuda.cu: a warp per 16 columns of V, no barrier in the state chain)
-// where it applies (fused2_ok), the first form elsewhere.
-inline bool fused2_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("AMOR_GDN_FUSED");
-    return !(e && std::string(e) == "v1");
-  }();
-  return on;
+// where it applies (fused2_ok), the first form elsewhere; "v2w8" the second form with K 128 in
+// 8-warp blocks of 255 registers (gated_delta_fwd_fused2_cuda.cu's wide_regs).
+inline const std::string& fused_form() {
+  static const std::string form = env_choice("AMOR_GDN_FUSED", {"v2", "v1", "v2w8"}, "v2");
+  return form;
 }
+inline bool fused2_enabled() { return fused_form() != "v1"; }
 
 // AMOR_GDN_FWD_KEEP (read once): "state" keeps the forward that keeps the backward's
 // intermediates (`saved`) as it was: the full prepare (gam, W, U, Tm) and the register state pass
-// (S, Vn), then the fused pass for o; and so the backward's recomputation. Anything else
+// (S, Vn), then the fused pass for o; and so the backward's recomputation. "fused"
 // (default): the prepare writes gam, W and Tm only (PrepOut::kWTm) and the fused pass writes S and
 // Vn besides o (launch_fwd_fused's S_out, Vn_out), both in the forward and in the backward's
 // recomputation (launch_intermediates), so kept and recomputed intermediates are the same bits.
 inline bool fwd_keep_fused_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("AMOR_GDN_FWD_KEEP");
-    return !(e && std::string(e) == "state");
-  }();
+  static const bool on = env_choice("AMOR_GDN_FWD_KEEP", {"fused", "state"}, "fused") == "fused";
   return on;
 }
 

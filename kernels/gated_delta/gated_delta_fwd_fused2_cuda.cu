@@ -416,13 +416,7 @@ __global__ void __launch_bounds__(NW * 32, MinB)
 // per thread, no spills; one block of 8 warps per SM, two waves at H16 V256 B8) instead of the
 // default 16 warps per SM at 128 registers (ptxas spills ~370 bytes): the two sides of the same
 // trade, to be timed against each other.
-bool wide_regs() {
-  static const bool on = [] {
-    const char* e = std::getenv("AMOR_GDN_FUSED");
-    return e && std::string(e) == "v2w8";
-  }();
-  return on;
-}
+bool wide_regs() { return fused_form() == "v2w8"; }
 
 // The kernel for (K, V): 100 K + warps per block, + 1000 for the one-block-per-SM K 128 form;
 // 0: the second form does not apply.
