@@ -17,16 +17,21 @@ inline bool fwd_fused_enabled() {
   return on;
 }
 
-// AMOR_GDN_FUSED (read once): "v1" runs the first form of the fused pass
-// (gated_delta_fwd_fused_cuda.cu) everywhere; "v2" (default) the second form
-// (gated_delta_fwd_fused2_cuda.cu: a warp per 16 columns of V, no barrier in the state chain)
-// where it applies (fused2_ok), the first form elsewhere; "v2w8" the second form with K 128 in
-// 8-warp blocks of 255 registers (gated_delta_fwd_fused2_cuda.cu's wide_regs).
+// AMOR_GDN_FUSED (read once) picks the form of the fused pass: "v1" the first form
+// (gated_delta_fwd_fused_cuda.cu) everywhere; "v2" the second form (gated_delta_fwd_fused2_cuda.cu:
+// a warp per 16 columns of V, no barrier in the state chain) where it applies (fused2_ok), with
+// K 128 in 16-warp blocks of 128 registers; "v2w8" the same with K 128 in 8-warp blocks of 255
+// registers; "auto" (default) chooses by the H200 timings of session 7 (tests/cuda/RESULTS.md,
+// call 3; fwd us, B8 T2048, then B4 T4096): the forward that keeps the backward's intermediates
+// (S_out: training, and the backward's recomputation) runs v1 (fwd+bwd H24 K64 1361 vs v2 1381;
+// H16 K128 2451 vs 2482, v2w8 2461); the forward alone runs v2 at K 64 (330 vs 345; 480 vs 510)
+// and at K 128 v2 when its blocks (B H V/256, one per SM) cover 3/4 of the SMs (467 vs v2w8 507,
+// v1 603 at B8 H16), else v2w8 (497 vs v1 599, v2 817 at B4 H16: 64 blocks leave half the GPU
+// idle). fused2_ok and gated_delta_fwd_fused2_cuda.cu's config_for apply the rule.
 inline const std::string& fused_form() {
-  static const std::string form = env_choice("AMOR_GDN_FUSED", {"v2", "v1", "v2w8"}, "v2");
+  static const std::string form = env_choice("AMOR_GDN_FUSED", {"auto", "v1", "v2", "v2w8"}, "auto");
   return form;
 }
-inline bool fused2_enabled() { return fused_form() != "v1"; }
 
 // AMOR_GDN_FWD_KEEP (read once): "state" keeps the forward that keeps the backward's
 // intermediates (`saved`) as it was: the full prepare (gam, W, U, Tm) and the register state pass
@@ -79,10 +84,10 @@ void launch_fwd_fused(const bf16_t* q, const bf16_t* k, const bf16_t* v, const v
 int64_t fwd_fused_smem_bytes(const Dims& d);
 
 // The second form (gated_delta_fwd_fused2_cuda.cu), which launch_fwd_fused calls where
-// fused2_ok: AMOR_GDN_FUSED not "v1", chunk 64, and K 64 with V a multiple of 64 or K 128 with V
-// a multiple of 128 (the caller has checked the rest: fused_fwd_ok or fused_keep_ok). The same
-// arguments and outputs as launch_fwd_fused.
-bool fused2_ok(const Dims& d);
+// fused2_ok: AMOR_GDN_FUSED v2 or v2w8, or auto without `keep` (S_out null); chunk 64, and K 64
+// with V a multiple of 64 or K 128 with V a multiple of 128 (the caller has checked the rest:
+// fused_fwd_ok or fused_keep_ok). The same arguments and outputs as launch_fwd_fused.
+bool fused2_ok(const Dims& d, bool keep);
 void launch_fwd_fused2(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* beta,
                        bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
                        const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o,

@@ -412,18 +412,23 @@ __global__ void __launch_bounds__(NW * 32, MinB)
   }
 }
 
-// AMOR_GDN_FUSED=v2w8 (read once): K 128 in blocks of 8 warps with the whole register file (255
-// per thread, no spills; one block of 8 warps per SM, two waves at H16 V256 B8) instead of the
-// default 16 warps per SM at 128 registers (ptxas spills ~370 bytes): the two sides of the same
-// trade, to be timed against each other.
-bool wide_regs() { return fused_form() == "v2w8"; }
+// K 128 in blocks of 8 warps with the whole register file (255 per thread, no spills; one block
+// of 8 warps per SM, two waves at H16 V256 B8) instead of 16 warps per SM at 128 registers
+// (ptxas spills ~370 bytes): AMOR_GDN_FUSED=v2w8, or auto where the 16-warp blocks (one per SM)
+// would leave more than a quarter of the SMs idle (gated_delta_fwd_fused.cuh has the timings).
+bool wide_regs(const Dims& d) {
+  const std::string& f = fused_form();
+  if (f != "auto") return f == "v2w8";
+  // (V not a multiple of 256: the 8-warp form at 128 registers, two blocks per SM, as v2.)
+  return d.V % 256 == 0 && int64_t(d.B) * d.H * (d.V / 256) * 4 < 3 * int64_t(num_sms());
+}
 
 // The kernel for (K, V): 100 K + warps per block, + 1000 for the one-block-per-SM K 128 form;
 // 0: the second form does not apply.
 int config_for(const Dims& d) {
   if (d.L != kRows) return 0;
   if (d.K == 64 && d.V % 64 == 0) return 6404;
-  if (d.K == 128 && d.V % 128 == 0 && wide_regs()) return 13808;
+  if (d.K == 128 && d.V % 128 == 0 && wide_regs(d)) return 13808;
   if (d.K == 128 && d.V % 256 == 0) return 12816;
   if (d.K == 128 && d.V % 128 == 0) return 12808;
   return 0;
@@ -445,7 +450,10 @@ void launch_kw(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* be
 
 }  // namespace
 
-bool fused2_ok(const Dims& d) { return fused2_enabled() && config_for(d) > 0; }
+bool fused2_ok(const Dims& d, bool keep) {
+  const std::string& f = fused_form();
+  return (f == "v2" || f == "v2w8" || (f == "auto" && !keep)) && config_for(d) > 0;
+}
 
 // Blocks per SM: K 64 three (64 KB of shared memory, 168 registers), K 128 one block of 16 warps
 // or two of 8 (120 / 104 KB, 128 registers), or with v2w8 one of 8 (255 registers).
