@@ -44,6 +44,21 @@ inline bool fwd_keep_fused_enabled() {
   return on;
 }
 
+// The bf16 halves of a packed pair as f32 (lo: the element of the smaller index); both fused
+// forms unpack their bf16 fragments with them.
+__device__ __forceinline__ float bf_lo(uint32_t p) {
+  const uint32_t u = p << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+__device__ __forceinline__ float bf_hi(uint32_t p) {
+  const uint32_t u = p & 0xffff0000u;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
 // What gdn_prepare_reg_kernel writes (gated_delta_fwd_cuda.cu): gam, W, U (and Tm when asked);
 // gam and Tm; gam, W and Tm.
 enum class PrepOut { kAll, kTm, kWTm };

@@ -78,20 +78,6 @@ struct Fused2Smem {
   }
 };
 
-// The bf16 halves of a packed pair as f32 (lo: the element of the smaller index).
-__device__ __forceinline__ float bf_lo(uint32_t p) {
-  const uint32_t u = p << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-__device__ __forceinline__ float bf_hi(uint32_t p) {
-  const uint32_t u = p & 0xffff0000u;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 // The A fragment (bf16 pairs) of the k step made of the n tiles c0 = [j], c1 = [j + 1] of a C
 // fragment array: a[0] row g, a[1] row g + 8 (of c0), a[2], a[3] the same of c1.
 __device__ __forceinline__ void pack_a(const float (&c0)[4], const float (&c1)[4],

@@ -100,19 +100,6 @@ struct FusedSmem {
   }
 };
 
-__device__ __forceinline__ float bf_lo(uint32_t p) {
-  const uint32_t u = p << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-__device__ __forceinline__ float bf_hi(uint32_t p) {
-  const uint32_t u = p & 0xffff0000u;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 template <int K>
 __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
     gdn_fwd_fused_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
