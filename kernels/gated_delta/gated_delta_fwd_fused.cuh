@@ -21,13 +21,14 @@ inline bool fwd_fused_enabled() {
 // (gated_delta_fwd_fused_cuda.cu) everywhere; "v2" the second form (gated_delta_fwd_fused2_cuda.cu:
 // a warp per 16 columns of V, no barrier in the state chain) where it applies (fused2_ok), with
 // K 128 in 16-warp blocks of 128 registers; "v2w8" the same with K 128 in 8-warp blocks of 255
-// registers; "auto" (default) chooses by the H200 timings of session 7 (tests/cuda/RESULTS.md,
-// call 3; fwd us, B8 T2048, then B4 T4096): the forward that keeps the backward's intermediates
-// (S_out: training, and the backward's recomputation) runs v1 (fwd+bwd H24 K64 1361 vs v2 1381;
-// H16 K128 2451 vs 2482, v2w8 2461); the forward alone runs v2 at K 64 (330 vs 345; 480 vs 510)
-// and at K 128 v2 when its blocks (B H V/256, one per SM) cover 3/4 of the SMs (467 vs v2w8 507,
-// v1 603 at B8 H16), else v2w8 (497 vs v1 599, v2 817 at B4 H16: 64 blocks leave half the GPU
-// idle). fused2_ok and gated_delta_fwd_fused2_cuda.cu's config_for apply the rule.
+// registers; "auto" (default) the second form, at K 128 in 16-warp blocks where they (B H V/256,
+// one per SM) cover 3/4 of the SMs and in 8-warp ones otherwise. The H200's timings behind it
+// (session 7, tests/cuda/RESULTS.md call 3; forward us, B8 T2048, then B4 T4096): K 64 v2 330 vs
+// v1 345, 480 vs 510; K 128 v2 467 vs v2w8 507 vs v1 603 at B8 H16, but v2 817 vs v2w8 497 vs v1
+// 599 at B4 (64 blocks leave half the GPU idle). A forward that keeps the backward's
+// intermediates (training) runs the same form as one that does not: both must give o and the
+// final state bit for bit (GatedDeltaSmallK128's "kept" checks), though v1 keeps ~1.5% faster
+// (fwd+bwd H24 1361 vs 1381, H16 2451 vs 2482 / v2w8 2461).
 inline const std::string& fused_form() {
   static const std::string form = env_choice("AMOR_GDN_FUSED", {"auto", "v1", "v2", "v2w8"}, "auto");
   return form;
@@ -99,10 +100,10 @@ void launch_fwd_fused(const bf16_t* q, const bf16_t* k, const bf16_t* v, const v
 int64_t fwd_fused_smem_bytes(const Dims& d);
 
 // The second form (gated_delta_fwd_fused2_cuda.cu), which launch_fwd_fused calls where
-// fused2_ok: AMOR_GDN_FUSED v2 or v2w8, or auto without `keep` (S_out null); chunk 64, and K 64
-// with V a multiple of 64 or K 128 with V a multiple of 128 (the caller has checked the rest:
-// fused_fwd_ok or fused_keep_ok). The same arguments and outputs as launch_fwd_fused.
-bool fused2_ok(const Dims& d, bool keep);
+// fused2_ok: AMOR_GDN_FUSED not v1; chunk 64, and K 64 with V a multiple of 64 or K 128 with V a
+// multiple of 128 (the caller has checked the rest: fused_fwd_ok or fused_keep_ok). The same
+// arguments and outputs as launch_fwd_fused.
+bool fused2_ok(const Dims& d);
 void launch_fwd_fused2(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* beta,
                        bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
                        const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o,

@@ -436,10 +436,7 @@ void launch_kw(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* be
 
 }  // namespace
 
-bool fused2_ok(const Dims& d, bool keep) {
-  const std::string& f = fused_form();
-  return (f == "v2" || f == "v2w8" || (f == "auto" && !keep)) && config_for(d) > 0;
-}
+bool fused2_ok(const Dims& d) { return fused_form() != "v1" && config_for(d) > 0; }
 
 // Blocks per SM: K 64 three (64 KB of shared memory, 168 registers), K 128 one block of 16 warps
 // or two of 8 (120 / 104 KB, 128 registers), or with v2w8 one of 8 (255 registers).

@@ -494,7 +494,7 @@ void launch_fwd_fused(const bf16_t* q, const bf16_t* k, const bf16_t* v, const v
                       bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
                       const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o,
                       bf16_t* S_out, bf16_t* Vn_out, cudaStream_t stream) {
-  if (fused2_ok(d, /*keep=*/S_out != nullptr))
+  if (fused2_ok(d))
     return launch_fwd_fused2(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm, s_final,
                              o, S_out, Vn_out, stream);
   if (d.K == 64)
