@@ -454,6 +454,8 @@ GatedLayout gated_layout(const AttnDims& n) {
                                          : GatedLayout::kBalanced;
   return n.Tk <= 64 * 65535LL ? l : GatedLayout::kOld;
 }
+// The layouts whose backward adds dQ by f32 atomics into a compacted accumulator (delta's tail).
+bool adds_dq_by_atomics(GatedLayout l) { return l == GatedLayout::kFused || l == GatedLayout::kFused64; }
 
 void compact_rows(const uint8_t* gate, int32_t* row_scratch, const AttnDims& n, cudaStream_t s) {
   compact_firing_rows_kernel<<<unsigned(n.B), kCompactThreads, 0, s>>>(
@@ -473,8 +475,7 @@ int64_t attention_row_scratch_ints(const AttnDims& n) {
 int64_t attention_delta_scratch_floats(const AttnDims& n, bool gated) {
   const int64_t bhs = n.B * n.H * attn::stat_stride(int(n.Tq));
   // The fused gated backwards' compacted f32 dQ accumulator (B H (Tq + 32) D): only when one runs.
-  const bool fused = gated && (gated_layout(n) == GatedLayout::kFused || gated_layout(n) == GatedLayout::kFused64);
-  return 2 * bhs + (fused ? bhs * n.D : 0);
+  return 2 * bhs + (gated && adds_dq_by_atomics(gated_layout(n)) ? bhs * n.D : 0);
 }
 
 bool attention_uses_tensor_cores(DType t, int64_t D, const void* const* ptrs, int nptrs) {
@@ -537,7 +538,7 @@ void attention_backward(DType t, const void* q, const void* k, const void* v, co
     // Balanced gated path: compacted rows and their statistics (and the zeroed dQ accumulator of
     // the fused backward), then the kernels, which zero dq's gated-off rows themselves (the dq
     // kernel, or dq_finish).
-    const bool fused = layout == GatedLayout::kFused || layout == GatedLayout::kFused64;
+    const bool fused = adds_dq_by_atomics(layout);
     compact_rows(gate, row_scratch, n, s);
     const int S = attn::stat_stride(int(n.Tq));
     int32_t* pos_c = row_scratch + (n.B * n.Tq + n.B + 3) / 4 * 4;

@@ -311,7 +311,7 @@ void Trainer::finish() {
   result_.status = TrainStatus::Done;
   if (quiet_) return;
   // An evaluation-only run (train.steps: 0) has no training loss: say so rather than print "nan".
-  std::string summary = std::isnan(last_loss_)
+  std::string summary = cfg_.train.steps == 0
                             ? fmt::format("done: no training steps, valid loss {:.4f}", final_eval.loss)
                             : fmt::format("done: final loss {:.4f}, valid loss {:.4f}", last_loss_, final_eval.loss);
   if (result_.metrics.count("mqar_acc")) summary += fmt::format(", recall acc {:.3f}", result_.metrics["mqar_acc"]);

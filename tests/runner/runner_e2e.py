@@ -480,6 +480,8 @@ def eval_only_from_weights_same_scores_at_np1_and_np2():
         sweep = eval_sweep(os.path.join(TMP, f"ew{np_}"), steps=0, extra=f"    weights: {weights}\n")
         r = amor_run([sweep, "--output", out, f"parallel.ranks_per_run={np_}"], np_=np_)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        # no training loss to report: the done line says so (it used to print "final loss nan")
+        assert "done: no training steps, valid loss" in r.stdout + r.stderr, r.stdout[-2000:]
         runs[np_] = run_dir(out)
         with h5py.File(os.path.join(runs[np_], "run.h5"), "r") as f:
             assert f["train/step"].shape == (0,)
