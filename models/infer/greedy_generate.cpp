@@ -1,6 +1,7 @@
 #include "models/infer/greedy_generate.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "kernels/core/error.h"
@@ -70,6 +71,11 @@ void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>
     return generated < opt.min_new_tokens ? std::span<const int32_t>(end_ids)
                                           : std::span<const int32_t>(never_ids);
   };
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  const Clock::time_point t0 = Clock::now();
   InferenceSession session(model, B);
   StepOutput out = session.prefill(tokens, targets, excluded(0));
   std::vector<int32_t> next(static_cast<size_t>(B));
@@ -80,6 +86,7 @@ void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>
     next[static_cast<size_t>(b)] = out.predictions.to(Device::CPU).data<int32_t>()[b * P + P - 1];
     if (opt.max_new_tokens == 0) g.stop_reason = "max_new_tokens";
   }
+  const Clock::time_point t1 = Clock::now();  // the predictions above came back: prefill done
   int64_t generated = 0;  // tokens each live sequence of the group has generated
   while (true) {
     ++generated;
@@ -108,6 +115,13 @@ void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>
       append_records(model, results[group[static_cast<size_t>(b)]].records, out, b, 0, 1);
       next[static_cast<size_t>(b)] = pred.data<int32_t>()[b];
     }
+  }
+  const Clock::time_point t2 = Clock::now();
+  for (size_t i : group) {
+    results[i].prefill_seconds = seconds(t0, t1);
+    results[i].decode_seconds = seconds(t1, t2);
+    results[i].decode_steps = generated - 1;
+    results[i].group_size = B;
   }
 }
 

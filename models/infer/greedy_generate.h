@@ -62,6 +62,12 @@ struct Generation {
   std::vector<int32_t> tokens;  // generated ids, including the eos / stopping token
   std::string stop_reason;      // "eos", "stop_id", "stop", "max_new_tokens"
   TokenRecords records;
+  // Wall time of the prompt's group (the sequences decoded together share it): the prefill up to
+  // its first prediction on the host, and the decode steps after it (each ends when its
+  // predictions reach the host, so both include the GPU's work). For progress lines, not results.
+  double prefill_seconds = 0, decode_seconds = 0;
+  int64_t decode_steps = 0;  // decode steps the group ran (its longest generation's tokens - 1)
+  int64_t group_size = 0;    // sequences decoded together with this one (itself included)
 };
 
 // prompts: token ids, each non-empty. Returns one Generation per prompt, in order.

@@ -2,6 +2,7 @@
 #include "runner/eval/model_eval.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -226,6 +227,11 @@ std::vector<std::string> ModelEval::generate(const std::vector<GenRequest>& requ
   }
   std::vector<double> ids(static_cast<size_t>(slots.back()), 0.0);
   std::map<int64_t, model::TokenRecords> mine_records;  // this rank's recorded requests
+  // Progress (opt_.note): requests this rank has generated, of those it was dealt.
+  int64_t my_total = 0, my_done = 0;
+  for (int64_t b0 = 0, j = 0; b0 < n; b0 += opt_.batch_size, ++j)
+    if (mine(j)) my_total += std::min(opt_.batch_size, n - b0);
+  auto last_note = std::chrono::steady_clock::now();
   for (int64_t b0 = 0, j = 0; b0 < n; b0 += opt_.batch_size, ++j) {
     if (!mine(j)) continue;
     const int64_t B = std::min(opt_.batch_size, n - b0);
@@ -245,6 +251,7 @@ std::vector<std::string> ModelEval::generate(const std::vector<GenRequest>& requ
         group.push_back(b0 + c);
         prompts.push_back(r.context);
       }
+      my_done += static_cast<int64_t>(group.size());
       if (head.max_new_tokens == 0) continue;
       model::GenerateOptions go;
       go.max_new_tokens = head.max_new_tokens;
@@ -262,6 +269,18 @@ std::vector<std::string> ModelEval::generate(const std::vector<GenRequest>& requ
           return false;
         };
       auto gens = model::greedy_generate(model_, prompts, go);
+      const auto now = std::chrono::steady_clock::now();
+      if (opt_.note && !gens.empty() &&
+          (my_done == my_total || std::chrono::duration<double>(now - last_note).count() >= 10.0)) {
+        last_note = now;
+        // The last prompt's session (greedy_generate runs one per prompt length and batch).
+        const model::Generation& g = gens.back();
+        opt_.note(fmt::format(
+            "{}: {}/{} requests generated; last: {} x {}-token prompt, prefill {:.2f} s, {} decode "
+            "steps {:.2f} s ({:.1f} ms/step)",
+            task_, my_done, my_total, g.group_size, prompts.back().size(), g.prefill_seconds, g.decode_steps,
+            g.decode_seconds, g.decode_steps > 0 ? 1e3 * g.decode_seconds / static_cast<double>(g.decode_steps) : 0.0));
+      }
       for (size_t g = 0; g < gens.size(); ++g) {
         const int64_t i = group[g];
         for (size_t t = 0; t < gens[g].tokens.size(); ++t)

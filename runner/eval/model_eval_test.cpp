@@ -125,6 +125,35 @@ TEST(ModelEval, GenerateIsGreedyGenerateCutByStopStrings) {
   EXPECT_EQ(r.lengths[0], static_cast<int64_t>(prompt.size() + ref[0].tokens.size() - 1));
 }
 
+// Progress lines for long generation tasks: the last group's line counts every request this
+// process ran and names its prompt length and decode steps (a generation of 5 tokens takes 4
+// decode steps after the prefill's prediction, fewer if it ends at eos).
+TEST(ModelEval, GenerateReportsProgress) {
+  auto m = tiny("mamba2");
+  ByteTokenizer tok;
+  ModelEvalOptions o{2048, 2, 1};
+  std::vector<std::string> lines;
+  o.note = [&](const std::string& l) { lines.push_back(l); };
+  ModelEval em(*m, tok, nullptr, o);
+  em.begin_task("passkey");
+  const auto a = tok.encode("twelve bytes"), b = tok.encode("a longer prompt");
+  const auto got = em.generate({{a, 5, {}}, {b, 5, {}}});
+  ASSERT_FALSE(lines.empty());
+  const std::string& last = lines.back();
+  EXPECT_NE(last.find("passkey: 2/2 requests generated; last: 1 x 15-token prompt, prefill "), std::string::npos)
+      << last;
+  const size_t at = last.find(" decode steps ");
+  ASSERT_NE(at, std::string::npos) << last;
+  const int steps = std::stoi(last.substr(last.rfind(' ', at - 1) + 1));
+  model::GenerateOptions go;  // what ModelEval passes for these requests
+  go.max_new_tokens = 5;
+  go.eos = tok.eos_id();
+  go.decodable_ids = tok.vocab_size();
+  const auto ref = model::greedy_generate(*m, {b}, go);
+  EXPECT_EQ(steps, static_cast<int>(ref[0].tokens.size()) - 1) << last;
+  EXPECT_EQ(got[1], tok.decode(ref[0].tokens, true));
+}
+
 // Stop ids and min_new_tokens reach greedy_generate: a request whose stop id is the model's own
 // first free token, with min_new_tokens 1, starts with another token and equals greedy_generate
 // with the same options; without min_new_tokens it stops at once.
