@@ -14,6 +14,7 @@
 
 #include "kernels/core/caching_allocator.h"
 #include "runner/dist/dist_test_support.h"
+#include "runner/train/harness_eval.h"
 
 namespace amor::dist {
 namespace {
@@ -179,6 +180,37 @@ TEST(Fsdp, MixedPrecisionGathersTheRoundedMasters) {
   fsdp.forward(b, /*training=*/false);
   EXPECT_EQ(probe.checked, static_cast<int>(model->params().params().size()));
   model->set_unit_hooks(&fsdp);
+}
+
+// The evaluation replica (eval.dtype) holds its weights in the dtype asked for: the masters
+// rounded to it, as the training gathers them (compute) or the masters themselves (master). Its
+// forward then equals the training model's own forward on those gathered weights. (It once kept
+// the f32 masters whatever was asked, so eval.dtype: compute evaluated in f32 on the GPU.)
+TEST(Fsdp, EvalReplicaHoldsTheRequestedDtype) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  FsdpOptions opt;
+  opt.compute_dtype = DType::F32;
+  config::RunConfig rc;
+  static_cast<model::ModelConfig&>(rc.model) = tiny("amor");
+  auto reference = build(rc.model, DType::F64, 5);
+  auto model = build(rc.model, DType::F64, 5);
+  Fsdp fsdp(*model, comm, opt);
+  for (DType want : {DType::F32, DType::F64}) {
+    auto replica = eval_replica(rc, fsdp, *model, want, Device::CPU, {});
+    const auto& ps = replica->params().params();
+    ASSERT_EQ(ps.size(), reference->params().params().size());
+    for (size_t i = 0; i < ps.size(); ++i) {
+      ASSERT_EQ(ps[i]->value.dtype(), want) << ps[i]->name;
+      Tensor r = reference->params().params()[i]->value.to(want);
+      ASSERT_EQ(ps[i]->value.numel(), r.numel()) << ps[i]->name;
+      for (int64_t j = 0; j < r.numel(); ++j) ASSERT_EQ(ps[i]->value.item(j), r.item(j)) << ps[i]->name;
+    }
+    // Its loss equals the f32-gathered training model's (want F32) or the f64 reference's.
+    model::Batch b = rank_slice(global_batch(rc.model, kGlobal, kT, 5, 0), comm.rank(), comm.size());
+    const double got = replica->forward(b, false).loss_sum;
+    const double ref = want == DType::F32 ? fsdp.forward(b, false).loss_sum : reference->forward(b, false).loss_sum;
+    EXPECT_EQ(got, ref) << dtype_name(want);
+  }
 }
 
 TEST(Fsdp, TrainingActuallyMovesTheParameters) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cast/cast.h"
 #include "kernels/core/error.h"
 #include "runner/eval/run_config_tasks.h"
 #include "runner/train/checkpoints.h"
@@ -34,7 +35,9 @@ std::unique_ptr<model::LanguageModel> eval_replica(const config::RunConfig& cfg,
   for (size_t i = 0; i < params.size(); ++i) {
     AMOR_CHECK(params[i]->name == full[i].first, "eval: replica parameter {} is '{}', the run's '{}'",
                i, params[i]->name, full[i].first);
-    params[i]->value = full[i].second.to(dev);
+    // In the replica's dtype (eval.dtype), rounded as the training's gathers round the masters;
+    // cast() hands back the tensor itself when it already is.
+    params[i]->value = cast(full[i].second.to(dev), dtype);
   }
   replica->restore_checkpoint_state(trained.checkpoint_state(), /*required=*/true);
   if (!cfg.eval.router.empty()) replica->use_entropy_router(cfg.eval.router);  // AMOR's fitted router

@@ -28,7 +28,8 @@ HarnessTasks harness_tasks_for(const config::RunConfig& cfg);
 
 // An unsharded copy of the model for the evaluation harness (collective: every rank of the run
 // gathers every unit), with the model's state beyond its parameters (AMOR's frozen thresholds).
-// On `dev`, in `dtype` (the master dtype); built by `build` (model::build_model if empty).
+// On `dev`, in `dtype` (eval.dtype: the master dtype, or the compute dtype: the masters rounded
+// as the training's gathers round them); built by `build` (model::build_model if empty).
 std::unique_ptr<model::LanguageModel> eval_replica(const config::RunConfig& cfg, dist::Fsdp& fsdp,
                                                    const model::LanguageModel& trained, DType dtype, Device dev,
                                                    const ModelBuilder& build);
