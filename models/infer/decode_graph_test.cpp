@@ -154,6 +154,16 @@ TEST(DecodeGraph, ExcludingWithoutTargetsEqualsTheTargetsPath) {
         EXPECT_EQ(std::count(ban.begin(), ban.end(), x.predictions.data<int32_t>()[r]), 0);
     }
     EXPECT_EQ(a->length, T + 3);
+    // An id outside the vocabulary is refused before any cache advances.
+    const std::vector<int32_t> bad = {0, static_cast<int32_t>(V)};
+    const Tensor tok = testing::randint({B, 1}, 50, V);
+    EXPECT_THROW(m->infer(tok, Tensor(), *a, bad), Error);
+    EXPECT_THROW(m->infer(tok, Tensor::full<int32_t>({B, 1}, -100), *a, bad), Error);
+    EXPECT_EQ(a->length, T + 3);
+    x = m->infer(tok, Tensor(), *a, ban);
+    y = m->infer(tok, Tensor(), *b, ban);
+    EXPECT_EQ(testing_infer::mismatches(x.predictions, y.predictions), 0);
+    EXPECT_EQ(testing_infer::max_rel_diff(x.entropy, y.entropy), 0.0);
   }
 }
 

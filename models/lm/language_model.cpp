@@ -183,10 +183,12 @@ StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, Inf
     check_dtype(op, "targets", tg, DType::I32);
     check_shape(op, "targets", tg, tokens.shape());
   }
+  // Checked (and uploaded) before any cache advances: a bad id leaves the state as it was.
+  const ArgmaxExclusion excluded = exclusion_for(exclude_next);
   // Token ids may come from the host (generation feeds back what it decoded): the model's device.
   const Device dev = embed_->value.device();
   if (!tg.defined()) {
-    StepOutput out = infer_on_device(tokens.to(dev), state, exclusion_for(exclude_next));
+    StepOutput out = infer_on_device(tokens.to(dev), state, excluded);
     state.length += T;
     return out;
   }
@@ -198,7 +200,7 @@ StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, Inf
   out.token_loss = head.loss.view({B, T});
   out.entropy = head.entropy.view({B, T});
   out.predictions = lm_head_argmax(h, embed_->value, cfg_.vocab_chunk).view({B, T});
-  exclude_at_last(h, embed_->value, cfg_.vocab_chunk, exclusion_for(exclude_next), out.predictions);
+  exclude_at_last(h, embed_->value, cfg_.vocab_chunk, excluded, out.predictions);
   release(embed_->unit);
   count_loss(tg, head.loss, out);
   state.length += T;
