@@ -21,7 +21,13 @@
 // only steps whose set (sorted, without repeats) is the one it was made with, so its argmax is
 // the eager step's bit for bit. InferenceSession keeps one graph per set, up to
 // kMaxDecodeGraphs (DecodeGraphSlots): a generation's two sets get one capture each, and a
-// further set re-captures in place of the least recently used.
+// further set re-captures in place of the least recently used. Why capture for a new set rather
+// than run its steps eagerly: a set usually lasts (the steady one for the rest of a generation,
+// and the min_new_tokens one may come first, at the step that would otherwise be captured), and
+// a capture costs about an eager step plus the graph's instantiation; two slots keep a
+// generation's switch between its two sets from re-capturing at all. An exclusion costs a second
+// pass over the LM head in the graph as in an eager step (the entropy stays the whole
+// vocabulary's, the argmax skips the ids).
 //
 // Which kinds: LanguageModel::decode_graph_blocker() says why a model cannot; today mamba2, gdn
 // and serial patterns of M and G only, on the GPU. Attention (transformer, serial with A, AMOR,
