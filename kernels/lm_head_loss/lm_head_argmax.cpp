@@ -15,19 +15,42 @@
 
 namespace amor {
 
+ArgmaxExclusion::ArgmaxExclusion(std::span<const int32_t> excluded, int64_t vocab, Device dev)
+    : V(vocab), device(dev) {
+  const char* op = "lm_head_argmax";
+  const std::set<int32_t> banned(excluded.begin(), excluded.end());
+  for (int32_t id : banned)
+    AMOR_CHECK(id >= 0 && id < V, "{}: excluded id {} is outside the vocabulary [0, {})", op, id, V);
+  AMOR_CHECK(static_cast<int64_t>(banned.size()) < V || V == 0,
+             "{}: all {} ids of the vocabulary are excluded", op, V);
+  ids.assign(banned.begin(), banned.end());
+  if (!ids.empty() && device != Device::CPU)
+    device_ids = Tensor::from_vector<int32_t>({static_cast<int64_t>(ids.size())}, ids).to(device);
+}
+
 Tensor lm_head_argmax(const Tensor& h, const Tensor& W, int64_t vocab_chunk,
                       std::span<const int32_t> excluded) {
+  if (excluded.empty()) return lm_head_argmax(h, W, vocab_chunk, ArgmaxExclusion());
+  check_float_args("lm_head_argmax", {{"h", &h}, {"W", &W}});  // before W's rows are read
+  const int64_t V = W.size(0);
+  return lm_head_argmax(h, W, vocab_chunk, ArgmaxExclusion(excluded, V, h.device()));
+}
+
+Tensor lm_head_argmax(const Tensor& h, const Tensor& W, int64_t vocab_chunk,
+                      const ArgmaxExclusion& excluded) {
   const char* op = "lm_head_argmax";
   check_float_args(op, {{"h", &h}, {"W", &W}});
   check_dim(op, "h", h, 2);
   check_shape(op, "W", W, {kAny, h.size(1)});
   AMOR_CHECK(vocab_chunk >= 1, "{}: vocab_chunk must be >= 1, got {}", op, vocab_chunk);
   const int64_t N = h.size(0), D = h.size(1), V = W.size(0);
-  const std::set<int32_t> banned(excluded.begin(), excluded.end());
-  for (int32_t id : banned)
-    AMOR_CHECK(id >= 0 && id < V, "{}: excluded id {} is outside the vocabulary [0, {})", op, id, V);
-  AMOR_CHECK(static_cast<int64_t>(banned.size()) < V || V == 0,
-             "{}: all {} ids of the vocabulary are excluded", op, V);
+  const std::vector<int32_t>& banned = excluded.ids;  // sorted, unique, in [0, V)
+  if (!banned.empty()) {
+    AMOR_CHECK(excluded.V == V, "{}: the exclusion was made for a vocabulary of {} ids, W has {}",
+               op, excluded.V, V);
+    AMOR_CHECK(excluded.device == h.device(), "{}: the exclusion was made for {}, h is {}", op,
+               device_name(excluded.device), h.str());
+  }
   if (!h.is_cpu()) {
     // The forward's online max over vocabulary chunks, with only the argmax written.
     check_cuda_storage(op, "h", h);
@@ -42,14 +65,10 @@ Tensor lm_head_argmax(const Tensor& h, const Tensor& W, int64_t vocab_chunk,
                                          nullptr, nullptr, out.data<int32_t>(), N, V, D,
                                          vocab_chunk, scratch.raw_data());
                  } else {
-                   const std::vector<int32_t> ids(banned.begin(), banned.end());
-                   Tensor dev_ids = Tensor::from_vector<int32_t>(
-                                        {static_cast<int64_t>(ids.size())}, ids)
-                                        .to(h.device());
                    cuda::lm_head_argmax_excluding(h.dtype(), h.raw_data(), W.raw_data(),
                                                   out.data<int32_t>(), N, V, D, vocab_chunk,
-                                                  dev_ids.data<int32_t>(), dev_ids.numel(),
-                                                  scratch.raw_data());
+                                                  excluded.device_ids.data<int32_t>(),
+                                                  excluded.device_ids.numel(), scratch.raw_data());
                  }
                  return out);
   }
@@ -67,7 +86,9 @@ Tensor lm_head_argmax(const Tensor& h, const Tensor& W, int64_t vocab_chunk,
       gemm_cpu<T>(false, true, N, c, D, T(1), h.data<T>(), W.data<T>() + v0 * D, T(0), logits.data());
       for (int64_t n = 0; n < N; ++n)
         for (int64_t j = 0; j < c; ++j) {
-          if (!banned.empty() && banned.count(static_cast<int32_t>(v0 + j))) continue;
+          if (!banned.empty() &&
+              std::binary_search(banned.begin(), banned.end(), static_cast<int32_t>(v0 + j)))
+            continue;
           T z = logits[static_cast<size_t>(n * c + j)];
           if (!have[static_cast<size_t>(n)] || z > best[static_cast<size_t>(n)]) {  // strict: first max wins
             best[static_cast<size_t>(n)] = z;

@@ -81,5 +81,30 @@ TEST(LmHeadArgmax, ExcludedIdsAreSkipped) {
   EXPECT_EQ(lm_head_argmax(h, W, 8, all).to_vector<int32_t>(), std::vector<int32_t>(N, V - 1));
 }
 
+// A prepared exclusion (what a CUDA graph of a decode step captures) chooses what the span does;
+// its ids are sorted without repeats, so that sets given in any order compare equal; it is tied
+// to its vocabulary and device.
+TEST(LmHeadArgmax, PreparedExclusionEqualsTheSpan) {
+  const int64_t N = 6, D = 4, V = 23;
+  Tensor h = testing::randn({N, D}, 5), W = testing::randn({V, D}, 6);
+  const std::vector<int32_t> plain = lm_head_argmax(h, W, 5).to_vector<int32_t>();
+  std::vector<int32_t> excluded = {plain[3], 7, plain[0], 7, 22};
+  const ArgmaxExclusion prepared(excluded, V, Device::CPU);
+  std::vector<int32_t> want = {7, 22, plain[0], plain[3]};
+  std::sort(want.begin(), want.end());
+  want.erase(std::unique(want.begin(), want.end()), want.end());
+  EXPECT_EQ(prepared.ids, want);
+  EXPECT_FALSE(prepared.device_ids.defined());  // nothing to upload on the cpu
+  for (int64_t chunk : {1, 5, 100})
+    EXPECT_EQ(lm_head_argmax(h, W, chunk, prepared).to_vector<int32_t>(),
+              lm_head_argmax(h, W, chunk, excluded).to_vector<int32_t>())
+        << "chunk " << chunk;
+  EXPECT_EQ(lm_head_argmax(h, W, 5, ArgmaxExclusion()).to_vector<int32_t>(), plain);
+  EXPECT_TRUE(ArgmaxExclusion(std::vector<int32_t>{}, V, Device::CPU).empty());
+  // Made for another vocabulary: refused (its ids were checked against that one).
+  EXPECT_THROW(lm_head_argmax(h, testing::randn({V + 1, D}, 7), 5, prepared), Error);
+  EXPECT_THROW(ArgmaxExclusion(std::vector<int32_t>{V}, V, Device::CPU), Error);
+}
+
 }  // namespace
 }  // namespace amor

@@ -1,5 +1,6 @@
 #include "models/infer/decode_graph.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -19,6 +20,49 @@ bool decode_graphs_from_env() {
   return on;
 }
 
+bool decode_step_may_graph(bool graphs_on, const std::string& blocker, bool has_targets,
+                           int64_t eager_steps) {
+  return graphs_on && blocker.empty() && !has_targets && eager_steps > 0;
+}
+
+std::vector<int32_t> exclusion_key(std::span<const int32_t> exclude_next) {
+  std::vector<int32_t> key(exclude_next.begin(), exclude_next.end());
+  std::sort(key.begin(), key.end());
+  key.erase(std::unique(key.begin(), key.end()), key.end());
+  return key;
+}
+
+DecodeGraphSlots::DecodeGraphSlots(size_t capacity) : capacity_(capacity) {
+  AMOR_CHECK(capacity >= 1, "DecodeGraphSlots: capacity {} must be >= 1", capacity);
+}
+
+std::optional<size_t> DecodeGraphSlots::find(const std::vector<int32_t>& key) {
+  for (size_t i = 0; i < keys_.size(); ++i)
+    if (keys_[i] == key) {
+      used_[i] = ++tick_;
+      return i;
+    }
+  return std::nullopt;
+}
+
+size_t DecodeGraphSlots::insert(const std::vector<int32_t>& key) {
+  size_t slot = keys_.size();
+  if (slot < capacity_) {
+    keys_.push_back(key);
+    used_.push_back(0);
+  } else {
+    slot = static_cast<size_t>(std::min_element(used_.begin(), used_.end()) - used_.begin());
+    keys_[slot] = key;
+  }
+  used_[slot] = ++tick_;
+  return slot;
+}
+
+void DecodeGraphSlots::clear() {
+  keys_.clear();
+  used_.clear();
+}
+
 namespace {
 Device device_of(LanguageModel& model) {
   const auto& params = model.params().params();
@@ -27,13 +71,16 @@ Device device_of(LanguageModel& model) {
 }
 }  // namespace
 
-DecodeGraph::DecodeGraph(LanguageModel& model, InferenceState& state)
+DecodeGraph::DecodeGraph(LanguageModel& model, InferenceState& state,
+                         std::span<const int32_t> exclude_next)
     : model_(model), state_(state), alloc_(allocator(device_of(model))) {
   const std::string why = model.decode_graph_blocker();
   AMOR_CHECK(why.empty(), "DecodeGraph: {}", why);
   AMOR_CHECK(state.length > 0,
              "DecodeGraph: capture after at least one eager step (the state has seen no token)");
   tokens_ = Tensor::zeros({state.batch, 1}, DType::I32, device_of(model));
+  // Checked and uploaded now, outside the capture and the graph's pool.
+  exclude_ = model.exclusion_for(exclude_next);
 }
 
 DecodeGraph::~DecodeGraph() {
@@ -63,7 +110,7 @@ StepOutput DecodeGraph::step(const Tensor& tokens) {
     be.begin_capture();
     try {
       PoolScope scope(alloc_, pool_);
-      out_ = model_.infer_on_device(tokens_, state_);
+      out_ = model_.infer_on_device(tokens_, state_, exclude_);
     } catch (...) {
       be.abort_capture();
       throw;

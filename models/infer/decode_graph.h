@@ -5,13 +5,29 @@
 //
 // What is captured: LanguageModel::infer_on_device for one token per sequence: embedding, every
 // layer's step (recurrent states updated in place), norm_f, and the LM head's entropy and greedy
-// argmax (lm_head_decode), with token_loss zeros. Inputs: the step's tokens are copied (outside
-// the graph) into the captured input buffer [B,1]; outputs: the captured output tensors, copied
-// to fresh tensors after each replay so that a StepOutput stays valid after the next step.
-// Nothing in the captured region reads the device from the host: -exp(A_log) is computed once
-// per cache (the mixers' first step), the embedding's bad-id check is skipped under capture
-// (embedding_cuda.cu; ids copied from the host are checked here instead), and the targets'
-// loss sums are not computed (steps with targets or exclusions run eagerly).
+// argmax (lm_head_decode), with token_loss zeros, and, when the graph has an exclusion set, the
+// argmax again over the ids it leaves (lm_head_argmax with an ArgmaxExclusion: the ids were
+// uploaded once, when the graph was made, and the graph reads them at that address). Inputs:
+// the step's tokens are copied (outside the graph) into the captured input buffer [B,1];
+// outputs: the captured output tensors, copied to fresh tensors after each replay so that a
+// StepOutput stays valid after the next step. Nothing in the captured region reads the device
+// from the host: -exp(A_log) is computed once per cache (the mixers' first step), the
+// embedding's bad-id check is skipped under capture (embedding_cuda.cu; ids copied from the host
+// are checked here instead), and the targets' loss sums are not computed (steps with targets run
+// eagerly).
+//
+// Exclusion sets (greedy generation excludes the ids past the tokenizer's vocabulary at every
+// step, and eos / stop ids too while fewer than min_new_tokens were generated): a graph replays
+// only steps whose set (sorted, without repeats) is the one it was made with, so its argmax is
+// the eager step's bit for bit. InferenceSession keeps one graph per set, up to
+// kMaxDecodeGraphs (DecodeGraphSlots): a generation's two sets get one capture each, and a
+// further set re-captures in place of the least recently used. Why capture for a new set rather
+// than run its steps eagerly: a set usually lasts (the steady one for the rest of a generation,
+// and the min_new_tokens one may come first, at the step that would otherwise be captured), and
+// a capture costs about an eager step plus the graph's instantiation; two slots keep a
+// generation's switch between its two sets from re-capturing at all. An exclusion costs a second
+// pass over the LM head in the graph as in an eager step (the entropy stays the whole
+// vocabulary's, the argmax skips the ids).
 //
 // Which kinds: LanguageModel::decode_graph_blocker() says why a model cannot; today mamba2, gdn
 // and serial patterns of M and G only, on the GPU. Attention (transformer, serial with A, AMOR,
@@ -24,7 +40,10 @@
 // (default off until verified on the GPU); InferenceSession::use_graphs overrides it per session.
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "kernels/core/caching_allocator.h"
 #include "models/lm/language_model.h"
@@ -36,11 +55,47 @@ bool decode_graphs_from_env();
 // The same for a given value of the variable (nullptr: unset), for tests.
 bool parse_decode_graphs(const char* value);
 
+// Whether a decode step may run as a graph (replayed, or captured first): graphs on, the model
+// capturable (blocker ""), no targets (their loss sums are read back on the host), and an eager
+// decode step already run (the capture needs the caches' one-time setup done). The exclusion set
+// does not decide it: it picks the graph (DecodeGraphSlots).
+bool decode_step_may_graph(bool graphs_on, const std::string& blocker, bool has_targets,
+                           int64_t eager_steps);
+
+// An exclusion set as a graph is keyed by: sorted, without repeats.
+std::vector<int32_t> exclusion_key(std::span<const int32_t> exclude_next);
+
+// How many graphs (one per exclusion set) an InferenceSession keeps.
+inline constexpr size_t kMaxDecodeGraphs = 2;
+
+// Which graph serves which exclusion set, without the graphs (they need the GPU; this is the
+// part tests can run on the cpu): up to `capacity` slots, each keyed by an exclusion_key, the
+// least recently used given up when a new set needs a slot.
+class DecodeGraphSlots {
+ public:
+  explicit DecodeGraphSlots(size_t capacity);
+  // The slot holding `key`, marked most recently used; nullopt when none does.
+  std::optional<size_t> find(const std::vector<int32_t>& key);
+  // A slot for a key find() did not find: a free one, else the least recently used (whose graph
+  // the caller replaces). Marked most recently used.
+  size_t insert(const std::vector<int32_t>& key);
+  void clear();
+  size_t size() const { return keys_.size(); }
+
+ private:
+  size_t capacity_;
+  std::vector<std::vector<int32_t>> keys_;
+  std::vector<uint64_t> used_;  // the tick of each slot's last find or insert
+  uint64_t tick_ = 0;
+};
+
 class DecodeGraph {
  public:
   // model.decode_graph_blocker() must be "". The state must have run at least one eager step (the
   // states exist, the kernels' one-time setup is done) and stays owned by the caller.
-  DecodeGraph(LanguageModel& model, InferenceState& state);
+  // exclude_next: the ids every step of this graph never predicts (infer()'s), uploaded here.
+  DecodeGraph(LanguageModel& model, InferenceState& state,
+              std::span<const int32_t> exclude_next = {});
   ~DecodeGraph();
   DecodeGraph(const DecodeGraph&) = delete;
   DecodeGraph& operator=(const DecodeGraph&) = delete;
@@ -49,11 +104,14 @@ class DecodeGraph {
   // calls replay. Advances the state as InferenceSession::step does.
   StepOutput step(const Tensor& tokens);
   bool captured() const { return graph_ != nullptr; }
+  // The exclusion set the graph was made with (sorted, without repeats).
+  const std::vector<int32_t>& excluded() const { return exclude_.ids; }
 
  private:
   LanguageModel& model_;
   InferenceState& state_;
   CachingAllocator& alloc_;
+  ArgmaxExclusion exclude_;  // outside the pool; outlives graph_ (destroyed in ~DecodeGraph)
   PoolId pool_ = 0;
   void* graph_ = nullptr;
   Tensor tokens_;   // i32 [B,1] on the device: the captured input

@@ -12,7 +12,10 @@ InferenceSession::InferenceSession(LanguageModel& model, int64_t batch)
 void InferenceSession::use_graphs(bool on) {
   graphs_ = on;
   blocker_ = on ? model_.decode_graph_blocker() : std::string();
-  if (!on) graph_.reset();
+  if (!on) {
+    graphs_by_slot_.clear();
+    slots_.clear();
+  }
 }
 
 StepOutput InferenceSession::prefill(const Tensor& tokens, const Tensor& targets,
@@ -37,10 +40,21 @@ StepOutput InferenceSession::step(const Tensor& tokens, const Tensor& targets,
   if (targets.defined()) check_shape(op, "targets", targets, tokens.shape());
   decoding_ = true;
   last_graphed_ = false;
-  if (graphs_ && blocker_.empty() && !targets.defined() && exclude_next.empty() &&
-      eager_steps_ > 0) {
-    if (!graph_) graph_ = std::make_unique<DecodeGraph>(model_, *state_);
-    StepOutput out = graph_->step(tokens.view({B, 1}));
+  if (decode_step_may_graph(graphs_, blocker_, targets.defined(), eager_steps_)) {
+    const std::vector<int32_t> key = exclusion_key(exclude_next);
+    std::optional<size_t> slot = slots_.find(key);
+    if (!slot) {
+      // Made (its ids checked and uploaded) before a slot is given up for it.
+      auto graph = std::make_unique<DecodeGraph>(model_, *state_, key);
+      slot = slots_.insert(key);
+      if (*slot == graphs_by_slot_.size()) graphs_by_slot_.emplace_back();
+      graphs_by_slot_[*slot].reset();  // the replaced graph's pool goes back first
+      graphs_by_slot_[*slot] = std::move(graph);
+    }
+    DecodeGraph& graph = *graphs_by_slot_[*slot];
+    const bool capture = !graph.captured();
+    StepOutput out = graph.step(tokens.view({B, 1}));
+    captures_ += capture;
     last_graphed_ = true;
     return out;
   }

@@ -11,12 +11,15 @@
 //
 // CUDA graphs (decode_graph.h): with graphs on (AMOR_DECODE_GRAPHS=1, or use_graphs(true)) and a
 // model whose step can be captured (LanguageModel::decode_graph_blocker), the first decode step
-// runs eagerly, the second is captured, and every later step without targets or exclusions
-// replays the graph (a step with either runs eagerly; the state is the same). Otherwise every
-// step is eager, as before.
+// runs eagerly, and every later step without targets runs as a graph: the graph made for its
+// exclusion set (exclude_next, as a set: order and repeats do not matter) is replayed, or one is
+// captured for a set not seen yet (up to kMaxDecodeGraphs per session; a further set re-captures
+// in place of the least recently used). A step with targets runs eagerly; the state is the same
+// either way. Otherwise every step is eager, as before.
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "models/infer/decode_graph.h"
 #include "models/lm/language_model.h"
@@ -45,6 +48,8 @@ class InferenceSession {
   const std::string& graph_blocker() const { return blocker_; }
   // Whether the last step replayed (or captured and launched) a graph.
   bool last_step_graphed() const { return last_graphed_; }
+  // Graphs captured so far (each set's first graphed step, and every re-capture).
+  int64_t graph_captures() const { return captures_; }
 
   int64_t batch() const { return state_->batch; }
   int64_t length() const { return state_->length; }  // tokens each sequence has been given
@@ -56,7 +61,10 @@ class InferenceSession {
   bool graphs_ = false, last_graphed_ = false;
   std::string blocker_;
   int64_t eager_steps_ = 0;  // decode steps run eagerly (the capture waits for one)
-  std::unique_ptr<DecodeGraph> graph_;  // declared after state_: destroyed before it
+  int64_t captures_ = 0;
+  DecodeGraphSlots slots_{kMaxDecodeGraphs};
+  // One per slot of slots_; declared after state_: destroyed before it.
+  std::vector<std::unique_ptr<DecodeGraph>> graphs_by_slot_;
 };
 
 }  // namespace amor::model

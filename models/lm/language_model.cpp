@@ -37,6 +37,26 @@ void count_loss(const Tensor& targets, const Tensor& loss, StepOutput& out) {
   }
 }
 
+// With ids to exclude: the prediction at each sequence's last position of predictions i32 [B,T]
+// again, over the ids `excluded` leaves (a second pass over the vocabulary, so the entropy stays
+// the whole vocabulary's), in place of the plain one; h is [B*T, d]. Rows move by device-to-device
+// copies and the ids are already on the device, so a CUDA graph can capture this.
+void exclude_at_last(const Tensor& h, const Tensor& W, int64_t vocab_chunk,
+                     const ArgmaxExclusion& excluded, Tensor& predictions) {
+  if (excluded.empty()) return;
+  const int64_t B = predictions.size(0), T = predictions.size(1), d = h.size(1);
+  if (T == 1) {  // every row is a last position
+    predictions = lm_head_argmax(h, W, vocab_chunk, excluded).view({B, 1});
+    return;
+  }
+  Tensor last = Tensor::empty({B, d}, h.dtype(), h.device());
+  for (int64_t b = 0; b < B; ++b)
+    last.slice_flat(b * d, {1, d}).copy_from(h.slice_flat((b * T + T - 1) * d, {1, d}));
+  Tensor next = lm_head_argmax(last, W, vocab_chunk, excluded);
+  for (int64_t b = 0; b < B; ++b)
+    predictions.slice_flat(b * T + T - 1, {1}).copy_from(next.slice_flat(b, {1}));
+}
+
 }  // namespace
 
 StepOutput LanguageModel::forward(const Batch& batch, bool training) {
@@ -163,14 +183,15 @@ StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, Inf
     check_dtype(op, "targets", tg, DType::I32);
     check_shape(op, "targets", tg, tokens.shape());
   }
+  // Checked (and uploaded) before any cache advances: a bad id leaves the state as it was.
+  const ArgmaxExclusion excluded = exclusion_for(exclude_next);
   // Token ids may come from the host (generation feeds back what it decoded): the model's device.
   const Device dev = embed_->value.device();
-  if (!tg.defined() && exclude_next.empty()) {
-    StepOutput out = infer_on_device(tokens.to(dev), state);
+  if (!tg.defined()) {
+    StepOutput out = infer_on_device(tokens.to(dev), state, excluded);
     state.length += T;
     return out;
   }
-  if (!tg.defined()) tg = Tensor::full<int32_t>({B, T}, -100);
   StepOutput out;
   gather(embed_->unit);
   tg = tg.to(dev);
@@ -179,26 +200,15 @@ StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, Inf
   out.token_loss = head.loss.view({B, T});
   out.entropy = head.entropy.view({B, T});
   out.predictions = lm_head_argmax(h, embed_->value, cfg_.vocab_chunk).view({B, T});
-  if (!exclude_next.empty()) {
-    // The last position of each sequence again, over the ids not excluded (B rows, copied on
-    // whatever device h lives), written over its plain prediction.
-    Tensor last = h;
-    if (T > 1) {
-      last = Tensor::empty({B, d}, h.dtype(), h.device());
-      for (int64_t b = 0; b < B; ++b)
-        last.slice_flat(b * d, {1, d}).copy_from(h.slice_flat((b * T + T - 1) * d, {1, d}));
-    }
-    Tensor next = lm_head_argmax(last, embed_->value, cfg_.vocab_chunk, exclude_next);
-    for (int64_t b = 0; b < B; ++b)
-      out.predictions.slice_flat(b * T + T - 1, {1}).copy_from(next.slice_flat(b, {1}));
-  }
+  exclude_at_last(h, embed_->value, cfg_.vocab_chunk, excluded, out.predictions);
   release(embed_->unit);
   count_loss(tg, head.loss, out);
   state.length += T;
   return out;
 }
 
-StepOutput LanguageModel::infer_on_device(const Tensor& tokens, InferenceState& state) {
+StepOutput LanguageModel::infer_on_device(const Tensor& tokens, InferenceState& state,
+                                          const ArgmaxExclusion& exclude_next) {
   const int64_t B = tokens.size(0), T = tokens.size(1), d = cfg_.d_model;
   StepOutput out;
   gather(embed_->unit);
@@ -209,8 +219,14 @@ StepOutput LanguageModel::infer_on_device(const Tensor& tokens, InferenceState& 
   out.entropy = head.entropy.view({B, T});
   out.predictions = head.argmax.view({B, T});
   out.token_loss = Tensor::zeros({B, T}, head.entropy.dtype(), head.entropy.device());
+  exclude_at_last(h, embed_->value, cfg_.vocab_chunk, exclude_next, out.predictions);
   release(embed_->unit);
   return out;
+}
+
+ArgmaxExclusion LanguageModel::exclusion_for(std::span<const int32_t> exclude_next) const {
+  if (exclude_next.empty()) return ArgmaxExclusion();
+  return ArgmaxExclusion(exclude_next, embed_->value.size(0), embed_->value.device());
 }
 
 void LanguageModel::replayed_step(InferenceState& state, int64_t T) {

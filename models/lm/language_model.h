@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/lm_head_loss/lm_head_argmax.h"
 #include "models/core/config.h"
 #include "models/core/layer.h"
 #include "models/core/param_store.h"
@@ -82,12 +83,18 @@ class LanguageModel {
   // Why a decode step of this model cannot be captured as a CUDA graph; "" when it can (a
   // recurrent stack on the GPU: mamba2, gdn, serial without attention layers).
   std::string decode_graph_blocker() const;
-  // infer() of tokens i32 [B,T] already on the model's device, without targets or exclusions:
-  // device work only (nothing copied to or from the host, no synchronisation), so that stream
-  // capture can record it. infer() runs it too when it has no targets and no exclusions, so an
-  // eager step and a replayed one run the same kernels. Leaves state.length alone (infer()
+  // infer() of tokens i32 [B,T] already on the model's device, without targets: device work only
+  // (nothing copied to or from the host, no synchronisation), so that stream capture can record
+  // it. exclude_next (optional; made for this model's vocab and device, e.g. by
+  // exclusion_for()) is infer()'s, already on the device: the prediction at each sequence's last
+  // position skips its ids. infer() runs this too when it has no targets, so an eager step and a
+  // replayed one run the same kernels on the same inputs. Leaves state.length alone (infer()
   // advances it; after a replay, replayed_step() does).
-  StepOutput infer_on_device(const Tensor& tokens, InferenceState& state);
+  StepOutput infer_on_device(const Tensor& tokens, InferenceState& state,
+                             const ArgmaxExclusion& exclude_next = ArgmaxExclusion());
+  // exclude_next's ids prepared for infer_on_device (checked, sorted without repeats, uploaded to
+  // the model's device once).
+  ArgmaxExclusion exclusion_for(std::span<const int32_t> exclude_next) const;
   // The host-side bookkeeping of T tokens whose step a graph replay ran: state.length and every
   // cache's counter advance as infer() would have advanced them.
   void replayed_step(InferenceState& state, int64_t T);
