@@ -24,7 +24,9 @@
 //     accumulators over all of V (64-column tiles, double-buffered) instead of added into shared
 //     memory tile by tile (AMOR_GDN_QK=tile keeps this one; AMOR_GDN_VARIANT=tile implies it).
 //     Its finish computes dq, dk and dW on the warps' own accumulators, with only dP through
-//     shared memory.
+//     shared memory. At K 128 (compiled shape K 128, V 256) AMOR_GDN_QK_FORM=stream runs
+//     gdn_bwd_qk_stream_kernel instead: the same products and finish in one persistent block per
+//     SM that copies the next chunk's tiles while it finishes the current one.
 //  3. gdn_bwd_wy_kernel, one block per (chunk, head, batch): the WY/UT terms. dTm = (dVn V^T +
 //     dW K^T diag(e)) diag(beta) (lower), dv = diag(beta) Tm^T dVn, z = Tm^T dW, dA = -Tm^T dTm
 //     Tm^T (strictly lower), then dk, dbeta, dgam from W, U and A, and dg as the reverse
@@ -46,7 +48,8 @@
 // once and read once or twice.
 // Occupancy (bf16, K 64, V 128, L 64): state_bwd, bwd_qk (either kernel), bwd_wy two blocks per SM
 // each (97, 112 or 111, and 91 KB of shared memory, <= 128 registers); bwd_wy_reg three blocks
-// of 4 warps (65 KB, <= 168 registers), two at K 128, V 256 (97 KB).
+// of 4 warps (65 KB, <= 168 registers), two at K 128, V 256 (97 KB); bwd_qk_stream one 16-warp
+// block (197 KB, 128 registers).
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
 #include "kernels/gated_delta/gated_delta_state_bwd.cuh"
 #include "kernels/gated_delta/gated_delta_tc.cuh"
@@ -363,11 +366,11 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 // The finish of the register bwd_qk kernels (gdn_bwd_qk_reg_kernel, gdn_bwd_qk_stream_kernel) once
-// their V loop has left, in each warp's MMA accumulators, its tiles of dP (dp), dqS (dqs), dKh (dkh)
-// and dW (dw) and in sd this thread's part of <dS', S>: the shared arrays it works in, the warp's
-// place in the block, and the chunk (n rows of R, K columns; x0 the token index of row 0, row0 its
-// scratch row). Block-wide (barriers); it reads s.q, s.k and s.gam and writes s.dP, s.P, s.parts,
-// s.x, s.rp and s.red, nothing else of shared memory.
+// their V loop has left, in each warp's MMA accumulators, its tiles of dP (dp), dqS (dqs),
+// dKh (dkh) and dW (dw) and in sd this thread's part of <dS', S>. Given the shared arrays it
+// works in, the warp's place in the block, and the chunk (n rows of R, K columns; x0 the token
+// index of row 0, row0 its scratch row). Block-wide (barriers); it reads s.q, s.k and s.gam and
+// writes s.dP, s.P, s.parts, s.x, s.rp and s.red, nothing else of shared memory.
 struct QkFinishSmem {
   const bf16_t *q, *k;
   int64_t ldk;
@@ -632,8 +635,8 @@ __global__ void __launch_bounds__(kThreads * KS, 2 / KS)
   }
   qk_reg_finish<KS>(QkFinishSmem{s.q, s.k, s.ldk, s.gam, s.dP, s.P, s.parts, s.x, s.rp, s.red,
                                   s.ldl},
-                     QkWarp{lane, warp, g, t, m0, wc, h0, p0, active}, n, R, K, d.H, x0, row0, scale,
-                     sd, dp, dqs, dkh, dw, dq, dk_part, dgam_part, dW_out);
+                     QkWarp{lane, warp, g, t, m0, wc, h0, p0, active}, n, R, K, d.H, x0, row0,
+                     scale, sd, dp, dqs, dkh, dw, dq, dk_part, dgam_part, dW_out);
 }
 
 // ---- bwd_qk streaming chunks (K 128, the presets' V; AMOR_GDN_QK_FORM=stream)
@@ -664,8 +667,9 @@ __global__ void __launch_bounds__(kThreads * KS, 2 / KS)
 //     (k0, columns h0 ..) hold the same elements in the same registers, and the 4 row groups of
 //     warps load the same ones, so row group rg takes the k steps with (k step) % 4 == rg.
 //   - the copies have compile-time trip counts and strides (whole 16-byte pieces per thread).
-// Shared memory at K 128, V 256: V tiles 2 x 64.5 KB, q, k 34 KB, dP, P 34 KB, parts 2 KB:
-// 199 KB, one block per SM. Needs V a multiple of 128 (an even number of 64-column tiles).
+// Shared memory at K 128, V 256: V tiles 2 x 63 KB, q, k 34 KB, dP, P 34 KB, parts 2 KB:
+// 197 KB (201,600 bytes), one block per SM. Needs V a multiple of 128 (an even number of
+// 64-column tiles).
 template <class Sh>
 struct ShapeOf;
 template <int kK, int kV, int kL, bool kFull>
@@ -688,7 +692,9 @@ struct QkStreamLayout {
     return at;
   }
   __host__ __device__ explicit QkStreamLayout(const Dims& d)
-      : ldk(tile_ld<bf16_t>(d.K)), ldl(tile_ld<float>(reg_rows(d))), ldt(tile_ld<bf16_t>(kQkRegVt)) {
+      : ldk(tile_ld<bf16_t>(d.K)),
+        ldl(tile_ld<float>(reg_rows(d))),
+        ldt(tile_ld<bf16_t>(kQkRegVt)) {
     const int64_t R = reg_rows(d);
     q = take_bf16(R * ldk);
     k = take_bf16(R * ldk);
