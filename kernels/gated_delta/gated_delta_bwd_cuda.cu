@@ -24,7 +24,9 @@
 //     accumulators over all of V (64-column tiles, double-buffered) instead of added into shared
 //     memory tile by tile (AMOR_GDN_QK=tile keeps this one; AMOR_GDN_VARIANT=tile implies it).
 //     Its finish computes dq, dk and dW on the warps' own accumulators, with only dP through
-//     shared memory.
+//     shared memory. At K 128 (compiled shape K 128, V 256) AMOR_GDN_QK_FORM=stream runs
+//     gdn_bwd_qk_stream_kernel instead: the same products and finish in one persistent block per
+//     SM that copies the next chunk's tiles while it finishes the current one.
 //  3. gdn_bwd_wy_kernel, one block per (chunk, head, batch): the WY/UT terms. dTm = (dVn V^T +
 //     dW K^T diag(e)) diag(beta) (lower), dv = diag(beta) Tm^T dVn, z = Tm^T dW, dA = -Tm^T dTm
 //     Tm^T (strictly lower), then dk, dbeta, dgam from W, U and A, and dg as the reverse
@@ -46,7 +48,8 @@
 // once and read once or twice.
 // Occupancy (bf16, K 64, V 128, L 64): state_bwd, bwd_qk (either kernel), bwd_wy two blocks per SM
 // each (97, 112 or 111, and 91 KB of shared memory, <= 128 registers); bwd_wy_reg three blocks
-// of 4 warps (65 KB, <= 168 registers), two at K 128, V 256 (97 KB).
+// of 4 warps (65 KB, <= 168 registers), two at K 128, V 256 (97 KB); bwd_qk_stream one 16-warp
+// block (197 KB, 128 registers).
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
 #include "kernels/gated_delta/gated_delta_state_bwd.cuh"
 #include "kernels/gated_delta/gated_delta_tc.cuh"
@@ -362,6 +365,150 @@ __global__ void __launch_bounds__(kThreads, 2)
   bwd_qk_finish(s, p, d, scale, sd, dq, dk_part, dgam_part, dW_out);
 }
 
+// The finish of the register bwd_qk kernels (gdn_bwd_qk_reg_kernel, gdn_bwd_qk_stream_kernel) once
+// their V loop has left, in each warp's MMA accumulators, its tiles of dP (dp), dqS (dqs),
+// dKh (dkh) and dW (dw) and in sd this thread's part of <dS', S>. Given the shared arrays it
+// works in, the warp's place in the block, and the chunk (n rows of R, K columns; x0 the token
+// index of row 0, row0 its scratch row). Block-wide (barriers); it reads s.q, s.k and s.gam and
+// writes s.dP, s.P, s.parts, s.x, s.rp and s.red, nothing else of shared memory.
+struct QkFinishSmem {
+  const bf16_t *q, *k;
+  int64_t ldk;
+  float *gam, *dP, *P, *parts, *x, *rp, *red;
+  int64_t ldl;
+};
+struct QkWarp {
+  int lane, warp, g, t, m0, wc, h0, p0;
+  bool active;
+};
+template <int KS>
+__device__ __forceinline__ void qk_reg_finish(const QkFinishSmem& s, const QkWarp& wp, int n, int R,
+                                              int K, int64_t H, int64_t x0, int64_t row0,
+                                              float scale, float sd,
+                                              float (&dp)[2 * (2 / KS)][4], float (&dqs)[4][4],
+                                              float (&dkh)[4][4], float (&dw)[4][4],
+                                              bf16_t* __restrict__ dq, float* __restrict__ dk_part,
+                                              float* __restrict__ dgam_part,
+                                              bf16_t* __restrict__ dW_out) {
+  constexpr int kDpPairs = 2 / KS;
+  const int lane = wp.lane, warp = wp.warp, g = wp.g, t = wp.t, m0 = wp.m0, wc = wp.wc;
+  const int h0 = wp.h0, p0 = wp.p0;
+  const bool active = wp.active;
+  // The finish with dqS, dKh and dW kept in the warps' accumulators: only dP goes
+  // to shared memory (the warps' products need all of its columns); each warp then computes its
+  // rows x columns of dq and dk with MMAs on the dP tile and stores dq, the dk partial and dW
+  // from its fragments, and its parts of the K reductions k_j . dKh_j and q_r . (S dO_r) by
+  // shuffles over the row's lanes. The dq, dk and dW bits are those of bwd_qk_finish (the same
+  // products in the same k order; dP past the chunk is zero either way); x and rp sum the K
+  // reductions in another order. ncu (RESULTS.md, 2026-12-02): bwd_qk_finish's f32 round trip
+  // of the three [R, K] sums and its per-row SIMT reductions made the kernel issue-bound (this
+  // kernel finished that way until session 7: 1004 us against 926 at H16 K128 V256).
+  if (active) {
+#pragma unroll
+    for (int j = 0; j < 2 * kDpPairs; ++j) {
+      const int cp = p0 + 8 * j + 2 * t;
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi)
+        if (cp < R)
+          *reinterpret_cast<float2*>(s.dP + (m0 + g + 8 * hi) * s.ldl + cp) =
+              make_float2(dp[j][2 * hi], dp[j][2 * hi + 1]);
+    }
+  }
+  __syncthreads();
+  sd = block_sum(sd, s.red);
+  const int64_t ldk = s.ldk, ldl = s.ldl;
+  bwd_qk_p(s.q, s.k, ldk, s.gam, s.dP, s.P, ldl, n, K, scale);
+  __syncthreads();
+  const float glast = s.gam[n - 1];
+  float* const kdp = s.parts;               // [2 KS][R]: the warps' parts of k_j . dKh_j
+  float* const qdp = s.parts + 2 * KS * R;  // [2 KS][R]: ... of q_r . (S dO_r)
+  if (active) {
+    const int r0 = m0 + g, r1 = r0 + 8;
+    const float e0 = exp_t<bf16_t>(s.gam[r0]), e1 = exp_t<bf16_t>(s.gam[r1]);
+    const float d0 = exp_t<bf16_t>(glast - s.gam[r0]), d1 = exp_t<bf16_t>(glast - s.gam[r1]);
+    float kd0 = 0.0f, kd1 = 0.0f, qd0 = 0.0f, qd1 = 0.0f;
+    // dq_r = scale (e_r (S dO)_r + sum_{j <= r} dP_rj D_rj k_j): k blocks up to the row block.
+    float acc[4][4];
+    finish_product(acc, RowA<float>{s.dP, ldl}, s.k, ldk, 0, m0 + 16, m0, h0, K, lane);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = h0 + 8 * j + 2 * t;
+      if (c < K) {
+        const float2 q0 = load_bf16x2(s.q + r0 * ldk + c), q1 = load_bf16x2(s.q + r1 * ldk + c);
+        qd0 += q0.x * dqs[j][0] + q0.y * dqs[j][1];
+        qd1 += q1.x * dqs[j][2] + q1.y * dqs[j][3];
+        if (r0 < n)
+          *reinterpret_cast<uint32_t*>(dq + (x0 + r0 * H) * K + c) =
+              mma::pack_bf16x2(scale * (e0 * dqs[j][0] + acc[j][0]),
+                               scale * (e0 * dqs[j][1] + acc[j][1]));
+        if (r1 < n)
+          *reinterpret_cast<uint32_t*>(dq + (x0 + r1 * H) * K + c) =
+              mma::pack_bf16x2(scale * (e1 * dqs[j][2] + acc[j][2]),
+                               scale * (e1 * dqs[j][3] + acc[j][3]));
+      }
+    }
+    // dk_j (partial) = scale sum_{r >= j} dP_rj D_rj q_r + D_{n-1,j} dKh_j: k blocks from the
+    // row block on; dW = -dVn S^T.
+    finish_product(acc, ColA<float>{s.dP, ldl}, s.q, ldk, m0, n, m0, h0, K, lane);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = h0 + 8 * j + 2 * t;
+      if (c < K) {
+        const float2 k0v = load_bf16x2(s.k + r0 * ldk + c), k1v = load_bf16x2(s.k + r1 * ldk + c);
+        kd0 += k0v.x * dkh[j][0] + k0v.y * dkh[j][1];
+        kd1 += k1v.x * dkh[j][2] + k1v.y * dkh[j][3];
+        if (r0 < n) {
+          *reinterpret_cast<float2*>(dk_part + (row0 + r0) * K + c) =
+              make_float2(scale * acc[j][0] + d0 * dkh[j][0], scale * acc[j][1] + d0 * dkh[j][1]);
+          *reinterpret_cast<uint32_t*>(dW_out + (row0 + r0) * K + c) =
+              mma::pack_bf16x2(-dw[j][0], -dw[j][1]);
+        }
+        if (r1 < n) {
+          *reinterpret_cast<float2*>(dk_part + (row0 + r1) * K + c) =
+              make_float2(scale * acc[j][2] + d1 * dkh[j][2], scale * acc[j][3] + d1 * dkh[j][3]);
+          *reinterpret_cast<uint32_t*>(dW_out + (row0 + r1) * K + c) =
+              mma::pack_bf16x2(-dw[j][2], -dw[j][3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) {
+      kd0 += __shfl_xor_sync(0xffffffffu, kd0, o);
+      kd1 += __shfl_xor_sync(0xffffffffu, kd1, o);
+      qd0 += __shfl_xor_sync(0xffffffffu, qd0, o);
+      qd1 += __shfl_xor_sync(0xffffffffu, qd1, o);
+    }
+    if (t == 0) {
+      kdp[wc * R + r0] = kd0;
+      kdp[wc * R + r1] = kd1;
+      qdp[wc * R + r0] = qd0;
+      qdp[wc * R + r1] = qd1;
+    }
+  }
+  __syncthreads();
+  // x_j = D_{n-1,j} k_j . dKh_j and rp_r = scale e_r q_r.(S dO_r) + sum_j dP_rj P_rj: a warp per
+  // row, the lanes along P's row.
+  {
+    const int nw = int(blockDim.x) / 32;
+    for (int r = warp; r < n; r += nw) {  // warp-uniform (warp_sum)
+      float ps = 0.0f;
+      for (int j = lane; j < n; j += 32) ps += s.P[r * ldl + j];
+      ps = warp_sum(ps);
+      if (lane == 0) {
+        float kd = 0.0f, qd = 0.0f;
+        for (int w = 0; w < 2 * KS; ++w) {
+          kd += kdp[w * R + r];
+          qd += qdp[w * R + r];
+        }
+        s.x[r] = exp_t<bf16_t>(glast - s.gam[r]) * kd;
+        s.rp[r] = scale * exp_t<bf16_t>(s.gam[r]) * qd + ps;
+      }
+    }
+  }
+  __syncthreads();
+  bwd_qk_dgam<bf16_t>(s.rp, s.x, s.P, ldl, n, glast, sd, dgam_part + row0);
+}
+
 // bwd_qk with the V reductions in MMA accumulator registers (bf16, K <= 128, V a multiple of 16;
 // AMOR_GDN_QK=tile keeps the kernel above). KS = K / 64 rounded up (1 or 2) sets the block: 8 KS
 // warps, 2 KS per 16-row group. Warp w owns rows 16 (w / 2KS) .. + 16, the 32 columns
@@ -486,119 +633,292 @@ __global__ void __launch_bounds__(kThreads * KS, 2 / KS)
       tile_commit();
     }
   }
-  // The finish with dqS, dKh and dW kept in the warps' accumulators: only dP goes
-  // to shared memory (the warps' products need all of its columns); each warp then computes its
-  // rows x columns of dq and dk with MMAs on the dP tile and stores dq, the dk partial and dW
-  // from its fragments, and its parts of the K reductions k_j . dKh_j and q_r . (S dO_r) by
-  // shuffles over the row's lanes. The dq, dk and dW bits are those of bwd_qk_finish (the same
-  // products in the same k order; dP past the chunk is zero either way); x and rp sum the K
-  // reductions in another order. ncu (RESULTS.md, 2026-12-02): bwd_qk_finish's f32 round trip
-  // of the three [R, K] sums and its per-row SIMT reductions made the kernel issue-bound (this
-  // kernel finished that way until session 7: 1004 us against 926 at H16 K128 V256).
-  if (active) {
-#pragma unroll
-    for (int j = 0; j < 2 * kDpPairs; ++j) {
-      const int cp = p0 + 8 * j + 2 * t;
-#pragma unroll
-      for (int hi = 0; hi < 2; ++hi)
-        if (cp < R)
-          *reinterpret_cast<float2*>(s.dP + (m0 + g + 8 * hi) * s.ldl + cp) =
-              make_float2(dp[j][2 * hi], dp[j][2 * hi + 1]);
+  qk_reg_finish<KS>(QkFinishSmem{s.q, s.k, s.ldk, s.gam, s.dP, s.P, s.parts, s.x, s.rp, s.red,
+                                  s.ldl},
+                     QkWarp{lane, warp, g, t, m0, wc, h0, p0, active}, n, R, K, d.H, x0, row0,
+                     scale, sd, dp, dqs, dkh, dw, dq, dk_part, dgam_part, dW_out);
+}
+
+// ---- bwd_qk streaming chunks (K 128, the presets' V; AMOR_GDN_QK_FORM=stream)
+//
+// gdn_bwd_qk_reg_kernel at K 128 holds one 16-warp block per SM (128 registers, 164 KB), so
+// nothing on the SM overlaps a block's phases: ncu at H16 K128 V256, B8 T2048 (2026-12-02
+// session 8, 917 us): DRAM 30% busy, issue slots 49% busy, 423M instructions (103K per chunk)
+// against ~9K per chunk of MMAs and fragment loads. Per chunk it reads 256 KB (dO, Vn, dVn:
+// 32 KB each; S, dS': 64 KB each; q, k: 16 KB each) and writes 64 KB: 1.31 GB in all, 273 us
+// at 4.8 TB/s, while its own loop did 17 MFLOP per chunk on tensor cores (about 3 us of an SM).
+// The rest went to (a) waiting with nothing in flight: the block's first tiles are issued only
+// when it starts and its finish (dP, P, dq, dk, dgam) runs with no copies in flight, and the
+// SM has no other block; (b) <dS', S> as a strided SIMT pass over the S and dS' tiles with a
+// 32-bit division per element (the tile width was not a compile-time constant there): ~35
+// instructions per element, a third of all; (c) the copies' 64-bit index arithmetic per 16 bytes.
+//
+// This kernel is the same computation (gdn_bwd_qk_reg_kernel's warp layout, products, rounding
+// and finish, qk_reg_finish) made persistent: a grid of one block per SM (AMOR_GDN_QK_BLOCKS
+// caps it, for tests of the loop), block i takes chunks i, i + grid, ... in the order of the
+// scratch (consecutive blocks, consecutive chunks of a head). Its shared memory keeps the finish's
+// arrays (q, k, gam, dP, P, the warps' parts) apart from the double-buffered V tiles, so
+//   - the next chunk's first two V tiles are copied while this chunk's last tile is multiplied
+//     and while it finishes: tile 0' into buffer 0 once tile V/64 - 2 is done, tile 1' into
+//     buffer 1 once the last is; q, k and gam of the next chunk after the finish (they are read
+//     last, at the next finish). Groups of copies per chunk, in issue order: t0, t1, qk, t2, ...;
+//     before multiplying tile it a thread waits until only the groups issued after t_it remain.
+//   - <dS', S> comes from the fragments the MMAs load anyway: the B fragments of S and dS' at
+//     (k0, columns h0 ..) hold the same elements in the same registers, and the 4 row groups of
+//     warps load the same ones, so row group rg takes the k steps with (k step) % 4 == rg.
+//   - the copies have compile-time trip counts and strides (whole 16-byte pieces per thread).
+// Shared memory at K 128, V 256: V tiles 2 x 63 KB, q, k 34 KB, dP, P 34 KB, parts 2 KB:
+// 197 KB (201,600 bytes), one block per SM. Needs V a multiple of 128 (an even number of
+// 64-column tiles).
+template <class Sh>
+struct ShapeOf;
+template <int kK, int kV, int kL, bool kFull>
+struct ShapeOf<Shape<kK, kV, kL, kFull>> {
+  static constexpr int K = kK, V = kV, L = kL;
+  static constexpr bool full = kFull;
+};
+
+// The stream kernel's shared memory as offsets (floats, 16-byte aligned) from the block's base:
+// the device adds them to the extern array itself, so every access is a shared-space one.
+struct QkStreamLayout {
+  int64_t ldk, ldl, ldt;  // q, k (bf16); dP, P (f32); the V tiles (bf16)
+  int64_t q, k, gam, x, rp, red, dP, P, parts;
+  int64_t dO[2], Vn[2], dVn[2], S[2], dS[2];
+  int64_t floats = 0;
+  __host__ __device__ int64_t take_bf16(int64_t n) { return take((2 * n + 15) / 16 * 4); }
+  __host__ __device__ int64_t take(int64_t n) {
+    const int64_t at = floats;
+    floats += (n + 3) / 4 * 4;
+    return at;
+  }
+  __host__ __device__ explicit QkStreamLayout(const Dims& d)
+      : ldk(tile_ld<bf16_t>(d.K)),
+        ldl(tile_ld<float>(reg_rows(d))),
+        ldt(tile_ld<bf16_t>(kQkRegVt)) {
+    const int64_t R = reg_rows(d);
+    q = take_bf16(R * ldk);
+    k = take_bf16(R * ldk);
+    gam = take(R);
+    x = take(R);
+    rp = take(R);
+    red = take(32);
+    dP = take(R * ldl);
+    P = take(R * ldl);
+    parts = take(4 * (d.K > 64 ? 2 : 1) * R);
+    for (int i = 0; i < 2; ++i) {
+      dO[i] = take_bf16(R * ldt);
+      Vn[i] = take_bf16(R * ldt);
+      dVn[i] = take_bf16(R * ldt);
+      S[i] = take_bf16(d.K * ldt);
+      dS[i] = take_bf16(d.K * ldt);
     }
   }
-  __syncthreads();
-  sd = block_sum(sd, s.red);
-  const int64_t ldk = s.ldk, ldl = s.ldl;
-  bwd_qk_p(s.q, s.k, ldk, s.gam, s.dP, s.P, ldl, n, K, scale);
-  __syncthreads();
-  const float glast = s.gam[n - 1];
-  float* const kdp = s.parts;               // [2 KS][R]: the warps' parts of k_j . dKh_j
-  float* const qdp = s.parts + 2 * KS * R;  // [2 KS][R]: ... of q_r . (S dO_r)
-  if (active) {
-    const int r0 = m0 + g, r1 = r0 + 8;
-    const float e0 = exp_t<bf16_t>(s.gam[r0]), e1 = exp_t<bf16_t>(s.gam[r1]);
-    const float d0 = exp_t<bf16_t>(glast - s.gam[r0]), d1 = exp_t<bf16_t>(glast - s.gam[r1]);
-    float kd0 = 0.0f, kd1 = 0.0f, qd0 = 0.0f, qd1 = 0.0f;
-    // dq_r = scale (e_r (S dO)_r + sum_{j <= r} dP_rj D_rj k_j): k blocks up to the row block.
-    float acc[4][4];
-    finish_product(acc, RowA<float>{s.dP, ldl}, s.k, ldk, 0, m0 + 16, m0, h0, K, lane);
+  int64_t bytes() const { return floats * 4; }
+};
+
+// ROWS x COLS bf16 (COLS a multiple of 8) from global rows src + r * gstride to shared
+// dst + r * ld, rows >= valid zero-filled; NT threads, each issuing whole 16-byte pieces with
+// compile-time strides. Not collective.
+template <int ROWS, int COLS, int NT>
+__device__ __forceinline__ void copy_rows(const bf16_t* src, int64_t gstride, int valid,
+                                          bf16_t* dst, int64_t ld) {
+  constexpr int kVpr = COLS / 8, kCount = ROWS * kVpr;
+  const int tid = int(threadIdx.x);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int c = h0 + 8 * j + 2 * t;
-      if (c < K) {
-        const float2 q0 = load_bf16x2(s.q + r0 * ldk + c), q1 = load_bf16x2(s.q + r1 * ldk + c);
-        qd0 += q0.x * dqs[j][0] + q0.y * dqs[j][1];
-        qd1 += q1.x * dqs[j][2] + q1.y * dqs[j][3];
-        if (r0 < n)
-          *reinterpret_cast<uint32_t*>(dq + (x0 + r0 * d.H) * K + c) =
-              mma::pack_bf16x2(scale * (e0 * dqs[j][0] + acc[j][0]),
-                               scale * (e0 * dqs[j][1] + acc[j][1]));
-        if (r1 < n)
-          *reinterpret_cast<uint32_t*>(dq + (x0 + r1 * d.H) * K + c) =
-              mma::pack_bf16x2(scale * (e1 * dqs[j][2] + acc[j][2]),
-                               scale * (e1 * dqs[j][3] + acc[j][3]));
-      }
-    }
-    // dk_j (partial) = scale sum_{r >= j} dP_rj D_rj q_r + D_{n-1,j} dKh_j: k blocks from the
-    // row block on; dW = -dVn S^T.
-    finish_product(acc, ColA<float>{s.dP, ldl}, s.q, ldk, m0, n, m0, h0, K, lane);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int c = h0 + 8 * j + 2 * t;
-      if (c < K) {
-        const float2 k0v = load_bf16x2(s.k + r0 * ldk + c), k1v = load_bf16x2(s.k + r1 * ldk + c);
-        kd0 += k0v.x * dkh[j][0] + k0v.y * dkh[j][1];
-        kd1 += k1v.x * dkh[j][2] + k1v.y * dkh[j][3];
-        if (r0 < n) {
-          *reinterpret_cast<float2*>(dk_part + (row0 + r0) * K + c) =
-              make_float2(scale * acc[j][0] + d0 * dkh[j][0], scale * acc[j][1] + d0 * dkh[j][1]);
-          *reinterpret_cast<uint32_t*>(dW_out + (row0 + r0) * K + c) =
-              mma::pack_bf16x2(-dw[j][0], -dw[j][1]);
-        }
-        if (r1 < n) {
-          *reinterpret_cast<float2*>(dk_part + (row0 + r1) * K + c) =
-              make_float2(scale * acc[j][2] + d1 * dkh[j][2], scale * acc[j][3] + d1 * dkh[j][3]);
-          *reinterpret_cast<uint32_t*>(dW_out + (row0 + r1) * K + c) =
-              mma::pack_bf16x2(-dw[j][2], -dw[j][3]);
-        }
-      }
-    }
-#pragma unroll
-    for (int o = 1; o < 4; o <<= 1) {
-      kd0 += __shfl_xor_sync(0xffffffffu, kd0, o);
-      kd1 += __shfl_xor_sync(0xffffffffu, kd1, o);
-      qd0 += __shfl_xor_sync(0xffffffffu, qd0, o);
-      qd1 += __shfl_xor_sync(0xffffffffu, qd1, o);
-    }
-    if (t == 0) {
-      kdp[wc * R + r0] = kd0;
-      kdp[wc * R + r1] = kd1;
-      qdp[wc * R + r0] = qd0;
-      qdp[wc * R + r1] = qd1;
+  for (int j = 0; j < (kCount + NT - 1) / NT; ++j) {
+    const int idx = tid + j * NT;
+    if (kCount % NT == 0 || idx < kCount) {
+      const int r = idx / kVpr, c = (idx % kVpr) * 8;
+      mma::cp_async_16(dst + r * ld + c, src + (r < valid ? r : 0) * gstride + c, r < valid);
     }
   }
-  __syncthreads();
-  // x_j = D_{n-1,j} k_j . dKh_j and rp_r = scale e_r q_r.(S dO_r) + sum_j dP_rj P_rj: a warp per
-  // row, the lanes along P's row.
-  {
-    const int nw = int(blockDim.x) / 32;
-    for (int r = warp; r < n; r += nw) {  // warp-uniform (warp_sum)
-      float ps = 0.0f;
-      for (int j = lane; j < n; j += 32) ps += s.P[r * ldl + j];
-      ps = warp_sum(ps);
-      if (lane == 0) {
-        float kd = 0.0f, qd = 0.0f;
-        for (int w = 0; w < 2 * KS; ++w) {
-          kd += kdp[w * R + r];
-          qd += qdp[w * R + r];
+}
+
+// Waits until at most n (0 .. 3) groups of this thread's copies are in flight.
+__device__ __forceinline__ void tile_wait_n(int n) {
+  switch (n) {
+    case 0:
+      tile_wait<0>();
+      break;
+    case 1:
+      tile_wait<1>();
+      break;
+    case 2:
+      tile_wait<2>();
+      break;
+    default:
+      tile_wait<3>();
+  }
+}
+
+// acc + the dot product of two bf16 pairs (f32 products and sums).
+__device__ __forceinline__ float dot_bf16x2(uint32_t a, uint32_t b, float acc) {
+  const uint32_t alo = a << 16, ahi = a & 0xffff0000u, blo = b << 16, bhi = b & 0xffff0000u;
+  float fa, fb, ga, gb;
+  memcpy(&fa, &alo, 4);
+  memcpy(&fb, &blo, 4);
+  memcpy(&ga, &ahi, 4);
+  memcpy(&gb, &bhi, 4);
+  return fmaf(ga, gb, fmaf(fa, fb, acc));
+}
+
+template <class Sh>
+__global__ void __launch_bounds__(kThreads * 2, 1)
+    gdn_bwd_qk_stream_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
+                             const bf16_t* __restrict__ dO, const float* __restrict__ gam,
+                             const bf16_t* __restrict__ Vn, const bf16_t* __restrict__ dVn,
+                             const bf16_t* __restrict__ S_in, const bf16_t* __restrict__ dS_in,
+                             float scale, Dims d, bf16_t* __restrict__ dq,
+                             float* __restrict__ dk_part, float* __restrict__ dgam_part,
+                             bf16_t* __restrict__ dW_out) {
+  using SO = ShapeOf<Sh>;
+  constexpr int KS = 2, K = SO::K, V = SO::V, NT = kThreads * KS;
+  constexpr int kTiles = V / kQkRegVt;
+  static_assert(K > 64 && K <= 128 && K % 16 == 0, "the 16-warp layout: K 80 .. 128");
+  static_assert(V % (2 * kQkRegVt) == 0, "an even number of 64-column V tiles");
+  Sh::fix(d);
+  extern __shared__ float smem[];
+  const QkStreamLayout lay(d);
+  const int R = int(reg_rows(d));
+  constexpr int kRows = ((SO::L + 15) / 16) * 16;  // R, at compile time
+  const int64_t ldt = lay.ldt, ldk = lay.ldk;
+  bf16_t* const sq = reinterpret_cast<bf16_t*>(smem + lay.q);
+  bf16_t* const sk = reinterpret_cast<bf16_t*>(smem + lay.k);
+  float* const sgam = smem + lay.gam;
+  auto tile = [&](const int64_t (&off)[2], int buf) {
+    return reinterpret_cast<bf16_t*>(smem + (buf ? off[1] : off[0]));
+  };
+  const int64_t H = d.H, NC = d.NC, total = d.B * H * NC;
+  auto pos_of = [&](int64_t idx) {  // chunk idx of the scratch order (b, h, c)
+    ChunkPos p;
+    p.c = idx % NC;
+    p.bh = idx / NC;
+    p.b = p.bh / H;
+    p.h = p.bh - p.b * H;
+    p.t0 = p.c * d.L;
+    p.n = SO::full ? d.L : int(d.T - p.t0 < d.L ? d.T - p.t0 : d.L);
+    return p;
+  };
+  auto load_tile = [&](const ChunkPos& p, int it, int buf) {  // V columns it * 64 ..
+    const int64_t c0 = int64_t(it) * kQkRegVt, x0 = (p.b * d.T + p.t0) * H + p.h;
+    const int64_t row0 = p.bh * d.T + p.t0, st = (p.bh * NC + p.c) * K * V + c0;
+    copy_rows<kRows, kQkRegVt, NT>(dO + x0 * V + c0, H * V, p.n, tile(lay.dO, buf), ldt);
+    copy_rows<kRows, kQkRegVt, NT>(Vn + row0 * V + c0, V, p.n, tile(lay.Vn, buf), ldt);
+    copy_rows<kRows, kQkRegVt, NT>(dVn + row0 * V + c0, V, p.n, tile(lay.dVn, buf), ldt);
+    copy_rows<K, kQkRegVt, NT>(S_in + st, V, K, tile(lay.S, buf), ldt);
+    copy_rows<K, kQkRegVt, NT>(dS_in + st, V, K, tile(lay.dS, buf), ldt);
+  };
+  auto load_qk = [&](const ChunkPos& p) {  // q, k and gam of the chunk
+    const int64_t x0 = (p.b * d.T + p.t0) * H + p.h;
+    copy_rows<kRows, K, NT>(q + x0 * K, H * K, p.n, sq, ldk);
+    copy_rows<kRows, K, NT>(k + x0 * K, H * K, p.n, sk, ldk);
+    vec_load_zfill(gam + p.bh * d.T + p.t0, p.n, R, sgam);
+  };
+
+  int64_t idx = blockIdx.x;
+  if (idx >= total) return;  // block-uniform
+  ChunkPos p = pos_of(idx);
+  load_tile(p, 0, 0);
+  tile_commit();
+  load_tile(p, 1, 1);
+  tile_commit();
+  load_qk(p);
+  tile_commit();
+
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, g = lane / 4, t = lane % 4;
+  const int rg = warp / (2 * KS), m0 = 16 * rg, wc = warp % (2 * KS);  // row group, column slot
+  const int h0 = 32 * wc, p0 = 16 * wc;  // first column of dqS/dKh/dW, of dP (one n16 pair)
+  const bool active = m0 < R;            // warp-uniform
+  for (;;) {
+    const int64_t next = idx + gridDim.x;
+    const bool has_next = next < total;  // block-uniform
+    const ChunkPos pn = pos_of(has_next ? next : idx);
+    float dp[2][4], dqs[4][4], dkh[4][4], dw[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        dqs[j][e] = dkh[j][e] = dw[j][e] = 0.0f;
+        if (j < 2) dp[j][e] = 0.0f;
+      }
+    float sd = 0.0f;  // this thread's part of <dS', S>
+#pragma unroll 1
+    for (int it = 0; it < kTiles; ++it) {
+      const int buf = it & 1;
+      // Groups issued after t_it when tile it is due: t_{it+1} (issued at tile it - 1, or up
+      // front), qk (up front, after t1) for it <= 1, and the next chunk's t0' (issued at tile
+      // kTiles - 2) for the last tile.
+      const int after = (it + 1 < kTiles ? 1 : 0) + (it <= 1 ? 1 : 0) +
+                        (it == kTiles - 1 && has_next ? 1 : 0);
+      tile_wait_n(after);
+      __syncthreads();
+      const bf16_t *dOt = tile(lay.dO, buf), *Vnt = tile(lay.Vn, buf), *dVnt = tile(lay.dVn, buf);
+      const bf16_t *St = tile(lay.S, buf), *dSt = tile(lay.dS, buf);
+      if (active) {
+#pragma unroll 1
+        for (int k0 = 0; k0 < kQkRegVt; k0 += 16) {
+          uint32_t ao[4], av[4], ad[4];
+          RowA<bf16_t>{dOt, ldt}.frag_a(m0, k0, lane, ao);
+          RowA<bf16_t>{Vnt, ldt}.frag_a(m0, k0, lane, av);
+          RowA<bf16_t>{dVnt, ldt}.frag_a(m0, k0, lane, ad);
+          if (p0 < R) {
+            uint32_t b0[2], b1[2];
+            ColB<bf16_t>{Vnt, ldt}.frag_b2(k0, p0, lane, b0, b1);
+            mma::mma_bf16_16816(dp[0], ao, b0);
+            mma::mma_bf16_16816(dp[1], ao, b1);
+          }
+          const bool dot = ((it * kQkRegVt + k0) / 16) % (kRows / 16) == rg;  // warp-uniform
+#pragma unroll
+          for (int jp = 0; jp < 2; ++jp) {
+            const int c = h0 + 16 * jp;
+            if (c < K) {
+              uint32_t s0[2], s1[2], e0[2], e1[2];
+              ColB<bf16_t>{St, ldt}.frag_b2(k0, c, lane, s0, s1);
+              ColB<bf16_t>{dSt, ldt}.frag_b2(k0, c, lane, e0, e1);
+              mma::mma_bf16_16816(dqs[2 * jp], ao, s0);
+              mma::mma_bf16_16816(dqs[2 * jp + 1], ao, s1);
+              mma::mma_bf16_16816(dw[2 * jp], ad, s0);
+              mma::mma_bf16_16816(dw[2 * jp + 1], ad, s1);
+              mma::mma_bf16_16816(dkh[2 * jp], av, e0);
+              mma::mma_bf16_16816(dkh[2 * jp + 1], av, e1);
+              if (dot) {
+                sd = dot_bf16x2(s0[0], e0[0], sd);
+                sd = dot_bf16x2(s0[1], e0[1], sd);
+                sd = dot_bf16x2(s1[0], e1[0], sd);
+                sd = dot_bf16x2(s1[1], e1[1], sd);
+              }
+            }
+          }
         }
-        s.x[r] = exp_t<bf16_t>(glast - s.gam[r]) * kd;
-        s.rp[r] = scale * exp_t<bf16_t>(s.gam[r]) * qd + ps;
+      }
+      __syncthreads();  // buffer buf no longer read
+      if (it + 2 < kTiles) {
+        load_tile(p, it + 2, buf);
+        tile_commit();
+      } else if (has_next) {
+        load_tile(pn, it + 2 - kTiles, buf);
+        tile_commit();
       }
     }
+    // q, k, gam: only the next chunk's t0' and t1' may stay in flight. The finish's first
+    // barrier (after dP is stored) makes them visible before they are read.
+    if (has_next)
+      tile_wait<2>();
+    else
+      tile_wait<0>();
+    const int64_t x0 = (p.b * d.T + p.t0) * H + p.h, row0 = p.bh * d.T + p.t0;
+    qk_reg_finish<KS>(QkFinishSmem{sq, sk, ldk, sgam, smem + lay.dP, smem + lay.P,
+                                   smem + lay.parts, smem + lay.x, smem + lay.rp, smem + lay.red,
+                                   lay.ldl},
+                      QkWarp{lane, warp, g, t, m0, wc, h0, p0, active}, p.n, R, K, H, x0, row0,
+                      scale, sd, dp, dqs, dkh, dw, dq, dk_part, dgam_part, dW_out);
+    if (!has_next) break;
+    __syncthreads();  // q, k, gam, dP, P and the parts no longer read
+    load_qk(pn);
+    tile_commit();
+    idx = next;
+    p = pn;
   }
-  __syncthreads();
-  bwd_qk_dgam<bf16_t>(s.rp, s.x, s.P, ldl, n, glast, sd, dgam_part + row0);
 }
 
 // Two blocks per SM (91 KB of shared memory for bf16).
@@ -1257,6 +1577,21 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
   }
 }
 
+// Which bwd_qk runs at K 128 where the register passes apply (AMOR_GDN_QK_FORM, read once):
+// "reg" gdn_bwd_qk_reg_kernel (a block per chunk); "stream" gdn_bwd_qk_stream_kernel (a block per
+// SM streaming chunks) for the compiled shapes (K 128, V 256, chunk 64), reg otherwise. K 64 keeps
+// reg either way. The default is the line below's last argument.
+inline bool qk_form_stream() {
+  static const bool on = env_choice("AMOR_GDN_QK_FORM", {"reg", "stream"}, "reg") == "stream";
+  return on;
+}
+// The stream kernel's grid (AMOR_GDN_QK_BLOCKS, read once): 0 or unset one block per SM, else at
+// most this many blocks (1 makes a single block walk every chunk: what the emulator checks).
+inline int qk_stream_blocks() {
+  static const int n = env_int("AMOR_GDN_QK_BLOCKS", 1, 1 << 20, 0);
+  return n;
+}
+
 template <class T>
 void backward_typed(const void* q, const void* k, const void* v, const void* g, const void* beta,
                     bool gate_f32, const void* s0, bool s0_f32, const void* dsf, bool dsf_f32,
@@ -1300,7 +1635,24 @@ void backward_typed(const void* q, const void* k, const void* v, const void* g, 
     if (qk_reg && d.K <= 64)
       with_shape<T, 64>(d, [&](auto sh) { launch_qk_reg(std::integral_constant<int, 1>{}, sh); });
     else if (qk_reg)
-      with_shape<T, 128>(d, [&](auto sh) { launch_qk_reg(std::integral_constant<int, 2>{}, sh); });
+      with_shape<T, 128>(d, [&](auto sh) {
+        using Sh = decltype(sh);
+        if constexpr (!std::is_same_v<Sh, AnyShape>) {
+          if (qk_form_stream()) {
+            auto* kernel = gdn_bwd_qk_stream_kernel<Sh>;
+            allow_smem(kernel);
+            const int64_t chunks = d.B * d.H * d.NC;
+            const int cap = qk_stream_blocks();
+            const int64_t grid = std::min<int64_t>(chunks, cap > 0 ? cap : num_sms());
+            kernel<<<unsigned(grid), kThreads * 2, QkStreamLayout(d).bytes(), stream>>>(
+                qp, kp, dop, sc.gam, sc.Vn, sc.dVn, sc.S, sc.dS, scale, d, static_cast<T*>(dq),
+                sc.dk, sc.dgam, sc.dW);
+            AMOR_CUDA_CHECK_LAUNCH();
+            return;
+          }
+        }
+        launch_qk_reg(std::integral_constant<int, 2>{}, sh);
+      });
   }
   if (!qk_reg) {
     allow_smem(gdn_bwd_qk_kernel<T>);
