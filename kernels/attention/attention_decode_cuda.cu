@@ -33,12 +33,16 @@
 // 16 bytes so that the 16-byte shared reads of 8 consecutive rows hit different banks. The
 // arithmetic is SIMT f32 (the work is bandwidth-bound: 2 FLOP per K/V byte per query row, while
 // an H200 does ~60 TF/s of f32 FMA against 4.8 TB/s, i.e. ~12 FLOP per byte): per tile, scores by
-// thread (key, row), softmax statistics by one warp per row, P V by thread (16-byte column chunk,
-// key subset), each thread keeping its chunk of every row's O in registers; the key subsets are
-// summed through shared memory once at the end. The partial outputs (B H Tq splits (D + 2)
+// thread (key, a share of the rows: each K chunk converted once for them), softmax statistics by
+// one warp per row, P V by thread (16-byte column chunk, key subset), each thread keeping its
+// chunk of every row's O in registers; the key subsets are summed through shared memory once at
+// the end. At 8 rows per block (GQA groups, Tq > 1) the SIMT work per tile is ~4x that of one row
+// and may approach the tile's share of the memory time; mma.sync would take it off the issue
+// slots (not done: Tq = 1 MHA is the target here). The partial outputs (B H Tq splits (D + 2)
 // floats) are ~0.5% of the K/V bytes at a split length of 2K keys.
 //
-// Splits: about one wave of blocks (3 resident per SM by shared memory: 54 + 6 KB), and at least
+// Splits: about one wave of blocks (3 resident per SM counted; shared memory: 54 KB of ring plus
+// 0.5 - 4 KB static per block, so 4 fit at one row per block), and at least
 // 256 keys per range; a tail wave of a few blocks would stream at the bandwidth of those few
 // blocks' copies in flight (two 16 KB tiles each), so the count is rounded down to one full wave
 // rather than up.
