@@ -212,24 +212,26 @@ class ScopedDecode {
 // sized: Tq 1 .. 4 (the query rows of a block: 1, 2, 4 and 8, and 12 rows in two blocks of 8),
 // GQA groups of 1 .. 4 heads, head dim 64 and 128, Tk = Tq (row 0 sees one key), ranges that end
 // inside a key tile and last ranges whose first keys only some rows see, the gate (22%, all off,
-// a single firing row), and the split count forced (AMOR_ATTENTION_DECODE_SPLITS) to many short
-// ranges and to one. bf16 (the path is bf16 only); the backward is the tile one, fed this lse.
+// only row 0 of each sequence firing, rows 0, 2 and 3 of 4 firing), and the split count forced
+// (AMOR_ATTENTION_DECODE_SPLITS) to many short ranges and to one. bf16 (the path is bf16 only);
+// the backward is the tile one, fed this lse. (A wrong lse, +0.01, fails it on the emulator.)
 TEST(CudaParity, AttentionSmallDecodeSplit) {
   AMOR_REQUIRE_GPU();
   {
     ScopedDecode split("split");
     run_cases({{2, 1, 70, 2, 1, 64, Gate::None},
                {1, 2, 300, 2, 2, 64, Gate::None},
-               {2, 2, 1000, 4, 1, 64, Gate::Amor},
+               {2, 2, 1000, 4, 1, 64, Gate::Spread, 1},
                {1, 3, 777, 2, 1, 128, Gate::None},
                {1, 4, 1300, 3, 1, 64, Gate::None},
                {1, 4, 4, 2, 1, 64, Gate::None},
                {3, 1, 200, 2, 2, 128, Gate::AllOff},
-               {2, 4, 260, 2, 1, 64, Gate::Spread, 1}},
+               {2, 4, 260, 2, 1, 64, Gate::Spread, 1},
+               {2, 4, 300, 2, 2, 64, Gate::Spread, 3}},
               {DType::BF16}, 5500);
   }
   {
-    ScopedDecode split("split", "7");  // 7 ranges of >= 64 keys (or as many as Tk allows)
+    ScopedDecode split("split", "7");  // whole key tiles: 4 ranges of 128 keys; 7 of 32
     run_cases({{1, 1, 450, 2, 2, 64, Gate::None}, {1, 3, 200, 2, 1, 128, Gate::Amor}},
               {DType::BF16}, 5600);
   }
