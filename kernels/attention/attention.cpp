@@ -182,9 +182,12 @@ AttentionOutput ours_forward_cuda(const Tensor& q, const Tensor& k, const Tensor
                       Tensor::empty({n.B, n.H, n.Tq}, DType::F32, q.device())};
   const cuda::AttnDims cn{n.B, n.Tq, n.Tk, n.H, n.Hkv, n.D};
   Tensor rows = Tensor::empty({cuda::attention_row_scratch_ints(cn)}, DType::I32, q.device());
+  // The split-KV decode path's partial outputs (attention_cuda.h), where it may run.
+  const int64_t fwd_floats = cuda::attention_forward_scratch_floats(q.dtype(), cn);
+  Tensor fwd = fwd_floats > 0 ? Tensor::empty({fwd_floats}, DType::F32, q.device()) : Tensor();
   cuda::attention_forward(q.dtype(), q.raw_data(), k.raw_data(), v.raw_data(), gate_ptr(gate),
                           static_cast<float>(s), out.o.raw_data(), out.lse.data<float>(),
-                          rows.data<int32_t>(), cn);
+                          rows.data<int32_t>(), fwd_floats > 0 ? fwd.data<float>() : nullptr, cn);
   return out;
 }
 

@@ -14,6 +14,10 @@
 //    kv head, so GQA's sum over the group needs no atomics) and a dq kernel per query tile.
 //    Deterministic (no atomics, fixed summation order), except the default gated backward
 //    (fused, below), whose dk/dv kernel adds dQ by f32 atomics.
+//  - decode (the same bf16 shapes with Tq <= 4 query rows over Tk >= 1024 keys): the split-KV
+//    forward of attention_decode_cuda.cu (blocks over key ranges x kv heads x sequences, then a
+//    log-sum-exp merge), since the tile forward has only B H blocks there (AMOR_ATTENTION_DECODE,
+//    decode_path below); the backward is the tile one.
 //  - anything else (f32, other head dims, unaligned views): SIMT kernels below, one warp per
 //    (query row, head) or (key, kv head), f32 arithmetic throughout; they exist for exactness
 //    checks and odd shapes, not for speed.
@@ -89,6 +93,7 @@
 #include <string>
 
 #include "kernels/attention/attention_cuda.h"
+#include "kernels/attention/attention_decode.cuh"
 #include "kernels/attention/attention_tc.cuh"
 #include "kernels/cast/cuda_device.cuh"
 #include "kernels/core/env_switch.h"
@@ -460,6 +465,20 @@ GatedLayout gated_layout(const AttnDims& n) {
 // The layouts whose backward adds dQ by f32 atomics into a compacted accumulator (delta's tail).
 bool adds_dq_by_atomics(GatedLayout l) { return l == GatedLayout::kFused || l == GatedLayout::kFused64; }
 
+// AMOR_ATTENTION_DECODE (environment, read at every call) picks the forward of few query rows
+// (Tq <= 4) over a KV cache, for the shapes the tensor-core path takes:
+//   auto  (default: unset or empty) the split-KV kernel (attention_decode_cuda.cu) from Tk =
+//         kDecodeMinTk keys on, the tile forward below that (its B H blocks are enough there, and
+//         the split kernel's merge would be a larger share of the time);
+//   split the split-KV kernel at every Tk (so the small parity cases exercise it);
+//   tiles the tile forward (attention_fwd_cuda.cu), as before the split kernel, for comparison.
+constexpr int64_t kDecodeMinTk = 1024;
+bool decode_path(DType t, const AttnDims& n) {
+  if (t != DType::BF16 || attn::decode_plan(n).rows == 0) return false;
+  const std::string e = env_choice("AMOR_ATTENTION_DECODE", {"auto", "split", "tiles"}, "auto");
+  return e == "split" || (e == "auto" && n.Tk >= kDecodeMinTk);
+}
+
 void compact_rows(const uint8_t* gate, int32_t* row_scratch, const AttnDims& n, cudaStream_t s) {
   compact_firing_rows_kernel<<<unsigned(n.B), kCompactThreads, 0, s>>>(
       gate, int(n.Tq), row_scratch, row_scratch + n.B * n.Tq);
@@ -481,6 +500,10 @@ int64_t attention_delta_scratch_floats(const AttnDims& n, bool gated) {
   return 2 * bhs + (gated && adds_dq_by_atomics(gated_layout(n)) ? bhs * n.D : 0);
 }
 
+int64_t attention_forward_scratch_floats(DType t, const AttnDims& n) {
+  return decode_path(t, n) ? attn::decode_scratch_floats(n) : 0;
+}
+
 bool attention_uses_tensor_cores(DType t, int64_t D, const void* const* ptrs, int nptrs) {
   if (t != DType::BF16 || (D != 64 && D != 128)) return false;
   for (int i = 0; i < nptrs; ++i)
@@ -489,10 +512,17 @@ bool attention_uses_tensor_cores(DType t, int64_t D, const void* const* ptrs, in
 }
 
 void attention_forward(DType t, const void* q, const void* k, const void* v, const uint8_t* gate,
-                       float scale, void* o, float* lse, int32_t* row_scratch, const AttnDims& n,
-                       cudaStream_t s) {
+                       float scale, void* o, float* lse, int32_t* row_scratch,
+                       float* fwd_scratch, const AttnDims& n, cudaStream_t s) {
   if (n.B == 0 || n.Tq == 0 || n.H == 0) return;
   const void* ptrs[] = {q, k, v, o};
+  if (attention_uses_tensor_cores(t, n.D, ptrs, 4) && fwd_scratch != nullptr &&
+      decode_path(t, n)) {
+    attn::forward_decode(static_cast<const bf16_t*>(q), static_cast<const bf16_t*>(k),
+                         static_cast<const bf16_t*>(v), gate, scale, static_cast<bf16_t*>(o), lse,
+                         fwd_scratch, n, s);
+    return;
+  }
   if (attention_uses_tensor_cores(t, n.D, ptrs, 4)) {
     const int32_t* rows = nullptr;
     const int32_t* count = nullptr;

@@ -23,10 +23,16 @@ int64_t attention_row_scratch_ints(const AttnDims& n);
 // fused64 the fused backward's f32 dQ accumulator (B*H*(Tq + ~32)*D floats).
 int64_t attention_delta_scratch_floats(const AttnDims& n, bool gated);
 
-// o [B,Tq,H,D], lse [B,H,Tq] (natural log; 0 at gated-off rows, whose o is 0).
+// f32 scratch of the forward (its `fwd_scratch` argument): the split-KV decode path's partial
+// outputs where that path may run for this dtype and shape (bf16, head dim 64 or 128, Tq <= 4,
+// AMOR_ATTENTION_DECODE; alignment is checked at the call), else 0 (pass null).
+int64_t attention_forward_scratch_floats(DType t, const AttnDims& n);
+
+// o [B,Tq,H,D], lse [B,H,Tq] (natural log; 0 at gated-off rows, whose o is 0). fwd_scratch holds
+// attention_forward_scratch_floats floats (null: the split decode path is not taken).
 void attention_forward(DType t, const void* q, const void* k, const void* v, const uint8_t* gate,
-                       float scale, void* o, float* lse, int32_t* row_scratch, const AttnDims& n,
-                       cudaStream_t s = 0);
+                       float scale, void* o, float* lse, int32_t* row_scratch,
+                       float* fwd_scratch, const AttnDims& n, cudaStream_t s = 0);
 
 // dq [B,Tq,H,D] (0 at gated-off rows), dk and dv [B,Tk,Hkv,D] (summed over each kv head's query
 // heads). delta is f32 scratch of attention_delta_scratch_floats floats. Deterministic (no

@@ -15,6 +15,13 @@
 //   forward  2 * 2 * B * H * T * T * D / 2   (S = Q K^T and O = P V over the causal half)
 //   backward 2.5 x the forward                (dV = P^T dO, dP = dO V^T, S again, dQ, dK)
 //   gated    the same times the firing fraction (the row work the kernels have to do).
+//
+// Decode rows (case "decode B.. Tk.. H32 D64 auto|tiles"): one query row per sequence (Tq = 1)
+// over a KV cache of Tk keys, B in {1, 8}, Tk 4K .. 128K, H = Hkv = 32, D = 64, the forward only,
+// under AMOR_ATTENTION_DECODE=auto (the split-KV kernel from Tk = 1024) and =tiles (the tile
+// forward); GB/s counts the K and V bytes (B Tk Hkv D 2 x 2), the traffic that bounds decode.
+// Calls rotate over enough K/V sets (up to 8) to span >= 256 MB, so the cache is not read from
+// L2 (50 MB). Written to OUT_decode.csv (OUT without .csv, then _decode.csv).
 // tests/cuda/bench_attention.sh runs this and PyTorch's SDPA (bench_attention_sdpa.py) on the
 // same shapes and prints the ratio. Prints a table and writes it as CSV (temp + rename).
 #include <cuda_runtime.h>
@@ -146,6 +153,83 @@ void write_csv(const std::string& path, const std::vector<Row>& rows) {
                    });
 }
 
+// ---- decode rows (see the top)
+struct DecodeRow {
+  int64_t B, Tk;
+  bool tiles;  // AMOR_ATTENTION_DECODE=tiles, else auto
+  double us = 0, gbps = 0;
+};
+
+std::string decode_label(const DecodeRow& r) {
+  return "decode B" + std::to_string(r.B) + " Tk" + std::to_string(r.Tk) + " H32 D64" +
+         (r.tiles ? " tiles" : " auto");
+}
+
+// A bf16 [B,Tk,H,D] cuda tensor filled with copies of one random block of 4096 keys (drawing
+// B Tk H D values on the host would take seconds at 128K keys; the values do not change the time).
+Tensor kv_cache(int64_t B, int64_t Tk, int64_t H, int64_t D, uint64_t seed) {
+  const int64_t blk = std::min<int64_t>(Tk, 4096);
+  const Tensor src = dev_input({1, blk, H, D}, seed);
+  Tensor t = Tensor::empty({B, Tk, H, D}, DType::BF16, Device::CUDA);
+  const size_t row = size_t(H * D) * sizeof(uint16_t);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < Tk; j += blk) {
+      const int64_t n = std::min(blk, Tk - j);
+      AMOR_CUDA_CHECK(cudaMemcpy(static_cast<char*>(t.raw_data()) + size_t(b * Tk + j) * row,
+                                 src.raw_data(), size_t(n) * row, cudaMemcpyDeviceToDevice));
+    }
+  return t;
+}
+
+DecodeRow run_decode(DecodeRow r, int reps) {
+  setenv("AMOR_ATTENTION", "ours", 1);
+  setenv("AMOR_ATTENTION_DECODE", r.tiles ? "tiles" : "auto", 1);
+  constexpr int64_t H = 32, D = 64;
+  const double kv_bytes = 2.0 * double(r.B) * double(r.Tk) * H * D * 2.0;
+  const int sets = int(std::clamp<double>(std::ceil(256e6 / kv_bytes), 1.0, 8.0));
+  std::vector<Tensor> q, k, v;
+  for (int i = 0; i < sets; ++i) {
+    q.push_back(dev_input({r.B, 1, H, D}, 10 + i));
+    k.push_back(kv_cache(r.B, r.Tk, H, D, 20 + i));
+    v.push_back(kv_cache(r.B, r.Tk, H, D, 30 + i));
+  }
+  r.us = time_us(reps, [&](int i) { attention_forward(q[i % sets], k[i % sets], v[i % sets]); });
+  r.gbps = kv_bytes / (r.us * 1e-6) / 1e9;
+  unsetenv("AMOR_ATTENTION_DECODE");
+  return r;
+}
+
+void run_decode_rows(const std::string& csv, const std::string& only, int reps) {
+  std::vector<DecodeRow> rows;
+  bool header = false;
+  for (int64_t B : {1, 8})
+    for (int64_t Tk : {4096, 8192, 16384, 32768, 65536, 131072})
+      for (bool tiles : {false, true}) {
+        DecodeRow r{B, Tk, tiles};
+        if (!only.empty() && decode_label(r).find(only) == std::string::npos) continue;
+        if (!header) {
+          std::printf("%-34s %10s %9s\n", "case", "fwd us", "K+V GB/s");
+          header = true;
+        }
+        rows.push_back(run_decode(r, reps));
+        std::printf("%-34s %10.1f %9.0f\n", decode_label(rows.back()).c_str(), rows.back().us,
+                    rows.back().gbps);
+        std::fflush(stdout);
+      }
+  if (rows.empty()) return;
+  const std::string stem = csv.size() > 4 && csv.compare(csv.size() - 4, 4, ".csv") == 0
+                               ? csv.substr(0, csv.size() - 4)
+                               : csv;
+  const std::string path = stem + "_decode.csv";
+  bench::write_csv("bench-attention", path, "case,B,Tk,H,D,mode,fwd_us,kv_gbps", [&](FILE* f) {
+    for (const DecodeRow& r : rows)
+      std::fprintf(f, "%s,%lld,%lld,32,64,%s,%.2f,%.1f\n", decode_label(r).c_str(),
+                   static_cast<long long>(r.B), static_cast<long long>(r.Tk),
+                   r.tiles ? "tiles" : "auto", r.us, r.gbps);
+  });
+  std::printf("wrote %s\n", path.c_str());
+}
+
 int run(const bench::Args& args) {
   const std::string& csv = args.csv;
   const std::string& only = args.only;
@@ -165,6 +249,7 @@ int run(const bench::Args& args) {
   }
   write_csv(csv, rows);
   std::printf("wrote %s\n", csv.c_str());
+  run_decode_rows(csv, only, reps);
   return 0;
 }
 

@@ -15,6 +15,7 @@
 // so the f32 tolerance grows like sqrt(Tk): 1e-5 up to Tk = 256, 4e-5 at Tk = 4096.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "kernels/attention/attention.h"
@@ -170,6 +171,93 @@ TEST(CudaParity, AttentionSmallDecode) {
   run_cases({{2, 1, 70, 2, 1, 64, Gate::None}, {1, 5, 70, 2, 2, 128, Gate::None},
              {1, 9, 80, 2, 1, 64, Gate::Amor}},
             {DType::BF16, DType::F32}, 5200);
+}
+
+// Sets AMOR_ATTENTION_DECODE (and AMOR_ATTENTION_DECODE_SPLITS where given) for a test's scope,
+// then restores them: the split-KV decode forward at every Tk, whatever the environment.
+class ScopedDecode {
+ public:
+  explicit ScopedDecode(const char* mode, const char* splits = nullptr) {
+    save("AMOR_ATTENTION_DECODE", mode, 0);
+    save("AMOR_ATTENTION_DECODE_SPLITS", splits, 1);
+  }
+  ~ScopedDecode() {
+    for (int i = 0; i < 2; ++i) {
+      if (had_[i]) {
+        setenv(names_[i], old_[i].c_str(), 1);
+      } else {
+        unsetenv(names_[i]);
+      }
+    }
+  }
+
+ private:
+  void save(const char* name, const char* value, int i) {
+    const char* old = std::getenv(name);
+    names_[i] = name;
+    had_[i] = old != nullptr;
+    if (had_[i]) old_[i] = old;
+    if (value) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  const char* names_[2] = {};
+  bool had_[2] = {};
+  std::string old_[2];
+};
+
+// The split-KV decode forward (AMOR_ATTENTION_DECODE=split; attention_decode_cuda.cu), emulator
+// sized: Tq 1 .. 4 (the query rows of a block: 1, 2, 4 and 8, and 12 rows in two blocks of 8),
+// GQA groups of 1 .. 4 heads, head dim 64 and 128, Tk = Tq (row 0 sees one key), ranges that end
+// inside a key tile and last ranges whose first keys only some rows see, the gate (22%, all off,
+// only row 0 of each sequence firing, rows 0, 2 and 3 of 4 firing), and the split count forced
+// (AMOR_ATTENTION_DECODE_SPLITS) to many short ranges and to one. bf16 (the path is bf16 only);
+// the backward is the tile one, fed this lse. (A wrong lse, +0.01, fails it on the emulator.)
+TEST(CudaParity, AttentionSmallDecodeSplit) {
+  AMOR_REQUIRE_GPU();
+  {
+    ScopedDecode split("split");
+    run_cases({{2, 1, 70, 2, 1, 64, Gate::None},
+               {1, 2, 300, 2, 2, 64, Gate::None},
+               {2, 2, 1000, 4, 1, 64, Gate::Spread, 1},
+               {1, 3, 777, 2, 1, 128, Gate::None},
+               {1, 4, 1300, 3, 1, 64, Gate::None},
+               {1, 4, 4, 2, 1, 64, Gate::None},
+               {3, 1, 200, 2, 2, 128, Gate::AllOff},
+               {2, 4, 260, 2, 1, 64, Gate::Spread, 1},
+               {2, 4, 300, 2, 2, 64, Gate::Spread, 3}},
+              {DType::BF16}, 5500);
+  }
+  {
+    ScopedDecode split("split", "7");  // whole key tiles: 4 ranges of 128 keys; 7 of 32
+    run_cases({{1, 1, 450, 2, 2, 64, Gate::None}, {1, 3, 200, 2, 1, 128, Gate::Amor}},
+              {DType::BF16}, 5600);
+  }
+  {
+    ScopedDecode split("split", "1");
+    run_cases({{1, 2, 500, 4, 2, 64, Gate::None}}, {DType::BF16}, 5700);
+  }
+}
+
+// The split-KV decode forward at long caches (GPU only): the default choice (auto, Tk >= 1024)
+// and forced, batch 1 and 8, MHA and GQA, head dim 128, the gate.
+TEST(CudaParity, AttentionDecodeSplit) {
+  AMOR_REQUIRE_GPU();
+  {
+    ScopedDecode dflt("auto");
+    run_cases({{1, 1, 32768, 32, 32, 64, Gate::None},
+               {8, 1, 4096, 32, 8, 64, Gate::Amor},
+               {2, 4, 16384, 16, 4, 128, Gate::None},
+               {1, 3, 9000, 8, 1, 64, Gate::None}},
+              {DType::BF16}, 9000);
+  }
+  {
+    ScopedDecode split("split");
+    run_cases({{4, 1, 300, 32, 32, 64, Gate::Amor}, {2, 2, 1023, 16, 2, 128, Gate::None}},
+              {DType::BF16}, 9100);
+  }
 }
 
 // The realistic and awkward shapes (GPU only).
