@@ -24,7 +24,7 @@
 //     accumulators over all of V (64-column tiles, double-buffered) instead of added into shared
 //     memory tile by tile (AMOR_GDN_QK=tile keeps this one; AMOR_GDN_VARIANT=tile implies it).
 //     Its finish computes dq, dk and dW on the warps' own accumulators, with only dP through
-//     shared memory. At K 128 (compiled shape K 128, V 256) AMOR_GDN_QK_FORM=stream runs
+//     shared memory. At K 128 (compiled shape K 128, V 256) AMOR_GDN_QK_FORM=stream (default) runs
 //     gdn_bwd_qk_stream_kernel instead: the same products and finish in one persistent block per
 //     SM that copies the next chunk's tiles while it finishes the current one.
 //  3. gdn_bwd_wy_kernel, one block per (chunk, head, batch): the WY/UT terms. dTm = (dVn V^T +
@@ -1580,9 +1580,11 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
 // Which bwd_qk runs at K 128 where the register passes apply (AMOR_GDN_QK_FORM, read once):
 // "reg" gdn_bwd_qk_reg_kernel (a block per chunk); "stream" gdn_bwd_qk_stream_kernel (a block per
 // SM streaming chunks) for the compiled shapes (K 128, V 256, chunk 64), reg otherwise. K 64 keeps
-// reg either way. The default is the line below's last argument.
+// reg either way. Default stream: it passed CudaParity.GatedDelta and GatedDeltaSmall* on the H200
+// (session 8, also with AMOR_GDN_QK_BLOCKS=1 and 3, so blocks walk several chunks) and cut the
+// backward at H16 K128 V256 B8 T2048 from 1777 to 1422 us (fwd+bwd 2486 -> 2130).
 inline bool qk_form_stream() {
-  static const bool on = env_choice("AMOR_GDN_QK_FORM", {"reg", "stream"}, "reg") == "stream";
+  static const bool on = env_choice("AMOR_GDN_QK_FORM", {"reg", "stream"}, "stream") == "stream";
   return on;
 }
 // The stream kernel's grid (AMOR_GDN_QK_BLOCKS, read once): 0 or unset one block per SM, else at
