@@ -35,7 +35,7 @@ std::string usage() {
   s << "usage: mpirun -np P amor-run [options] SWEEP.yaml... [key=value...]\n\n"
        "Trains and evaluates every run of the sweeps, ranks_per_run ranks per run, and writes\n"
        "results/<sweep>/<run>-<hash>/run.h5. key=value overrides (dotted keys, e.g.\n"
-       "train.steps=100) apply to every run.\n\n"
+       "train.steps=100) apply to every run; each key once.\n\n"
     << visible_options()
     << "\nExit status: 0 all runs done; 1 a run failed (and none was stopped); 2 bad command line or\n"
        "config; 75 a run was stopped by SIGTERM or checkpoint.signal after checkpointing, whatever\n"

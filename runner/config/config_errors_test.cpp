@@ -266,6 +266,14 @@ TEST_F(ConfigErrors, Overrides) {
   expect(ok, "override '=3': expected key=value", {"=3"});
   expect(ok, "override 'train.lr=fast': key 'train.lr': expected a number, got 'fast'",
          {"train.lr=fast"});
+  // A key given twice, also through a section's map: refused up front (it once ran and then
+  // failed writing the sweep index).
+  expect(ok, "override 'train.lr=3e-3': key 'train.lr' is already set by override 'train.lr=1e-3': "
+             "give each key once",
+         {"train.lr=1e-3", "train.lr=3e-3"});
+  expect(ok, "override 'model={d_model: 64}': key 'model.d_model' is already set by override "
+             "'model.d_model=32': give each key once",
+         {"model.d_model=32", "model={d_model: 64}"});
   expect(ok, "override 'model.d_modle=3': unknown key 'model.d_modle' (did you mean "
              "'model.d_model'?)",
          {"model.d_modle=3"});

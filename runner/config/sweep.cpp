@@ -16,6 +16,9 @@ namespace amor::config {
 
 std::vector<Assignment> parse_overrides(const std::vector<std::string>& overrides) {
   std::vector<Assignment> out;
+  // Each key once: a key given twice (train.lr=1e-3 ... train.lr=3e-3) is more likely a slip than
+  // a wish for the last value, and the run's recorded overrides would hold both.
+  std::map<std::string, std::string> given;  // key -> the override that set it
   for (const std::string& arg : overrides) {
     std::string source = "override '" + arg + "'";
     size_t eq = arg.find('=');
@@ -31,6 +34,12 @@ std::vector<Assignment> parse_overrides(const std::vector<std::string>& override
     YAML::Node map(YAML::NodeType::Map);
     map[key] = value;
     auto a = read_config_map(map, source);
+    for (const Assignment& x : a) {
+      auto [it, fresh] = given.emplace(x.field->key, source);
+      if (!fresh)
+        fail({source, 0}, fmt::format("key '{}' is already set by {}: give each key once",
+                                      x.field->key, it->second));
+    }
     out.insert(out.end(), a.begin(), a.end());
   }
   return out;
