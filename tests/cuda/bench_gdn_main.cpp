@@ -1,6 +1,7 @@
 // bench-gdn: times the gated delta rule's CUDA kernels (forward, backward, forward + backward,
-// and the decode step) and compares the scan with OUR causal attention at the same B and T,
-// measured in the same run.
+// and the decode step) and compares the scan with causal attention at the same B and T, measured
+// in the same run: attention_forward / attention_backward as dispatched (AMOR_ATTENTION, default
+// auto: cuDNN's fused flash attention at these dense bf16 shapes, AMOR_ATTENTION=ours our tiles).
 //
 //   bench-gdn OUT.csv [--reps N] [--only scan|step] [--heads H] [--dk K] [--dv V]
 //
@@ -133,7 +134,8 @@ void bench_scan(int64_t T, int reps, std::vector<Row>& rows) {
   b.tflops = gdn_backward_flops(tokens) / b.us / 1e6;
   fb.tflops = (gdn_forward_flops(tokens) + gdn_backward_flops(tokens)) / fb.us / 1e6;
 
-  // Our attention at the same B, T (d 2048 = 32 heads of 64); n/a where its cuda path throws.
+  // Attention at the same B, T (d 2048 = 32 heads of 64; cuDNN under AMOR_ATTENTION=auto); n/a
+  // where its cuda path throws.
   const Shape as{B, T, kAttnHeads, kAttnD};
   try {
     const Tensor aq = dev_uniform(as, 7, -1.7, 1.7, DType::BF16);
