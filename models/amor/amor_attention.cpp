@@ -123,12 +123,13 @@ Tensor AmorAttention::backward(const Tensor& dy) {
 Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache) {
   const char* op = "AmorAttention::infer";
   check_dim(op, "hn", hn, 3);
-  const int64_t B = hn.size(0), T = hn.size(1), d = hn.size(2), BT = B * T, L = cache.length();
+  const int64_t B = hn.size(0), T = hn.size(1), d = hn.size(2), BT = B * T;
   const int64_t H = heads_, Hkv = kv_heads_, D = head_dim_;
   check_dtype(op, "gate", gate, DType::U8);
   check_shape(op, "gate", gate, {B, T});
   rows_seen_ = Rows{};
-  cache.append(rope_forward(k_.apply(hn).view({B, T, Hkv, D}), L, rope_base_),
+  const NextPositions at = cache.next_positions(T);
+  cache.append(rope_forward_at(k_.apply(hn).view({B, T, Hkv, D}), at, rope_base_),
                v_.apply(hn).view({B, T, Hkv, D}));
   rows_seen_.k = rows_seen_.v = BT;
 
@@ -136,7 +137,11 @@ Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache
   const int64_t n = static_cast<int64_t>(rows.size());
   if (n == 0) return Tensor::zeros({B, T, d}, hn.dtype(), hn.device());
   Tensor positions = Tensor::empty({1, n}, DType::I64);
-  for (int64_t i = 0; i < n; ++i) positions.data<int64_t>()[i] = L + rows[static_cast<size_t>(i)] % T;
+  for (int64_t i = 0; i < n; ++i) {  // row r is token r % T of sequence r / T
+    const int64_t r = rows[static_cast<size_t>(i)];
+    positions.data<int64_t>()[i] =
+        at.per_sequence.defined() ? at.per_sequence.data<int64_t>()[r] : at.offset + r % T;
+  }
   Tensor qc = rope_forward_positions(
       row_stable_linear(gather_rows(hn.view({BT, d}), rows), q_w_->value).view({1, n, H, D}),
       positions, rope_base_);

@@ -179,6 +179,15 @@ namespace {
 struct AmorInferenceState final : InferenceState {
   std::vector<std::unique_ptr<MixerCache>> layers;
   std::vector<KvCache> blocks;
+
+ protected:
+  void append_body_rows(InferenceState& other) override {
+    auto& o = static_cast<AmorInferenceState&>(other);  // the same type: append_rows checked it
+    AMOR_CHECK(o.layers.size() == layers.size() && o.blocks.size() == blocks.size(),
+               "AmorInferenceState: joining states of different models");
+    for (size_t i = 0; i < layers.size(); ++i) layers[i]->append_rows(*o.layers[i]);
+    for (size_t i = 0; i < blocks.size(); ++i) blocks[i].append_rows(o.blocks[i]);
+  }
 };
 }  // namespace
 

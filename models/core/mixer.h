@@ -5,8 +5,8 @@
 //
 // Inference (models/README.md "Inference"): new_cache() gives an empty cache of the mixer's own
 // type (KV cache, conv and scan states); infer(x, ctx, cache) runs the mixer over the next T
-// tokens x [B,T,d] of B sequences whose first cache.length tokens the cache has seen, and advances
-// the cache by T. T == 1 uses the decode-step kernels, T > 1 the chunked scans from the cache's
+// tokens x [B,T,d] of B sequences, each continuing from what the cache has seen of it, and
+// advances the cache by T. T == 1 uses the decode-step kernels, T > 1 the chunked scans from the cache's
 // states; both equal forward() over the whole sequence up to rounding. Nothing is saved for
 // backward and the training state (saved tensors) is not touched.
 #pragma once
@@ -22,10 +22,15 @@ struct MixerContext {
   Tensor modes;       // Oryx: u8 [B,T], 1 = attention, 0 = linear mixer
 };
 
-// A mixer's inference state for one batch of B sequences that all stand at the same position.
+// A mixer's inference state for B sequences. The sequences need not stand at the same position:
+// recurrent states do not depend on it, and a KV cache keeps each sequence's length (positions
+// for RoPE come from it; kv_cache.h).
 struct MixerCache {
   virtual ~MixerCache() = default;
-  int64_t length = 0;  // tokens each sequence has given the mixer
+  // other's sequences join this cache after its own (greedy_generate decodes prompts of
+  // different lengths together after prefilling them apart). other was made by the same mixer
+  // and is left empty.
+  virtual void append_rows(MixerCache& other) = 0;
 };
 
 class Mixer {

@@ -76,7 +76,7 @@ DecodeGraph::DecodeGraph(LanguageModel& model, InferenceState& state,
     : model_(model), state_(state), alloc_(allocator(device_of(model))) {
   const std::string why = model.decode_graph_blocker();
   AMOR_CHECK(why.empty(), "DecodeGraph: {}", why);
-  AMOR_CHECK(state.length > 0,
+  AMOR_CHECK(std::all_of(state.lengths.begin(), state.lengths.end(), [](int64_t n) { return n > 0; }),
              "DecodeGraph: capture after at least one eager step (the state has seen no token)");
   tokens_ = Tensor::zeros({state.batch, 1}, DType::I32, device_of(model));
   // Checked and uploaded now, outside the capture and the graph's pool.
@@ -119,7 +119,7 @@ StepOutput DecodeGraph::step(const Tensor& tokens) {
     // The capture ran the host code once (the mixers' counters advanced) but no kernel: this
     // step's work is the first launch.
     be.launch_graph(graph_);
-    state_.length += 1;
+    state_.advance(1);
   } else {
     be.launch_graph(graph_);
     model_.replayed_step(state_, 1);

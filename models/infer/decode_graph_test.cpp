@@ -153,13 +153,13 @@ TEST(DecodeGraph, ExcludingWithoutTargetsEqualsTheTargetsPath) {
       for (int64_t r = 0; r < B; ++r)
         EXPECT_EQ(std::count(ban.begin(), ban.end(), x.predictions.data<int32_t>()[r]), 0);
     }
-    EXPECT_EQ(a->length, T + 3);
+    EXPECT_EQ(a->length(), T + 3);
     // An id outside the vocabulary is refused before any cache advances.
     const std::vector<int32_t> bad = {0, static_cast<int32_t>(V)};
     const Tensor tok = testing::randint({B, 1}, 50, V);
     EXPECT_THROW(m->infer(tok, Tensor(), *a, bad), Error);
     EXPECT_THROW(m->infer(tok, Tensor::full<int32_t>({B, 1}, -100), *a, bad), Error);
-    EXPECT_EQ(a->length, T + 3);
+    EXPECT_EQ(a->length(), T + 3);
     x = m->infer(tok, Tensor(), *a, ban);
     y = m->infer(tok, Tensor(), *b, ban);
     EXPECT_EQ(testing_infer::mismatches(x.predictions, y.predictions), 0);
@@ -398,7 +398,7 @@ TEST(DecodeGraph, GpuGraphWithExclusionEqualsInferBitwise) {
     const Tensor ge = got.entropy.to(Device::CPU), we = want.entropy.to(Device::CPU);
     EXPECT_EQ(std::memcmp(ge.data<float>(), we.data<float>(), sizeof(float) * size_t(B)), 0) << "step " << i;
   }
-  EXPECT_EQ(gs->length, es->length);
+  EXPECT_EQ(gs->lengths, es->lengths);
 }
 
 // The graph's memory comes from a private pool that is given back with the graph.

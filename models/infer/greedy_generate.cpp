@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
+#include <memory>
 
 #include "kernels/core/error.h"
 #include "models/infer/inference_session.h"
@@ -45,20 +45,12 @@ void append_records(const LanguageModel& model, TokenRecords& r, const StepOutpu
   }
 }
 
-// Runs one group of prompts of equal length through one session.
+// Runs one batch of prompts (in `group`, sorted by length) through one decode: each run of equal
+// lengths is prefilled in its own session, then the sessions join and decode together.
 void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>>& prompts,
-                    const std::vector<size_t>& group, const GenerateOptions& opt,
+                    const std::vector<size_t>& group, int64_t batch_index, const GenerateOptions& opt,
                     std::vector<Generation>& results) {
   const int64_t B = static_cast<int64_t>(group.size());
-  const int64_t P = static_cast<int64_t>(prompts[group[0]].size());
-  Tensor tokens = Tensor::empty({B, P}, DType::I32), targets = Tensor::empty({B, P}, DType::I32);
-  for (int64_t b = 0; b < B; ++b) {
-    const std::vector<int32_t>& p = prompts[group[static_cast<size_t>(b)]];
-    for (int64_t t = 0; t < P; ++t) {
-      tokens.data<int32_t>()[b * P + t] = p[static_cast<size_t>(t)];
-      targets.data<int32_t>()[b * P + t] = t + 1 < P ? p[static_cast<size_t>(t + 1)] : -100;
-    }
-  }
   // The ids no token may be (those past the tokenizer's: opt.decodable_ids), and besides them
   // the ids the first min_new_tokens tokens may not be (eos and the stop ids).
   const int64_t V = model.config().vocab;
@@ -76,16 +68,36 @@ void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>
     return std::chrono::duration<double>(b - a).count();
   };
   const Clock::time_point t0 = Clock::now();
-  InferenceSession session(model, B);
-  StepOutput out = session.prefill(tokens, targets, excluded(0));
   std::vector<int32_t> next(static_cast<size_t>(B));
   std::vector<bool> live(static_cast<size_t>(B), opt.max_new_tokens > 0);
-  for (int64_t b = 0; b < B; ++b) {
-    Generation& g = results[group[static_cast<size_t>(b)]];
-    append_records(model, g.records, out, b, 0, P);
-    next[static_cast<size_t>(b)] = out.predictions.to(Device::CPU).data<int32_t>()[b * P + P - 1];
-    if (opt.max_new_tokens == 0) g.stop_reason = "max_new_tokens";
+  std::vector<std::unique_ptr<InferenceSession>> sessions;
+  for (int64_t r0 = 0; r0 < B;) {  // rows [r0, r1) of the batch: one prompt length
+    const int64_t P = static_cast<int64_t>(prompts[group[static_cast<size_t>(r0)]].size());
+    int64_t r1 = r0 + 1;
+    while (r1 < B && static_cast<int64_t>(prompts[group[static_cast<size_t>(r1)]].size()) == P) ++r1;
+    const int64_t n = r1 - r0;
+    Tensor tokens = Tensor::empty({n, P}, DType::I32), targets = Tensor::empty({n, P}, DType::I32);
+    for (int64_t b = 0; b < n; ++b) {
+      const std::vector<int32_t>& p = prompts[group[static_cast<size_t>(r0 + b)]];
+      for (int64_t t = 0; t < P; ++t) {
+        tokens.data<int32_t>()[b * P + t] = p[static_cast<size_t>(t)];
+        targets.data<int32_t>()[b * P + t] = t + 1 < P ? p[static_cast<size_t>(t + 1)] : -100;
+      }
+    }
+    sessions.push_back(std::make_unique<InferenceSession>(model, n));
+    StepOutput out = sessions.back()->prefill(tokens, targets, excluded(0));
+    Tensor pred = out.predictions.to(Device::CPU);
+    for (int64_t b = 0; b < n; ++b) {
+      Generation& g = results[group[static_cast<size_t>(r0 + b)]];
+      append_records(model, g.records, out, b, 0, P);
+      next[static_cast<size_t>(r0 + b)] = pred.data<int32_t>()[b * P + P - 1];
+      if (opt.max_new_tokens == 0) g.stop_reason = "max_new_tokens";
+    }
+    r0 = r1;
   }
+  std::unique_ptr<InferenceSession> session;
+  if (opt.max_new_tokens > 0)
+    session = sessions.size() == 1 ? std::move(sessions.front()) : InferenceSession::join(std::move(sessions));
   const Clock::time_point t1 = Clock::now();  // the predictions above came back: prefill done
   int64_t generated = 0;  // tokens each live sequence of the group has generated
   while (true) {
@@ -108,7 +120,7 @@ void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>
       any = any || live[static_cast<size_t>(b)];
     }
     if (!any) break;
-    out = session.step(Tensor::from_vector<int32_t>({B}, next), Tensor(), excluded(generated));
+    const StepOutput out = session->step(Tensor::from_vector<int32_t>({B}, next), Tensor(), excluded(generated));
     Tensor pred = out.predictions.to(Device::CPU);
     for (int64_t b = 0; b < B; ++b) {
       if (!live[static_cast<size_t>(b)]) continue;
@@ -122,6 +134,7 @@ void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>
     results[i].decode_seconds = seconds(t1, t2);
     results[i].decode_steps = generated - 1;
     results[i].group_size = B;
+    results[i].batch_index = batch_index;
   }
 }
 
@@ -136,19 +149,20 @@ std::vector<Generation> greedy_generate(LanguageModel& model,
              options.min_new_tokens);
   AMOR_CHECK(options.batch_size >= 1, "greedy_generate: batch_size {} must be >= 1",
              options.batch_size);
-  std::map<size_t, std::vector<size_t>> by_length;  // prompt length -> prompt indices, in order
-  for (size_t i = 0; i < prompts.size(); ++i) {
+  for (size_t i = 0; i < prompts.size(); ++i)
     AMOR_CHECK(!prompts[i].empty(), "greedy_generate: prompt {} is empty", i);
-    by_length[prompts[i].size()].push_back(i);
-  }
+  // Batches of similar lengths (fewer prefill sessions per batch), each prompt's results its own.
+  std::vector<size_t> order(prompts.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return prompts[a].size() < prompts[b].size(); });
   std::vector<Generation> results(prompts.size());
   const size_t bs = static_cast<size_t>(options.batch_size);
-  for (const auto& [len, idx] : by_length)
-    for (size_t s = 0; s < idx.size(); s += bs)
-      generate_group(model, prompts,
-                     std::vector<size_t>(idx.begin() + static_cast<std::ptrdiff_t>(s),
-                                         idx.begin() + static_cast<std::ptrdiff_t>(std::min(s + bs, idx.size()))),
-                     options, results);
+  for (size_t s = 0; s < order.size(); s += bs)
+    generate_group(model, prompts,
+                   std::vector<size_t>(order.begin() + static_cast<std::ptrdiff_t>(s),
+                                       order.begin() + static_cast<std::ptrdiff_t>(std::min(s + bs, order.size()))),
+                   static_cast<int64_t>(s / bs), options, results);
   return results;
 }
 

@@ -10,11 +10,14 @@
 // stop id (MinNewTokensLengthLogitsProcessor sets their logits to -inf), so the first token is
 // the best of the others.
 //
-// Batching: prompts of equal length run together, up to batch_size per InferenceSession, in
-// lockstep (a session's sequences stand at one position, so every cache and position is shared;
-// see models/README.md "Inference"). A sequence that has stopped keeps being fed its last token
-// until its whole group stops; its results are not affected (rows never mix) and those extra
-// steps are not recorded. Results are therefore those of one prompt at a time, in prompt order.
+// Batching: the prompts, ordered by length (stably), decode batch_size at a time in lockstep.
+// Within a batch, the prompts of one length are prefilled together in one InferenceSession; the
+// sessions then join (InferenceSession::join: each sequence keeps its own position, its KV
+// caches their own lengths) and every decode step runs all the batch's sequences at once. A
+// sequence that has stopped keeps being fed its last token until its whole batch stops; its
+// results are not affected (rows never mix) and those extra steps are not recorded. Results are
+// therefore those of one prompt at a time (up to rounding: a batched GEMM may sum in another
+// order), in prompt order.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -49,7 +52,7 @@ struct GenerateOptions {
   int64_t min_new_tokens = 0;
   // Called after each new token with all generated ids so far; true stops (that token is kept).
   std::function<bool(const std::vector<int32_t>& generated)> stop;
-  int64_t batch_size = 8;  // sequences of equal prompt length decoded together
+  int64_t batch_size = 8;  // sequences decoded together (of any prompt lengths)
   // > 0: ids >= decodable_ids are never generated (the argmax over the others at every step).
   // A model's vocabulary may be padded past its tokenizer's (the byte tokenizer's 259 ids in a
   // vocab of 260, or a BPE vocabulary rounded up): those ids have no text, and a model whose
@@ -68,6 +71,7 @@ struct Generation {
   double prefill_seconds = 0, decode_seconds = 0;
   int64_t decode_steps = 0;  // decode steps the group ran (its longest generation's tokens - 1)
   int64_t group_size = 0;    // sequences decoded together with this one (itself included)
+  int64_t batch_index = 0;   // which of the call's batches it was decoded in (they run in order)
 };
 
 // prompts: token ids, each non-empty. Returns one Generation per prompt, in order.

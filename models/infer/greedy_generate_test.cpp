@@ -83,6 +83,10 @@ TEST(GreedyGenerate, BatchedEqualsOneAtATime) {
       }
       EXPECT_EQ(batched[i].records.gates, one[i].records.gates) << i;
       EXPECT_EQ(batched[i].records.modes, one[i].records.modes) << i;
+      // Batches by length, whatever the lengths within one: {1, 3, 3, 3} and {5, 5, 7}.
+      const bool first = ps[i].size() <= 3;
+      EXPECT_EQ(batched[i].batch_index, first ? 0 : 1) << i;
+      EXPECT_EQ(batched[i].group_size, first ? 4 : 3) << i;
     }
   }
 }

@@ -1,5 +1,7 @@
 #include "models/infer/inference_session.h"
 
+#include <algorithm>
+
 #include "kernels/core/check.h"
 
 namespace amor::model {
@@ -7,6 +9,36 @@ namespace amor::model {
 InferenceSession::InferenceSession(LanguageModel& model, int64_t batch)
     : model_(model), state_(model.new_inference_state(batch)) {
   use_graphs(decode_graphs_from_env());
+}
+
+InferenceSession::InferenceSession(LanguageModel& model, std::unique_ptr<InferenceState> state, bool graphs)
+    : model_(model), state_(std::move(state)) {
+  use_graphs(graphs);
+}
+
+std::unique_ptr<InferenceSession> InferenceSession::join(std::vector<std::unique_ptr<InferenceSession>> parts) {
+  const char* op = "InferenceSession::join";
+  AMOR_CHECK(!parts.empty() && parts.front() != nullptr, "{}: no sessions to join", op);
+  LanguageModel& model = parts.front()->model_;
+  const bool graphs = parts.front()->graphs_;
+  std::vector<std::unique_ptr<InferenceState>> states;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    AMOR_CHECK(parts[i] != nullptr, "{}: session {} is null", op, i);
+    InferenceSession& s = *parts[i];
+    AMOR_CHECK(&s.model_ == &model, "{}: session {} was made for another model", op, i);
+    AMOR_CHECK(!s.decoding_, "{}: session {} has decoded already (join sessions after their prefill)", op, i);
+    AMOR_CHECK(std::all_of(s.state_->lengths.begin(), s.state_->lengths.end(), [](int64_t n) { return n > 0; }),
+               "{}: session {} has not been prefilled", op, i);
+  }
+  for (auto& p : parts) states.push_back(std::move(p->state_));
+  parts.clear();
+  return std::unique_ptr<InferenceSession>(
+      new InferenceSession(model, model.join_inference_states(std::move(states)), graphs));
+}
+
+int64_t InferenceSession::length(int64_t b) const {
+  AMOR_CHECK(b >= 0 && b < state_->batch, "InferenceSession::length: sequence {} of {}", b, state_->batch);
+  return state_->lengths[static_cast<size_t>(b)];
 }
 
 void InferenceSession::use_graphs(bool on) {
@@ -23,10 +55,10 @@ StepOutput InferenceSession::prefill(const Tensor& tokens, const Tensor& targets
   AMOR_CHECK(!decoding_,
              "InferenceSession::prefill: called after step() (at position {}); a prompt is "
              "prefilled before decoding starts",
-             state_->length);
+             state_->lengths.front());
   check_dim("InferenceSession::prefill", "tokens", tokens, 2);
   // Every prefilled token counts as prompt for prefill_linear_decode_attention, including these.
-  state_->prefill_len += tokens.size(1);
+  state_->add_prefill(tokens.size(1));
   return model_.infer(tokens, targets, *state_, exclude_next);
 }
 

@@ -7,7 +7,11 @@
 //
 // Oryx's schedule prefill_linear_decode_attention counts the tokens given to prefill() as the
 // prefill: they run linear, the steps attention. prefill() after the first step() is an error.
-// Sequences of different lengths go to different sessions (greedy_generate groups them).
+//
+// Prompts of different lengths are prefilled in different sessions, then join() makes one
+// session of their sequences, each at its own position (its KV caches keep per-sequence lengths,
+// RoPE takes per-sequence positions, recurrent states do not depend on the position), whose steps
+// decode them all together: each sequence's results are those of its own session up to rounding.
 //
 // CUDA graphs (decode_graph.h): with graphs on (AMOR_DECODE_GRAPHS=1, or use_graphs(true)) and a
 // model whose step can be captured (LanguageModel::decode_graph_blocker), the first decode step
@@ -29,6 +33,10 @@ namespace amor::model {
 class InferenceSession {
  public:
   InferenceSession(LanguageModel& model, int64_t batch);
+  // One session of the parts' sequences, in order. Each part was made for the same model and has
+  // been prefilled, not stepped; the parts are consumed. The joined session starts with no
+  // graphs, its graph switch that of the first part.
+  static std::unique_ptr<InferenceSession> join(std::vector<std::unique_ptr<InferenceSession>> parts);
 
   // tokens i32 [B,T] (T >= 1); targets i32 [B,T], -100 or undefined = no loss there.
   // exclude_next: ids the prediction at each sequence's last position never takes
@@ -52,9 +60,14 @@ class InferenceSession {
   int64_t graph_captures() const { return captures_; }
 
   int64_t batch() const { return state_->batch; }
-  int64_t length() const { return state_->length; }  // tokens each sequence has been given
+  // Tokens each sequence has been given (a joined session's sequences: an error unless they are
+  // all at one position), and sequence b's.
+  int64_t length() const { return state_->length(); }
+  int64_t length(int64_t b) const;
 
  private:
+  InferenceSession(LanguageModel& model, std::unique_ptr<InferenceState> state, bool graphs);
+
   LanguageModel& model_;
   std::unique_ptr<InferenceState> state_;
   bool decoding_ = false;

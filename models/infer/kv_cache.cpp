@@ -4,23 +4,55 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/core/check.h"
+#include "kernels/rope/rope.h"
 
 namespace amor::model {
 
+Tensor rope_forward_at(const Tensor& x, const NextPositions& at, double base) {
+  return at.per_sequence.defined() ? rope_forward_positions(x, at.per_sequence, base)
+                                   : rope_forward(x, at.offset, base);
+}
+
+int64_t KvCache::length(int64_t b) const {
+  AMOR_CHECK(b >= 0 && b < sequences(), "KvCache::length: sequence {} of {}", b, sequences());
+  return lengths_[static_cast<size_t>(b)];
+}
+
+bool KvCache::uniform() const {
+  return std::all_of(lengths_.begin(), lengths_.end(), [&](int64_t n) { return n == lengths_.front(); });
+}
+
+int64_t KvCache::longest() const {
+  return lengths_.empty() ? 0 : *std::max_element(lengths_.begin(), lengths_.end());
+}
+
+NextPositions KvCache::next_positions(int64_t T) const {
+  NextPositions at;
+  if (uniform()) {
+    at.offset = lengths_.empty() ? 0 : lengths_.front();
+    return at;
+  }
+  const int64_t B = sequences();
+  at.per_sequence = Tensor::empty({B, T}, DType::I64);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) at.per_sequence.data<int64_t>()[b * T + t] = lengths_[static_cast<size_t>(b)] + t;
+  return at;
+}
+
 Tensor KvCache::row(const Tensor& t, int64_t b) const {
-  return t.slice_flat(b * capacity_ * heads_ * dim_, {1, length_, heads_, dim_});
+  return t.slice_flat(b * capacity_ * heads_ * dim_, {1, length(b), heads_, dim_});
 }
 
 void KvCache::reserve(int64_t capacity) {
   if (capacity <= capacity_) return;
-  Tensor k = Tensor::empty({batch_, capacity, heads_, dim_}, dtype_, device_);
-  Tensor v = Tensor::empty({batch_, capacity, heads_, dim_}, dtype_, device_);
-  if (length_ > 0) {
-    const int64_t n = length_ * heads_ * dim_;
-    for (int64_t b = 0; b < batch_; ++b) {
-      k.slice_flat(b * capacity * heads_ * dim_, {n}).copy_from(k_.slice_flat(b * capacity_ * heads_ * dim_, {n}));
-      v.slice_flat(b * capacity * heads_ * dim_, {n}).copy_from(v_.slice_flat(b * capacity_ * heads_ * dim_, {n}));
-    }
+  const int64_t B = sequences();
+  Tensor k = Tensor::empty({B, capacity, heads_, dim_}, dtype_, device_);
+  Tensor v = Tensor::empty({B, capacity, heads_, dim_}, dtype_, device_);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = lengths_[static_cast<size_t>(b)] * heads_ * dim_;
+    if (n == 0) continue;
+    k.slice_flat(b * capacity * heads_ * dim_, {n}).copy_from(k_.slice_flat(b * capacity_ * heads_ * dim_, {n}));
+    v.slice_flat(b * capacity * heads_ * dim_, {n}).copy_from(v_.slice_flat(b * capacity_ * heads_ * dim_, {n}));
   }
   k_ = k;
   v_ = v;
@@ -32,34 +64,67 @@ void KvCache::append(const Tensor& k, const Tensor& v) {
   check_dim(op, "k", k, 4);
   check_shape(op, "v", v, k.shape());
   const int64_t B = k.size(0), T = k.size(1);
-  if (batch_ == 0) {  // the first append fixes the layout
-    batch_ = B;
+  if (lengths_.empty()) {  // the first append fixes the layout
+    lengths_.assign(static_cast<size_t>(B), 0);
     heads_ = k.size(2);
     dim_ = k.size(3);
     dtype_ = k.dtype();
     device_ = k.device();
   }
-  AMOR_CHECK(B == batch_ && k.size(2) == heads_ && k.size(3) == dim_ && k.dtype() == dtype_,
-             "{}: k is {}, the cache holds {} sequences of [{},{}] {} keys", op, k.str(), batch_,
+  AMOR_CHECK(B == sequences() && k.size(2) == heads_ && k.size(3) == dim_ && k.dtype() == dtype_,
+             "{}: k is {}, the cache holds {} sequences of [{},{}] {} keys", op, k.str(), sequences(),
              heads_, dim_, dtype_name(dtype_));
-  if (length_ + T > capacity_) reserve(std::max({length_ + T, 2 * capacity_, int64_t{16}}));
+  if (longest() + T > capacity_) reserve(std::max({longest() + T, 2 * capacity_, int64_t{16}}));
   const int64_t n = T * heads_ * dim_;
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t at = (b * capacity_ + length_) * heads_ * dim_;
+    int64_t& L = lengths_[static_cast<size_t>(b)];
+    const int64_t at = (b * capacity_ + L) * heads_ * dim_;
     k_.slice_flat(at, {n}).copy_from(k.slice_flat(b * n, {n}));
     v_.slice_flat(at, {n}).copy_from(v.slice_flat(b * n, {n}));
+    L += T;
   }
-  length_ += T;
+}
+
+void KvCache::append_rows(KvCache& other) {
+  const char* op = "KvCache::append_rows";
+  if (other.lengths_.empty()) return;
+  if (lengths_.empty()) {
+    *this = std::move(other);
+    other = KvCache();
+    return;
+  }
+  AMOR_CHECK(other.heads_ == heads_ && other.dim_ == dim_ && other.dtype_ == dtype_ && other.device_ == device_,
+             "{}: joining caches of [{},{}] {} and [{},{}] {} keys", op, heads_, dim_, dtype_name(dtype_),
+             other.heads_, other.dim_, dtype_name(other.dtype_));
+  const int64_t B0 = sequences(), B = B0 + other.sequences();
+  const int64_t capacity = std::max(capacity_, other.capacity_);
+  Tensor k = Tensor::empty({B, capacity, heads_, dim_}, dtype_, device_);
+  Tensor v = Tensor::empty({B, capacity, heads_, dim_}, dtype_, device_);
+  for (int64_t b = 0; b < B; ++b) {
+    const KvCache& from = b < B0 ? *this : other;
+    const int64_t fb = b < B0 ? b : b - B0;
+    const int64_t n = from.length(fb) * heads_ * dim_;
+    if (n == 0) continue;
+    k.slice_flat(b * capacity * heads_ * dim_, {n}).copy_from(from.k_.slice_flat(fb * from.capacity_ * heads_ * dim_, {n}));
+    v.slice_flat(b * capacity * heads_ * dim_, {n}).copy_from(from.v_.slice_flat(fb * from.capacity_ * heads_ * dim_, {n}));
+  }
+  lengths_.insert(lengths_.end(), other.lengths_.begin(), other.lengths_.end());
+  k_ = k;
+  v_ = v;
+  capacity_ = capacity;
+  other = KvCache();
 }
 
 Tensor KvCache::attend(const Tensor& q, const Tensor& gate) const {
   const char* op = "KvCache::attend";
   check_dim(op, "q", q, 4);
   const int64_t B = q.size(0), Tq = q.size(1), H = q.size(2), D = q.size(3);
-  AMOR_CHECK(B == batch_ && Tq <= length_,
-             "{}: q is {}, but the cache holds {} sequences of {} tokens (queries are the last "
-             "positions of the cache)",
-             op, q.str(), batch_, length_);
+  AMOR_CHECK(B == sequences(), "{}: q is {}, but the cache holds {} sequences", op, q.str(), sequences());
+  for (int64_t b = 0; b < B; ++b)
+    AMOR_CHECK(Tq <= length(b),
+               "{}: q is {}, but sequence {} of the cache holds {} tokens (queries are the last "
+               "positions of the cache)",
+               op, q.str(), b, length(b));
   if (gate.defined()) check_shape(op, "gate", gate, {B, Tq});
   if (B == 1) return attention_forward(q, keys(0), values(0), gate).o;
   Tensor o = Tensor::empty(q.shape(), q.dtype(), q.device());

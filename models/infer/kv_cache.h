@@ -1,35 +1,60 @@
 // The key/value cache of one attention (a layer's, an Oryx layer's, an AMOR block's) for B
-// sequences that stand at the same position L.
+// sequences; sequence b holds length(b) tokens. The sequences of one prefill stand at the same
+// position; a joined cache (append_rows: sequences prefilled apart, then decoded together; see
+// models/infer/greedy_generate.h) keeps each sequence at its own.
 //
-//   append(k, v):    k, v [B,T,Hkv,D] (k already rotated at positions L..L+T-1) join the cache;
-//   attend(q, gate): q [B,Tq,H,D] are the last Tq positions of the cache (causal, GQA, optional
-//                    u8 [B,Tq] query gate: gated-off rows cost nothing and give 0) -> [B,Tq,H,D].
+//   next_positions(T): where the next T tokens of each sequence go (RoPE's positions);
+//   append(k, v):    k, v [B,T,Hkv,D] (k already rotated at next_positions(T)) join the cache,
+//                    each sequence's after its own tokens;
+//   attend(q, gate): q [B,Tq,H,D]: row b's queries are the last Tq positions of sequence b
+//                    (causal, GQA, optional u8 [B,Tq] query gate: gated-off rows cost nothing and
+//                    give 0) -> [B,Tq,H,D].
 //
-// Storage is [B, capacity, Hkv, D], grown by doubling (copying the L cached rows), so appending a
-// token is amortised O(1). Each sequence's first L rows are contiguous, so attend() runs the
-// attention op once per sequence on views of its own rows: no copy of the cache per step (the
-// op's k, v are [1, L, Hkv, D] views).
+// Storage is [B, capacity, Hkv, D], grown by doubling (copying the cached rows), so appending a
+// token is amortised O(1). Each sequence's rows are contiguous, so attend() runs the attention op
+// once per sequence on views of its own rows: no copy of the cache per step (the op's k, v are
+// [1, length(b), Hkv, D] views), and sequences of different lengths cost nothing extra.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "kernels/core/tensor.h"
 
 namespace amor::model {
 
+// The positions of the next T tokens of B sequences: `offset + t` for every sequence when
+// per_sequence is undefined, else per_sequence i64 [B,T] on the cpu.
+struct NextPositions {
+  int64_t offset = 0;
+  Tensor per_sequence;
+};
+
+// RoPE of x [B,T,H,D] at those positions.
+Tensor rope_forward_at(const Tensor& x, const NextPositions& at, double base);
+
 class KvCache {
  public:
-  int64_t length() const { return length_; }
+  int64_t sequences() const { return static_cast<int64_t>(lengths_.size()); }
+  int64_t length(int64_t b) const;
+  // Whether every sequence holds the same number of tokens (an empty cache does).
+  bool uniform() const;
+  NextPositions next_positions(int64_t T) const;
   void append(const Tensor& k, const Tensor& v);
   Tensor attend(const Tensor& q, const Tensor& gate) const;
-  // Sequence b's cached keys or values as a [1, L, Hkv, D] view.
+  // other's sequences join this cache after its own, each with its own length; other is left
+  // empty. Both must hold keys of one layout (or one of them none yet).
+  void append_rows(KvCache& other);
+  // Sequence b's cached keys or values as a [1, length(b), Hkv, D] view.
   Tensor keys(int64_t b) const { return row(k_, b); }
   Tensor values(int64_t b) const { return row(v_, b); }
 
  private:
   Tensor row(const Tensor& t, int64_t b) const;
   void reserve(int64_t capacity);
+  int64_t longest() const;
 
-  int64_t batch_ = 0, capacity_ = 0, length_ = 0, heads_ = 0, dim_ = 0;
+  std::vector<int64_t> lengths_;  // per sequence; empty until the first append
+  int64_t capacity_ = 0, heads_ = 0, dim_ = 0;
   DType dtype_ = DType::F32;
   Device device_ = Device::CPU;
   Tensor k_, v_;  // [B, capacity, Hkv, D]

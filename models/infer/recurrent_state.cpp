@@ -59,4 +59,21 @@ Tensor gated_delta_infer(const Tensor& q, const Tensor& k, const Tensor& v, cons
   return o.o;
 }
 
+Tensor join_states(const Tensor& a, const Tensor& b, const char* what) {
+  if (!a.defined() && !b.defined()) return Tensor();
+  AMOR_CHECK(a.defined() && b.defined(),
+             "join_states: {}: one set of sequences has no state yet (join caches after their prefill)", what);
+  Shape rest_a = a.shape(), rest_b = b.shape();
+  rest_a.erase(rest_a.begin());
+  rest_b.erase(rest_b.begin());
+  AMOR_CHECK(rest_a == rest_b && a.dtype() == b.dtype() && a.device() == b.device(),
+             "join_states: {}: states {} and {} do not join", what, a.str(), b.str());
+  Shape s = a.shape();
+  s[0] = a.size(0) + b.size(0);
+  Tensor out = Tensor::empty(s, a.dtype(), a.device());
+  out.slice_flat(0, {a.numel()}).copy_from(a.view({a.numel()}));
+  out.slice_flat(a.numel(), {b.numel()}).copy_from(b.view({b.numel()}));
+  return out;
+}
+
 }  // namespace amor::model

@@ -23,4 +23,9 @@ Tensor ssd_infer(const Tensor& x, const Tensor& dt, const Tensor& A, const Tenso
 Tensor gated_delta_infer(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                          const Tensor& beta, double scale, int64_t chunk, Tensor& state);
 
+// The states of two sets of sequences as one, a's sequences first: [Ba,...] and [Bb,...] ->
+// [Ba+Bb,...] (MixerCache::append_rows). Both undefined gives undefined; one undefined is an
+// error naming `what` (a cache that has not run cannot say how many sequences it holds).
+Tensor join_states(const Tensor& a, const Tensor& b, const char* what);
+
 }  // namespace amor::model

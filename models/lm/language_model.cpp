@@ -1,6 +1,7 @@
 #include "models/lm/language_model.h"
 
-#include "kernels/core/profile.h"
+#include <algorithm>
+#include <typeinfo>
 
 #include "kernels/core/check.h"
 #include "kernels/core/profile.h"
@@ -162,11 +163,57 @@ Tensor LanguageModel::body_infer(const Tensor&, InferenceState&, StepOutput&) {
   throw Error(fmt::format("LanguageModel: model.kind '{}' has no inference path", cfg_.kind));
 }
 
+bool InferenceState::uniform() const {
+  return std::all_of(lengths.begin(), lengths.end(), [&](int64_t n) { return n == lengths.front(); }) &&
+         std::all_of(prefill_lens.begin(), prefill_lens.end(), [&](int64_t n) { return n == prefill_lens.front(); });
+}
+
+int64_t InferenceState::length() const {
+  AMOR_CHECK(!lengths.empty() && uniform(),
+             "InferenceState: its {} sequences stand at different positions (a joined state); ask "
+             "each sequence's lengths[b]", batch);
+  return lengths.front();
+}
+
+void InferenceState::advance(int64_t T) {
+  for (int64_t& n : lengths) n += T;
+}
+
+void InferenceState::add_prefill(int64_t T) {
+  for (int64_t& n : prefill_lens) n += T;
+}
+
+void InferenceState::append_rows(InferenceState& other) {
+  AMOR_CHECK(typeid(*this) == typeid(other),
+             "InferenceState::append_rows: the states were made by different model kinds");
+  append_body_rows(other);
+  batch += other.batch;
+  lengths.insert(lengths.end(), other.lengths.begin(), other.lengths.end());
+  prefill_lens.insert(prefill_lens.end(), other.prefill_lens.begin(), other.prefill_lens.end());
+  other.batch = 0;
+  other.lengths.clear();
+  other.prefill_lens.clear();
+}
+
 std::unique_ptr<InferenceState> LanguageModel::new_inference_state(int64_t batch) const {
   AMOR_CHECK(batch >= 1, "LanguageModel::new_inference_state: batch {} must be >= 1", batch);
   std::unique_ptr<InferenceState> s = new_body_state();
   s->batch = batch;
+  s->lengths.assign(static_cast<size_t>(batch), 0);
+  s->prefill_lens.assign(static_cast<size_t>(batch), 0);
   return s;
+}
+
+std::unique_ptr<InferenceState> LanguageModel::join_inference_states(
+    std::vector<std::unique_ptr<InferenceState>> parts) const {
+  AMOR_CHECK(!parts.empty(), "LanguageModel::join_inference_states: no states to join");
+  std::unique_ptr<InferenceState> joined = std::move(parts.front());
+  AMOR_CHECK(joined != nullptr, "LanguageModel::join_inference_states: state 0 is null");
+  for (size_t i = 1; i < parts.size(); ++i) {
+    AMOR_CHECK(parts[i] != nullptr, "LanguageModel::join_inference_states: state {} is null", i);
+    joined->append_rows(*parts[i]);
+  }
+  return joined;
 }
 
 StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, InferenceState& state,
@@ -189,7 +236,7 @@ StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, Inf
   const Device dev = embed_->value.device();
   if (!tg.defined()) {
     StepOutput out = infer_on_device(tokens.to(dev), state, excluded);
-    state.length += T;
+    state.advance(T);
     return out;
   }
   StepOutput out;
@@ -203,7 +250,7 @@ StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, Inf
   exclude_at_last(h, embed_->value, cfg_.vocab_chunk, excluded, out.predictions);
   release(embed_->unit);
   count_loss(tg, head.loss, out);
-  state.length += T;
+  state.advance(T);
   return out;
 }
 
@@ -229,10 +276,7 @@ ArgmaxExclusion LanguageModel::exclusion_for(std::span<const int32_t> exclude_ne
   return ArgmaxExclusion(exclude_next, embed_->value.size(0), embed_->value.device());
 }
 
-void LanguageModel::replayed_step(InferenceState& state, int64_t T) {
-  advance_caches(state, T);
-  state.length += T;
-}
+void LanguageModel::replayed_step(InferenceState& state, int64_t T) { state.advance(T); }
 
 std::string LanguageModel::decode_graph_blocker() const {
   if (embed_->value.is_cpu()) return "the model is on the cpu (CUDA graphs need the GPU)";
@@ -344,8 +388,17 @@ Tensor StackModel::body_infer(const Tensor& h0, InferenceState& state, StepOutpu
   MixerContext ctx;
   ctx.training = false;
   if (cfg_.kind == "oryx") {
-    ctx.modes = oryx_inference_modes_at(cfg_.oryx, h0.size(0), state.length, h0.size(1),
-                                        state.prefill_len);
+    const int64_t B = h0.size(0), T = h0.size(1);
+    if (state.uniform()) {
+      ctx.modes = oryx_inference_modes_at(cfg_.oryx, B, state.lengths.front(), T, state.prefill_lens.front());
+    } else {  // a joined state: each sequence's modes from its own position and prefill
+      ctx.modes = Tensor::empty({B, T}, DType::U8);
+      for (int64_t b = 0; b < B; ++b) {
+        Tensor row = oryx_inference_modes_at(cfg_.oryx, 1, state.lengths[static_cast<size_t>(b)], T,
+                                             state.prefill_lens[static_cast<size_t>(b)]);
+        std::copy(row.data<uint8_t>(), row.data<uint8_t>() + T, ctx.modes.data<uint8_t>() + b * T);
+      }
+    }
     out.modes = ctx.modes;
   }
   Tensor h = layers_infer(layers_, layer_units_, h0, ctx, s->layers);
@@ -372,11 +425,6 @@ std::string StackModel::body_graph_blocker() const {
   return "";
 }
 
-void StackModel::advance_caches(InferenceState& state, int64_t T) {
-  auto* s = dynamic_cast<StackInferenceState*>(&state);
-  AMOR_CHECK(s != nullptr, "StackModel::replayed_step: the inference state was made by another model kind");
-  for (auto& c : s->layers) c->length += T;
-}
 
 std::unique_ptr<LanguageModel> build_model(const ModelConfig& cfg, DType dtype) {
   if (cfg.kind == "transformer" || cfg.kind == "mamba2" || cfg.kind == "gdn" || cfg.kind == "serial" ||

@@ -31,14 +31,29 @@ struct Batch {
   Tensor modes;
 };
 
-// A model's inference state for B sequences standing at the same position (models/infer/):
-// every layer's mixer cache and, for AMOR, every block's KV cache. Made by
-// LanguageModel::new_inference_state, advanced by LanguageModel::infer.
+// A model's inference state for B sequences (models/infer/): every layer's mixer cache and, for
+// AMOR, every block's KV cache. Made by LanguageModel::new_inference_state, advanced by
+// LanguageModel::infer. The sequences of one state stand at one position; sequences prefilled
+// apart and joined (LanguageModel::join_inference_states) keep their own.
 struct InferenceState {
   virtual ~InferenceState() = default;
   int64_t batch = 0;
-  int64_t length = 0;       // tokens each sequence has been given
-  int64_t prefill_len = 0;  // Oryx prefill_linear_decode_attention: tokens t < this are linear
+  // Per sequence: the tokens it has been given, and how many of them were prefill (Oryx
+  // prefill_linear_decode_attention: tokens t < prefill_lens[b] run linear).
+  std::vector<int64_t> lengths, prefill_lens;
+  // Whether every sequence stands at the same position, and that position (an error otherwise).
+  bool uniform() const;
+  int64_t length() const;
+  // Every sequence has been given T more tokens (infer() counts them), or will be given T more of
+  // prefill (InferenceSession::prefill counts them first: the modes of those tokens read it).
+  void advance(int64_t T);
+  void add_prefill(int64_t T);
+  // other's sequences join this state after its own (the body's caches and the positions);
+  // other was made by the same model and is left empty.
+  void append_rows(InferenceState& other);
+
+ protected:
+  virtual void append_body_rows(InferenceState& other) = 0;
 };
 
 // What a forward gives back. Besides the losses: per-token gate decisions (token_gate_rows() of
@@ -76,6 +91,11 @@ class LanguageModel {
   // generation feeds back next; greedy_generate's min_new_tokens): that prediction is the argmax
   // over the other ids (lm_head_argmax's `excluded`); every other position keeps the plain one.
   std::unique_ptr<InferenceState> new_inference_state(int64_t batch) const;
+  // The states' sequences as one state, in order, each at its own position (greedy_generate
+  // prefills prompts of different lengths apart, then decodes them together). Each part was made
+  // by this model; the parts are consumed.
+  std::unique_ptr<InferenceState> join_inference_states(
+      std::vector<std::unique_ptr<InferenceState>> parts) const;
   StepOutput infer(const Tensor& tokens, const Tensor& targets, InferenceState& state,
                    std::span<const int32_t> exclude_next = {});
 
@@ -88,15 +108,15 @@ class LanguageModel {
   // it. exclude_next (optional; made for this model's vocab and device, e.g. by
   // exclusion_for()) is infer()'s, already on the device: the prediction at each sequence's last
   // position skips its ids. infer() runs this too when it has no targets, so an eager step and a
-  // replayed one run the same kernels on the same inputs. Leaves state.length alone (infer()
-  // advances it; after a replay, replayed_step() does).
+  // replayed one run the same kernels on the same inputs. Leaves state's lengths alone (infer()
+  // advances them; after a replay, replayed_step() does).
   StepOutput infer_on_device(const Tensor& tokens, InferenceState& state,
                              const ArgmaxExclusion& exclude_next = ArgmaxExclusion());
   // exclude_next's ids prepared for infer_on_device (checked, sorted without repeats, uploaded to
   // the model's device once).
   ArgmaxExclusion exclusion_for(std::span<const int32_t> exclude_next) const;
-  // The host-side bookkeeping of T tokens whose step a graph replay ran: state.length and every
-  // cache's counter advance as infer() would have advanced them.
+  // The host-side bookkeeping of T tokens whose step a graph replay ran: the state's lengths
+  // advance as infer() would have advanced them.
   void replayed_step(InferenceState& state, int64_t T);
 
   ParamStore& params() { return params_; }
@@ -150,8 +170,6 @@ class LanguageModel {
   virtual Tensor body_infer(const Tensor& h, InferenceState& state, StepOutput& out);
   // Why body_infer's decode step cannot be captured (default: the kind was not checked for it).
   virtual std::string body_graph_blocker() const;
-  // Advances the caches' host-side counters by T tokens (after a graph replay).
-  virtual void advance_caches(InferenceState& /*state*/, int64_t /*T*/) {}
   // The end of forward(), after the losses were copied to the host (the GPU stream has drained):
   // where a model reads device results into StepOutput's host fields without a sync of its own.
   virtual void forward_done(StepOutput&) {}
@@ -201,7 +219,6 @@ class StackModel final : public LanguageModel {
   std::unique_ptr<InferenceState> new_body_state() const override;
   Tensor body_infer(const Tensor& h, InferenceState& state, StepOutput& out) override;
   std::string body_graph_blocker() const override;
-  void advance_caches(InferenceState& state, int64_t T) override;
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;

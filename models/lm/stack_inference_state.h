@@ -3,6 +3,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "models/core/mixer.h"
 #include "models/lm/language_model.h"
 
@@ -10,6 +11,14 @@ namespace amor::model {
 
 struct StackInferenceState final : InferenceState {
   std::vector<std::unique_ptr<MixerCache>> layers;
+
+ protected:
+  void append_body_rows(InferenceState& other) override {
+    auto& o = static_cast<StackInferenceState&>(other);  // the same type: append_rows checked it
+    AMOR_CHECK(o.layers.size() == layers.size(), "StackInferenceState: joining states of {} and {} layers",
+               layers.size(), o.layers.size());
+    for (size_t i = 0; i < layers.size(); ++i) layers[i]->append_rows(*o.layers[i]);
+  }
 };
 
 }  // namespace amor::model

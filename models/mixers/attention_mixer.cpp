@@ -65,6 +65,10 @@ void AttentionMixer::drop_saved() {
 namespace {
 struct AttentionCache final : MixerCache {
   KvCache kv;
+
+  void append_rows(MixerCache& other) override {
+    kv.append_rows(cache_as<AttentionCache>(other, "AttentionMixer").kv);
+  }
 };
 }  // namespace
 
@@ -74,11 +78,11 @@ std::unique_ptr<MixerCache> AttentionMixer::new_cache() const {
 
 Tensor AttentionMixer::infer(const Tensor& x, const MixerContext& ctx, MixerCache& cache) {
   AttentionCache& c = cache_as<AttentionCache>(cache, "AttentionMixer");
-  const int64_t B = x.size(0), T = x.size(1), L = c.length;
-  Tensor q = rope_forward(q_.apply(x).view({B, T, heads_, head_dim_}), L, rope_base_);
-  c.kv.append(rope_forward(k_.apply(x).view({B, T, kv_heads_, head_dim_}), L, rope_base_),
+  const int64_t B = x.size(0), T = x.size(1);
+  const NextPositions at = c.kv.next_positions(T);
+  Tensor q = rope_forward_at(q_.apply(x).view({B, T, heads_, head_dim_}), at, rope_base_);
+  c.kv.append(rope_forward_at(k_.apply(x).view({B, T, kv_heads_, head_dim_}), at, rope_base_),
               v_.apply(x).view({B, T, kv_heads_, head_dim_}));
-  c.length += T;
   return o_.apply(c.kv.attend(q, ctx.query_gate).view({B, T, heads_ * head_dim_}));
 }
 

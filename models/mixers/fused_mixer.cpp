@@ -41,6 +41,12 @@ void FusedMixer::drop_saved() {
 namespace {
 struct FusedCache final : MixerCache {
   std::unique_ptr<MixerCache> attn, linear;
+
+  void append_rows(MixerCache& other) override {
+    FusedCache& o = cache_as<FusedCache>(other, "FusedMixer");
+    attn->append_rows(*o.attn);
+    linear->append_rows(*o.linear);
+  }
 };
 }  // namespace
 
@@ -55,7 +61,6 @@ Tensor FusedMixer::infer(const Tensor& x, const MixerContext& ctx, MixerCache& c
   FusedCache& c = cache_as<FusedCache>(cache, "FusedMixer");
   Tensor y = scale(attn_norm_.apply(attn_.infer(x, ctx, *c.attn)), 0.5);
   add_(y, linear_norm_.apply(linear_->infer(x, ctx, *c.linear)), 0.5);
-  c.length += x.size(1);
   return y;
 }
 

@@ -221,6 +221,16 @@ struct GdnCache final : MixerCache {
   // computed on the host (two copies and a device sync per layer per step otherwise; none may
   // happen inside a captured decode step, decode_graph.h).
   Tensor neg_a;
+
+  void append_rows(MixerCache& other) override {
+    GdnCache& o = cache_as<GdnCache>(other, "GdnMixer");
+    q_conv = join_states(q_conv, o.q_conv, "GdnMixer q conv state");
+    k_conv = join_states(k_conv, o.k_conv, "GdnMixer k conv state");
+    v_conv = join_states(v_conv, o.v_conv, "GdnMixer v conv state");
+    state = join_states(state, o.state, "GdnMixer delta-rule state");
+    if (!neg_a.defined()) neg_a = o.neg_a;
+    o = GdnCache();
+  }
 };
 }  // namespace
 
@@ -243,7 +253,6 @@ Tensor GdnMixer::infer(const Tensor& x, const MixerContext&, MixerCache& cache) 
                                chunk_, c.state);
   RMSNormOut n = rmsnorm_gated_forward(o, gate_.apply(x).view({B, T, H, V}), o_norm_w_->value, V,
                                        norm_eps_, /*norm_before_gate=*/true);
-  c.length += T;
   return o_.apply(n.y.view({B, T, H * V}));
 }
 

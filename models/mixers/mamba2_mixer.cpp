@@ -237,6 +237,17 @@ struct Mamba2Cache final : MixerCache {
   // not change during inference, and A is computed on the host (two copies and a device sync per
   // layer per step otherwise; none may happen inside a captured decode step, decode_graph.h).
   Tensor a, d;
+
+  void append_rows(MixerCache& other) override {
+    Mamba2Cache& o = cache_as<Mamba2Cache>(other, "Mamba2Mixer");
+    for (int p = 0; p < 3; ++p) conv[p] = join_states(conv[p], o.conv[p], "Mamba2Mixer conv state");
+    ssd = join_states(ssd, o.ssd, "Mamba2Mixer scan state");
+    if (!a.defined()) {
+      a = o.a;
+      d = o.d;
+    }
+    o = Mamba2Cache();
+  }
 };
 }  // namespace
 
@@ -265,7 +276,6 @@ Tensor Mamba2Mixer::infer(const Tensor& x, const MixerContext&, MixerCache& cach
                  .view({B, T, d_inner_});
   RMSNormOut n = rmsnorm_gated_forward(y, pre[kZ], norm_w_->value, d_inner_ / groups_, eps_,
                                        /*norm_before_gate=*/false);
-  c.length += T;
   return out_proj_.apply(n.y);
 }
 

@@ -180,6 +180,16 @@ struct OryxCache final : MixerCache {
   KvCache kv;
   Tensor q_lin_conv, k_conv, v_conv;  // the last K-1 inputs of each short conv
   Tensor linear_state;                // the linear path's scan state
+
+  void append_rows(MixerCache& other) override {
+    OryxCache& o = cache_as<OryxCache>(other, "OryxMixer");
+    kv.append_rows(o.kv);
+    q_lin_conv = join_states(q_lin_conv, o.q_lin_conv, "OryxMixer q conv state");
+    k_conv = join_states(k_conv, o.k_conv, "OryxMixer k conv state");
+    v_conv = join_states(v_conv, o.v_conv, "OryxMixer v conv state");
+    linear_state = join_states(linear_state, o.linear_state, "OryxMixer linear state");
+    o = OryxCache();
+  }
 };
 }  // namespace
 
@@ -191,7 +201,7 @@ std::unique_ptr<MixerCache> OryxMixer::new_cache() const { return std::make_uniq
 Tensor OryxMixer::infer(const Tensor& x, const MixerContext& ctx, MixerCache& cache) {
   OryxCache& c = cache_as<OryxCache>(cache, "OryxMixer");
   AMOR_CHECK(x.dim() == 3, "OryxMixer::infer: input is {}, expected [B,T,d]", x.str());
-  const int64_t B = x.size(0), T = x.size(1), H = heads_, hd = head_dim_, L = c.length;
+  const int64_t B = x.size(0), T = x.size(1), H = heads_, hd = head_dim_;
   AMOR_CHECK(ctx.modes.defined() && ctx.modes.dtype() == DType::U8 &&
                  ctx.modes.shape() == Shape({B, T}),
              "OryxMixer::infer: modes is {}, expected u8[{},{}] (1 = attention)",
@@ -208,12 +218,12 @@ Tensor OryxMixer::infer(const Tensor& x, const MixerContext& ctx, MixerCache& ca
   Tensor ql = conv_infer(q_lin_.apply(x), q_lin_conv_->value, Tensor(), conv_silu_, c.q_lin_conv)
                   .view({B, T, H, hd});
   Tensor lin_o = lin_->infer(x, ql, kc, vc, c.linear_state);
-  c.kv.append(rope_forward(kc, L, rope_base_), vc);
-  c.length += T;
+  const NextPositions at = c.kv.next_positions(T);
+  c.kv.append(rope_forward_at(kc, at, rope_base_), vc);
 
   Tensor o = Tensor::zeros({B, T, H, hd}, x.dtype(), x.device());
   if (any_attention) {
-    Tensor qa = rope_forward(q_attn_.apply(x).view({B, T, H, hd}), L, rope_base_);
+    Tensor qa = rope_forward_at(q_attn_.apply(x).view({B, T, H, hd}), at, rope_base_);
     add_(o, c.kv.attend(qa, ctx.modes.to(x.device())));  // exactly zero at linear rows
   }
   if (any_linear) add_(o, mul(lin_o, linear_row_mask(modes_cpu, H, hd, x.dtype(), x.device())));

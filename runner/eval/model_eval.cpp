@@ -273,12 +273,23 @@ std::vector<std::string> ModelEval::generate(const std::vector<GenRequest>& requ
       if (opt_.note && !gens.empty() &&
           (my_done == my_total || std::chrono::duration<double>(now - last_note).count() >= 10.0)) {
         last_note = now;
-        // The last prompt's session (greedy_generate runs one per prompt length and batch).
-        const model::Generation& g = gens.back();
+        // The batch greedy_generate ran last (it decodes batch_size prompts of any lengths
+        // together): its size, its prompts' shortest and longest length, its times.
+        size_t last = 0;
+        for (size_t k = 0; k < gens.size(); ++k)
+          if (gens[k].batch_index >= gens[last].batch_index) last = k;
+        const model::Generation& g = gens[last];
+        size_t lo = prompts[last].size(), hi = lo;
+        for (size_t k = 0; k < gens.size(); ++k)
+          if (gens[k].batch_index == g.batch_index) {
+            lo = std::min(lo, prompts[k].size());
+            hi = std::max(hi, prompts[k].size());
+          }
+        const std::string lengths = lo == hi ? std::to_string(lo) : fmt::format("{}-{}", lo, hi);
         opt_.note(fmt::format(
-            "{}: {}/{} requests generated; last: {} x {}-token prompt, prefill {:.2f} s, {} decode "
-            "steps {:.2f} s ({:.1f} ms/step)",
-            task_, my_done, my_total, g.group_size, prompts.back().size(), g.prefill_seconds, g.decode_steps,
+            "{}: {}/{} requests generated; last batch: {} x {}-token prompt, prefill {:.2f} s, {} "
+            "decode steps {:.2f} s ({:.1f} ms/step)",
+            task_, my_done, my_total, g.group_size, lengths, g.prefill_seconds, g.decode_steps,
             g.decode_seconds, g.decode_steps > 0 ? 1e3 * g.decode_seconds / static_cast<double>(g.decode_steps) : 0.0));
       }
       for (size_t g = 0; g < gens.size(); ++g) {
