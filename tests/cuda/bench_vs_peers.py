@@ -296,9 +296,9 @@ def decode_case(key):
 def decode_rows(ours_text, peers, ours_note="", peer_note=""):
     """Our decode rows (auto) against every SDPA backend's row at the same (B, Tk, H, Hkv, D): one
     row per (shape, backend), ratio = the backend's time / ours like every kernel row; each also
-    carries 'key', 'tiles' (our tiles-forward us), 'ours_gbps' and 'refused' for
-    decode_table(). A shape that only one side has, a backend with no row, and a refusal are
-    notes."""
+    carries 'key', 'tiles' (our tiles-forward us), 'ours_gbps', 'refused' and the two halves of
+    its note, 'ours_why' and 'peer_why', for decode_table(). A shape that only one side has, a
+    backend with no row (or the whole peer run missing: peer_note), and a refusal are notes."""
     ours = parse_bench_decode(ours_text)
     by = {}
     for p in peers:
@@ -315,22 +315,23 @@ def decode_rows(ours_text, peers, ours_note="", peer_note=""):
         o = mine.get("auto")
         for peer in order:
             p = by.get(key, {}).get(peer)
-            note = []
-            if o is None:
-                note.append(ours_note or ("ours: no auto row" if mine else
-                                          "ours: bench-attention has no such case"))
+            name = names.get(peer, peer)
+            ours_why = "" if o is not None else ours_note or (
+                "ours: no auto row" if mine else "ours: bench-attention has no such case")
             pv = p["fwd"] if p else None
             if p is None:
-                note.append("%s: %s" % (names.get(peer, peer), peer_note or "no row"))
+                peer_why = peer_note or "%s: no row" % name  # a whole-run failure: one text
             elif p["note"]:
-                note.append("%s: %s" % (names.get(peer, peer), p["note"]))
-            elif pv is None:
-                note.append("%s: no time" % names.get(peer, peer))
+                peer_why = "%s: %s" % (name, p["note"])
+            else:
+                peer_why = "" if pv is not None else "%s: no time" % name
             rows.append({"section": "decode", "case": decode_case(key), "what": "forward",
-                         "ours": o, "peer": names.get(peer, peer), "peer_value": pv, "unit": "us",
-                         "ratio": ratio(pv, o), "note": "; ".join(note), "key": key,
+                         "ours": o, "peer": name, "peer_value": pv, "unit": "us",
+                         "ratio": ratio(pv, o),
+                         "note": "; ".join(n for n in (ours_why, peer_why) if n), "key": key,
                          "tiles": mine.get("tiles"), "ours_gbps": mine.get("auto_gbps"),
-                         "refused": bool(p and p["note"].startswith("refused"))})
+                         "refused": bool(p and p["note"].startswith("refused")),
+                         "ours_why": ours_why, "peer_why": peer_why})
     return rows
 
 
@@ -358,8 +359,7 @@ def decode_table(rows, markdown_table=False):
     for key in dict.fromkeys(r["key"] for r in rows):
         srows = [r for r in rows if r["key"] == key]
         o = srows[0]["ours"]
-        ours_cell = "%.1f" % o if o is not None else "- " + foot(
-            srows[0]["note"].split("; ")[0])
+        ours_cell = "%.1f" % o if o is not None else "- " + foot(srows[0]["ours_why"])
         tiles = srows[0]["tiles"]
         cells = [decode_case(key)[len("decode "):], ours_cell,
                  "%.1f" % tiles if tiles is not None else "-"]
@@ -369,17 +369,18 @@ def decode_table(rows, markdown_table=False):
             if r is None:
                 cells.append("-")
                 continue
-            pn = [n for n in r["note"].split("; ") if n.startswith(name + ":")]
             if r["peer_value"] is not None:
-                cells.append("%.1f" % r["peer_value"] + (" " + foot(pn[0]) if pn else ""))
+                cells.append("%.1f" % r["peer_value"] +
+                             (" " + foot(r["peer_why"]) if r["peer_why"] else ""))
                 if best is None or r["peer_value"] < best["peer_value"]:
                     best = r
             else:
                 cells.append(("refused " if r["refused"] else "- ") +
-                             foot(pn[0] if pn else name + ": no time"))
+                             foot(r["peer_why"] or name + ": no time"))
         nbytes = decode_kv_bytes(*[key[i] for i in (0, 1, 3, 4)])
         ogb = srows[0]["ours_gbps"] or (nbytes / (o * 1e3) if o else None)
-        cells += [best["peer"][len("SDPA "):] if best else "-",
+        short = best and (best["peer"][5:] if best["peer"].startswith("SDPA ") else best["peer"])
+        cells += [short or "-",
                   "%.2f" % (o / best["peer_value"]) if best and o else "-",
                   "%.0f" % ogb if ogb else "-",
                   "%.0f" % (nbytes / (best["peer_value"] * 1e3)) if best else "-"]
@@ -393,7 +394,8 @@ def decode_table(rows, markdown_table=False):
                          enumerate(zip(cells, widths))) for cells in [head] + lines]
     if notes:
         out.append("")
-        out += ["[%d] %s" % (i + 1, n) for i, n in enumerate(notes)]
+        out += ["%s[%d] %s" % ("- " if markdown_table else "", i + 1, n)
+                for i, n in enumerate(notes)]
     return out
 
 

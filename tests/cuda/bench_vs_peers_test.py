@@ -225,6 +225,7 @@ class Rows(unittest.TestCase):
         self.assertTrue(md[0].startswith("| shape | ours auto us | ours tiles us | SDPA flash us"))
         self.assertIn("| B1 Tk4096 H32 Hkv32 D64 | 20.0 | 60.0 | 25.0 | 30.0 | refused [1] | 80.0 "
                       "| flash | 0.80 | 1678 | 1342 |", md)
+        self.assertIn("- [2] SDPA math: no row", md)
 
     def test_decode_peer_not_run(self):
         rows = bvp.decode_rows(DECODE_OURS_CSV, [], "",
@@ -232,7 +233,12 @@ class Rows(unittest.TestCase):
         self.assertEqual(len(rows), 2 * 4)
         self.assertTrue(all(r["ours"] and r["peer_value"] is None and
                             "no CUDA GPU" in r["note"] for r in rows))
-        self.assertIn("-", bvp.decode_table(rows)[1].split())
+        lines = bvp.decode_table(rows)
+        self.assertIn("-", lines[1].split())
+        # one footnote for the whole peer run, not one per backend
+        self.assertEqual([l for l in lines if l.startswith("[")],
+                         ["[1] peer_kernels.py failed (rc 2): no CUDA GPU"])
+        self.assertEqual(lines[1].count("- [1]"), 4)
         # ours failed, the peer ran: the peer's times kept, our failure in every note
         rows = bvp.decode_rows("", bvp.parse_peer_kernels(DECODE_PEER_CSV), "bench-attention boom")
         self.assertEqual(len(rows), 3 * 4)
