@@ -6,6 +6,7 @@ scripts that write the sample CSVs below): the files it leaves and their content
 every check passes (unittest)."""
 import csv
 import importlib.util
+import io
 import os
 import re
 import shutil
@@ -352,6 +353,75 @@ class PeerKernelsDecode(unittest.TestCase):
             self.assertFalse(os.path.exists(out))  # a dry run writes nothing
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_decode_rows_mocked(self):
+        """decode_rows' own logic on the CPU, SDPA and its backend switch stood in for: each
+        backend called alone on every set, the time per SDPA call = the timed call's / sets, a
+        refusal's error line and first real reason (not the 'because:' line) in the note, and
+        enable_gqa only where Hkv < H."""
+        if importlib.util.find_spec("torch") is None:
+            self.skipTest("no torch in %s" % sys.executable)
+        import contextlib
+        import enum
+        import types
+        import warnings
+        from unittest import mock
+        import torch
+        import peer_kernels as pk
+
+        class SDPBackend(enum.Enum):
+            MATH, FLASH_ATTENTION, EFFICIENT_ATTENTION, CUDNN_ATTENTION = range(4)
+        active, calls = [None], []
+
+        @contextlib.contextmanager
+        def sdpa_kernel(backend):
+            old, active[0] = active[0], backend
+            try:
+                yield
+            finally:
+                active[0] = old
+
+        def sdpa(q, k, v, is_causal=False, **kw):
+            calls.append((active[0], id(k), is_causal, kw))
+            if active[0] == SDPBackend.CUDNN_ATTENTION:
+                warnings.warn("cuDNN attention kernel not used because:")
+                warnings.warn("cuDNN wants more than one query\n(details)")
+                raise RuntimeError("No available kernel. Aborting execution.\nsecond line")
+            return pk.decode_reference(torch, q, k, v)
+
+        def timed(torch_, fn, reps):  # 7 us per SDPA call the timed call makes
+            n = len(calls)
+            fn()
+            return 7.0 * (len(calls) - n)
+
+        def inputs(torch_, B, Tk, H, Hkv, D, sets, gen):  # the real builder, at Tk 16 on the CPU
+            return pk_inputs(torch_, B, 16, H, Hkv, D, sets, torch.Generator().manual_seed(0),
+                             device="cpu")
+        pk_inputs = pk.decode_inputs
+        attention = types.ModuleType("torch.nn.attention")
+        attention.SDPBackend, attention.sdpa_kernel = SDPBackend, sdpa_kernel
+        with mock.patch.dict(sys.modules, {"torch.nn.attention": attention}), \
+                mock.patch.object(torch.nn.functional, "scaled_dot_product_attention", sdpa,
+                                  create=True), \
+                mock.patch.object(torch.cuda, "synchronize", lambda: None), \
+                mock.patch.object(torch.cuda, "empty_cache", lambda: None), \
+                mock.patch.object(pk, "time_us", timed), \
+                mock.patch.object(pk, "decode_inputs", inputs), \
+                contextlib.redirect_stdout(io.StringIO()):
+            rows = pk.decode_rows(torch, (1, 4096, 32, 32, 64), "H32 Hkv32 D64", 5, None)
+            mha_calls = list(calls)
+            gqa = pk.decode_rows(torch, (1, 4096, 32, 8, 64), "H32 Hkv8 D64", 5, None)
+        self.assertEqual([r[1] for r in rows], ["sdpa-flash", "sdpa-efficient", "sdpa-cudnn",
+                                                "sdpa-math"])
+        self.assertEqual([r[6] for r in rows], ["7.00", "7.00", "", "7.00"])
+        self.assertEqual(rows[2][8], "refused: RuntimeError: No available kernel. Aborting "
+                         "execution. (UserWarning: cuDNN wants more than one query)")
+        # 8 sets at B1 Tk4K: the flash timed call touched 8 distinct K tensors, none causal
+        flash = [c for c in mha_calls if c[0] == SDPBackend.FLASH_ATTENTION]
+        self.assertEqual(len({c[1] for c in flash}), 8)
+        self.assertTrue(all(c[2] is False and c[3] == {} for c in mha_calls))
+        self.assertEqual(calls[-1][3], {"enable_gqa": True})
+        self.assertEqual(gqa[0][5], "H32 Hkv8 D64")
 
     def test_arguments(self):
         pk = os.path.join(HERE, "peer_kernels.py")
