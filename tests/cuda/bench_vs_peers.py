@@ -2,7 +2,7 @@
 """Ours against the peers, side by side in one call (issue #14, item 1): the same shapes, the same
 GPU, one table of ratios.
 
-usage: bench_vs_peers.py BIN_DIR OUT_DIR --peers DIR [--only ssd,gdn,attention,models]
+usage: bench_vs_peers.py BIN_DIR OUT_DIR --peers DIR [--only ssd,gdn,attention,decode,models]
                          [--reps N] [--large] [--modes eager,compile] [--micro-batch 4]
                          [--deadline-s S] [--no-force-fla-bwd] [--presets LIST] [--python PY]
                          [--peer-kernels-csv CSV]
@@ -12,7 +12,7 @@ holds the peers' sources (mamba_ssm/, fla/, einops/ and optionally PEERS.txt nam
 commits; tests/cuda/README.md, "The peers"). The Python children run under this interpreter
 (the GPU machine's python3, with PyTorch and Triton).
 
-Sections (--only picks; default all four):
+Sections (--only picks; default all five):
   ssd        bench-ssd (ours: SSD H64 P64 N128, chunk 64, bf16, 16K tokens per call, T 2K-16K)
              vs peer_kernels.py ssd (mamba_ssm's mamba_chunk_scan_combined), forward and
              forward + backward, at H64 and (bench-ssd --heads 24) H24.
@@ -26,19 +26,28 @@ Sections (--only picks; default all four):
              the same shapes; AMOR's gated rows (22% firing) against SDPA's dense time (what a
              PyTorch AMOR runs: dense attention, masked), the note giving it as a fraction of
              cuDNN's dense time (issue #14's target: <= 0.35).
+  decode     bench-attention's decode rows (our split-KV decode kernel, one query row per sequence
+             over a KV cache of Tk keys, B 1/8, Tk 4K-128K, H = Hkv = 32, D 64, bf16; taken from the
+             attention section's run when it ran, else bench-attention --only decode) vs
+             peer_kernels.py decode (PyTorch SDPA at the same shapes, each backend forced alone:
+             flash, efficient, cuDNN, math; a backend that refuses is a note). Its table: ours
+             (auto, and tiles) us, each backend's us, ours / the best backend's time (< 1 means
+             ours is faster: the one ratio here that is ours over the peer's), GB/s of K and V.
   models     bench_train.py (amor-run, bf16, seq 2048) vs peer_models.py (plain PyTorch models of
              the same architecture and parameter count over the peers' kernels, eager and
              torch.compile): transformer, mamba2, gdn, AMOR over mamba2 and over gdn, 180M;
              --large: the 1.5B set instead. AMOR runs with the gate at ~22% firing on both sides.
 
-Ratios: kernels peer time / our time; models our tokens/s / the peer's (both: > 1 means ours is
-faster). Where the parameter counts differ by more than 0.5%, the ratio per model FLOP (6 *
-params + 6 * T * d per attention layer, bench_train.py's count) is given too.
+Ratios (the CSV's ratio column, every section): kernels peer time / our time; models our
+tokens/s / the peer's (both: > 1 means ours is faster). Where the parameter counts differ by more
+than 0.5%, the ratio per model FLOP (6 * params + 6 * T * d per attention layer, bench_train.py's
+count) is given too.
 
 Timing conventions (each tool's header has the details): ours, the median of N calls each between
 two CUDA events (our host launch cost is microseconds); peer kernels, the call replayed from a
 CUDA graph N times back to back between two events (no Python/Triton launch cost; issued back to
-back where capture fails), median of 5 rounds; SDPA, per call as ours; models, tokens/s over steady-state steps.
+back where capture fails), median of 5 rounds (decode's SDPA backends too: peer_kernels.py); the
+attention section's SDPA, per call as ours; models, tokens/s over steady-state steps.
 
 OUT_DIR gets (each written to a temporary name and renamed, after every section, so a call cut
 short keeps what it measured):
@@ -51,7 +60,9 @@ a "not run: out of time" row (the device call's limit is 600 s).
 Our ssd and gdn benchmarks run before the peers' scan kernels (whose first call compiles and
 autotunes Triton kernels for minutes), so a cut keeps our side of those rows. --peer-kernels-csv
 takes the peers' rows from a peer_kernels.py run made earlier in the same device call instead (so
-that its Triton compiling can overlap our build: the GPU is not shared while either times).
+that its Triton compiling can overlap our build: the GPU is not shared while either times); the
+decode section takes its rows from it too when it has some (peer_kernels.py with no --only, or
+with decode in it), else runs peer_kernels.py --only decode (seconds: no Triton, no --peers).
 """
 import argparse
 import csv
@@ -69,7 +80,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SECTIONS = ("ssd", "gdn", "attention", "models")
+SECTIONS = ("ssd", "gdn", "attention", "decode", "models")
 SMALL_MODELS = "transformer-180m,mamba2-180m,gdn-180m,amor-mamba2-180m,amor-gdn-180m"
 LARGE_MODELS = "transformer-1.5b,mamba2-1.5b,gdn-1.5b,amor-mamba2-1.5b,amor-gdn-1.5b"
 CSV_FIELDS = ["section", "case", "what", "ours", "peer", "peer_value", "unit", "ratio", "note"]
@@ -235,6 +246,159 @@ def attention_rows(ours_text, sdpa_text, sdpa_note="", ours_note=""):
     return rows
 
 
+# peer_kernels.py's decode rows: (peer column, the name in our tables), in table order
+DECODE_PEERS = [("sdpa-flash", "SDPA flash"), ("sdpa-efficient", "SDPA efficient"),
+                ("sdpa-cudnn", "SDPA cuDNN"), ("sdpa-math", "SDPA math")]
+
+
+def decode_kv_bytes(B, Tk, Hkv, D):
+    """K and V bytes of one decode call (bf16), bench-attention's and peer_kernels.py's count."""
+    return 2.0 * B * Tk * Hkv * D * 2.0
+
+
+def parse_bench_decode(csv_text):
+    """bench-attention's _decode.csv (case,B,Tk,H,D,mode,fwd_us,kv_gbps) -> {(B, Tk, H, Hkv, D):
+    {'auto': us, 'tiles': us, 'auto_gbps': GB/s, ...}}, keys in the CSV's order. The bench's rows
+    have H = Hkv (no Hkv column); an Hkv column, where a later bench writes one, is read."""
+    out = {}
+    for r in read_csv_text(csv_text):
+        try:
+            H = int(r["H"])
+            key = (int(r["B"]), int(r["Tk"]), H, int(r.get("Hkv") or H), int(r["D"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        mode = (r.get("mode") or "").strip()
+        us = fnum(r.get("fwd_us"))
+        if not mode or us is None:
+            continue
+        d = out.setdefault(key, {})
+        d[mode] = us
+        if fnum(r.get("kv_gbps")) is not None:
+            d[mode + "_gbps"] = fnum(r.get("kv_gbps"))
+    return out
+
+
+def decode_peer_key(p):
+    """A parsed peer_kernels.py decode row -> (B, Tk, H, Hkv, D); None if its dims lack D."""
+    hkv = re.search(r"Hkv(\d+)", p["label"])
+    d = re.search(r"\bD(\d+)", p["label"])
+    try:
+        return (int(p["B"]), p["T"], p["H"], int(hkv.group(1)) if hkv else p["H"],
+                int(d.group(1))) if d else None
+    except (TypeError, ValueError):
+        return None
+
+
+def decode_case(key):
+    return "decode B%d Tk%d H%d Hkv%d D%d" % key
+
+
+def decode_rows(ours_text, peers, ours_note="", peer_note=""):
+    """Our decode rows (auto) against every SDPA backend's row at the same (B, Tk, H, Hkv, D): one
+    row per (shape, backend), ratio = the backend's time / ours like every kernel row; each also
+    carries 'key', 'tiles' (our tiles-forward us), 'ours_gbps', 'refused' and the two halves of
+    its note, 'ours_why' and 'peer_why', for decode_table(). A shape that only one side has, a
+    backend with no row (or the whole peer run missing: peer_note), and a refusal are notes."""
+    ours = parse_bench_decode(ours_text)
+    by = {}
+    for p in peers:
+        if p["op"] == "decode":
+            key = decode_peer_key(p)
+            if key:
+                by.setdefault(key, {})[p["peer"]] = p
+    keys = list(ours) + [k for k in by if k not in ours]
+    names = dict(DECODE_PEERS)
+    order = [n for n, _ in DECODE_PEERS] + sorted({n for d in by.values() for n in d} - set(names))
+    rows = []
+    for key in keys:
+        mine = ours.get(key, {})
+        o = mine.get("auto")
+        for peer in order:
+            p = by.get(key, {}).get(peer)
+            name = names.get(peer, peer)
+            ours_why = "" if o is not None else ours_note or (
+                "ours: no auto row" if mine else "ours: bench-attention has no such case")
+            pv = p["fwd"] if p else None
+            if p is None:
+                peer_why = peer_note or "%s: no row" % name  # a whole-run failure: one text
+            elif p["note"]:
+                peer_why = "%s: %s" % (name, p["note"])
+            else:
+                peer_why = "" if pv is not None else "%s: no time" % name
+            rows.append({"section": "decode", "case": decode_case(key), "what": "forward",
+                         "ours": o, "peer": name, "peer_value": pv, "unit": "us",
+                         "ratio": ratio(pv, o),
+                         "note": "; ".join(n for n in (ours_why, peer_why) if n), "key": key,
+                         "tiles": mine.get("tiles"), "ours_gbps": mine.get("auto_gbps"),
+                         "refused": bool(p and p["note"].startswith("refused")),
+                         "ours_why": ours_why, "peer_why": peer_why})
+    return rows
+
+
+def decode_table(rows, markdown_table=False):
+    """The decode rows as one line per shape: ours (auto, tiles) us, each backend's us, the best
+    backend, ours / best (time: < 1 = ours faster), GB/s of K and V for ours and the best;
+    a refusal or a missing time is a numbered footnote under the table. Lines of text."""
+    rows = [r for r in rows if r["section"] == "decode" and r.get("key")]
+    if not rows:
+        return []
+    peers = []
+    for r in rows:
+        if r["peer"] not in peers:
+            peers.append(r["peer"])
+    notes = []
+
+    def foot(text):
+        if text not in notes:
+            notes.append(text)
+        return "[%d]" % (notes.index(text) + 1)
+
+    head = (["shape", "ours auto us", "ours tiles us"] + ["%s us" % p for p in peers] +
+            ["best SDPA", "ours / best (time)", "ours GB/s", "best GB/s"])
+    lines = []
+    for key in dict.fromkeys(r["key"] for r in rows):
+        srows = [r for r in rows if r["key"] == key]
+        o = srows[0]["ours"]
+        ours_cell = "%.1f" % o if o is not None else "- " + foot(srows[0]["ours_why"])
+        tiles = srows[0]["tiles"]
+        cells = [decode_case(key)[len("decode "):], ours_cell,
+                 "%.1f" % tiles if tiles is not None else "-"]
+        best = None
+        for name in peers:
+            r = next((x for x in srows if x["peer"] == name), None)
+            if r is None:
+                cells.append("-")
+                continue
+            if r["peer_value"] is not None:
+                cells.append("%.1f" % r["peer_value"] +
+                             (" " + foot(r["peer_why"]) if r["peer_why"] else ""))
+                if best is None or r["peer_value"] < best["peer_value"]:
+                    best = r
+            else:
+                cells.append(("refused " if r["refused"] else "- ") +
+                             foot(r["peer_why"] or name + ": no time"))
+        nbytes = decode_kv_bytes(*[key[i] for i in (0, 1, 3, 4)])
+        ogb = srows[0]["ours_gbps"] or (nbytes / (o * 1e3) if o else None)
+        short = best and (best["peer"][5:] if best["peer"].startswith("SDPA ") else best["peer"])
+        cells += [short or "-",
+                  "%.2f" % (o / best["peer_value"]) if best and o else "-",
+                  "%.0f" % ogb if ogb else "-",
+                  "%.0f" % (nbytes / (best["peer_value"] * 1e3)) if best else "-"]
+        lines.append(cells)
+    if markdown_table:
+        out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        out += ["| " + " | ".join(c.replace("|", "/") for c in cells) + " |" for cells in lines]
+    else:
+        widths = [max(len(x[i]) for x in [head] + lines) for i in range(len(head))]
+        out = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in
+                         enumerate(zip(cells, widths))) for cells in [head] + lines]
+    if notes:
+        out.append("")
+        out += ["%s[%d] %s" % ("- " if markdown_table else "", i + 1, n)
+                for i, n in enumerate(notes)]
+    return out
+
+
 def flops_per_token(params, d, seq, attn_layers):
     return 6.0 * params + 6.0 * seq * d * attn_layers
 
@@ -319,14 +483,21 @@ def fmt_ratio(r):
 
 
 def console_table(rows):
+    """Every row, one a line; the decode rows as decode_table()'s one line per shape after them."""
     lines = ["%-10s %-34s %-16s %14s %-18s %14s %6s  %s" % (
         "section", "case", "what", "ours", "peer", "peer", "ratio", "note")]
     for r in rows:
+        if r["section"] == "decode" and r.get("key"):
+            continue
         def val(v):
             return "-" if v is None else fmt(v, r["unit"]) + " " + r["unit"]
         lines.append("%-10s %-34s %-16s %14s %-18s %14s %6s  %s" % (
             r["section"], r["case"][:34], r["what"][:16], val(r["ours"]), r["peer"][:18],
             val(r["peer_value"]), fmt_ratio(r["ratio"]), r["note"]))
+    dec = decode_table(rows)
+    if dec:
+        lines += ["", "decode vs PyTorch SDPA (ours / best: our time over the fastest backend's, "
+                  "< 1 = ours faster):"] + dec
     return "\n".join(lines)
 
 
@@ -340,6 +511,8 @@ def markdown(rows, info):
     titles = {"ssd": "SSD (mamba_ssm `mamba_chunk_scan_combined`), 16K tokens per call, bf16",
               "gdn": "Gated delta rule (fla `chunk_gated_delta_rule`), 16K tokens per call, bf16",
               "attention": "Attention vs PyTorch SDPA, causal bf16, 16K tokens per call",
+              "decode": "Decode attention vs PyTorch SDPA's backends, one query row per "
+                        "sequence, bf16",
               "models": "Whole-model training, seq 2048, bf16, one GPU"}
     for sec in SECTIONS:
         srows = [r for r in rows if r["section"] == sec]
@@ -347,7 +520,15 @@ def markdown(rows, info):
             continue
         unit = srows[0]["unit"]
         out += ["### " + titles[sec], ""]
-        if unit == "tok/s":
+        dec = decode_table(srows, markdown_table=True) if sec == "decode" else []
+        if dec:
+            out += ["ours / best: our time over the fastest SDPA backend's (< 1: ours is faster; "
+                    "vs_peers.csv's ratio column is each backend's time / ours, as elsewhere). "
+                    "GB/s: the K and V bytes (B Tk Hkv D 2 x 2) over the time. Ours: the median "
+                    "of N calls each between CUDA events; SDPA: CUDA-graph replays back to back; "
+                    "both rotate over >= 256 MB of K/V so that the cache is not read from L2.", ""]
+            out += dec
+        elif unit == "tok/s":
             out += ["| model | peer | ours tok/s | peer tok/s | ours / peer | note |",
                     "| --- | --- | --- | --- | --- | --- |"]
             for r in srows:
@@ -600,7 +781,7 @@ def main(argv=None):
     elif scans and not out_of_time("+".join(scans) + " (peers)"):
         path = os.path.join(work, "peer_kernels.csv")
         cmd = [py, os.path.join(HERE, "peer_kernels.py"), path, "--peers", args.peers,
-               "--reps", str(args.reps)] + force + (["--only", scans[0]] if len(scans) == 1 else []) + (
+               "--reps", str(args.reps), "--only", ",".join(scans)] + force + (
                    ["--seq", args.seq] if args.seq else [])
         rc, out = run.run(cmd, remaining(420))
         text = run.keep("peer_kernels.csv", path)
@@ -627,6 +808,7 @@ def main(argv=None):
         rc, out = run.run([os.path.join(bin_dir, "bench-attention"), po, "--reps",
                            str(args.reps)], remaining(240))
         ours_text = run.keep("bench-attention.csv", po)
+        run.keep("bench-attention_decode.csv", os.path.splitext(po)[0] + "_decode.csv")
         rc2, out2 = run.run([py, os.path.join(HERE, "bench_attention_sdpa.py"), ps, "--reps",
                              str(args.reps)], remaining(240))
         sdpa_text = run.keep("attention_sdpa.csv", ps)
@@ -638,6 +820,46 @@ def main(argv=None):
                       "peer": "SDPA", "peer_value": None, "unit": "us", "ratio": None,
                       "note": why(rc, out, "bench-attention")}]
         rows += arows
+        flush()
+
+    if "decode" in only and not out_of_time("decode"):
+        # Ours: the attention section's bench-attention run wrote the decode rows already (its
+        # OUT_decode.csv); else bench-attention --only decode (seconds).
+        ours_text, ours_why = "", ""
+        try:
+            with open(os.path.join(work, "attention_ours_decode.csv")) as f:
+                ours_text = f.read()
+        except OSError:
+            pass
+        if not parse_bench_decode(ours_text):
+            po = os.path.join(work, "decode_ours.csv")
+            rc, out = run.run([os.path.join(bin_dir, "bench-attention"), po, "--reps",
+                               str(args.reps), "--only", "decode"], remaining(240))
+            ours_text = run.keep("bench-attention_decode.csv",
+                                 os.path.join(work, "decode_ours_decode.csv"))
+            ours_why = "" if parse_bench_decode(ours_text) else why(
+                rc, out, "bench-attention --only decode")
+        # The peer: --peer-kernels-csv's decode rows where it has some, else peer_kernels.py
+        # --only decode (PyTorch alone: no Triton compile, no --peers).
+        peer_rows, peer_why = [], ""
+        if args.peer_kernels_csv:
+            try:
+                with open(args.peer_kernels_csv) as f:
+                    peer_rows = [p for p in parse_peer_kernels(f.read()) if p["op"] == "decode"]
+            except OSError:
+                pass
+        if not peer_rows:
+            pk = os.path.join(work, "peer_kernels_decode.csv")
+            rc2, out2 = run.run([py, os.path.join(HERE, "peer_kernels.py"), pk, "--reps",
+                                 str(args.reps), "--only", "decode"], remaining(240))
+            peer_rows = parse_peer_kernels(run.keep("peer_kernels_decode.csv", pk))
+            peer_why = "" if peer_rows else why(rc2, out2, "peer_kernels.py --only decode")
+        drows = decode_rows(ours_text, peer_rows, ours_why, peer_why)
+        if not drows:
+            drows = [{"section": "decode", "case": "(all)", "what": "-", "ours": None,
+                      "peer": "SDPA", "peer_value": None, "unit": "us", "ratio": None,
+                      "note": "; ".join(n for n in (ours_why, peer_why) if n) or "no rows"}]
+        rows += drows
         flush()
 
     if "models" in only and not out_of_time("models"):

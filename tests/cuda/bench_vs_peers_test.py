@@ -5,7 +5,10 @@ peer's refusal as a note), and one whole run over stand-in binaries and a stand-
 scripts that write the sample CSVs below): the files it leaves and their content. Exits 0 when
 every check passes (unittest)."""
 import csv
+import importlib.util
+import io
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -53,6 +56,26 @@ dense T4096 H16 D128,0,4,4096,16,128,1.0000,1000.00,3000.00,4000.00,1,1,1
 SDPA_CSV = """case,B,T,H,D,fwd_us,fwdbwd_us,bwd_us
 dense T2048 H32 D64,8,2048,32,64,380.00,1500.00,1120.00
 """
+# bench-attention's _decode.csv: B1 Tk4096 and Tk32768 (auto, tiles); no B8 row
+DECODE_OURS_CSV = """case,B,Tk,H,D,mode,fwd_us,kv_gbps
+decode B1 Tk4096 H32 D64 auto,1,4096,32,64,auto,20.00,1677.7
+decode B1 Tk4096 H32 D64 tiles,1,4096,32,64,tiles,60.00,559.2
+decode B1 Tk32768 H32 D64 auto,1,32768,32,64,auto,90.00,2982.6
+decode B1 Tk32768 H32 D64 tiles,1,32768,32,64,tiles,400.00,671.1
+"""
+# peer_kernels.py decode: cuDNN refuses; no math row at Tk32768; a B8 shape ours lacks
+CUDNN_NO = ("refused: RuntimeError: No available kernel.  Aborting execution. (UserWarning: "
+            "cuDNN attention needs more than one query)")
+DECODE_PEER_CSV = """op,peer,B,T,H,dims,fwd_us,fwdbwd_us,note
+decode,sdpa-flash,1,4096,32,H32 Hkv32 D64,25.00,,
+decode,sdpa-efficient,1,4096,32,H32 Hkv32 D64,30.00,,
+decode,sdpa-cudnn,1,4096,32,H32 Hkv32 D64,,,%(no)s
+decode,sdpa-math,1,4096,32,H32 Hkv32 D64,80.00,,
+decode,sdpa-flash,1,32768,32,H32 Hkv32 D64,120.00,,
+decode,sdpa-efficient,1,32768,32,H32 Hkv32 D64,100.00,,
+decode,sdpa-cudnn,1,32768,32,H32 Hkv32 D64,,,%(no)s
+decode,sdpa-flash,8,4096,32,H32 Hkv32 D64,100.00,,
+""" % {"no": CUDNN_NO}
 TRAIN_CSV = """fire_rate,flops_per_token,gpu,micro_batch,mfu,model_tflops,params,peak_gpu_mib,peak_tflops,preset,profiled,seq_len,status,tokens_per_s,wall_s
 nan,1.0e9,0,4,0.25,200,179920000,30000,800,transformer-180m,0,2048,ok,288000,30
 0.221,1.1e9,0,4,0.2,150,184400000,40000,800,amor-mamba2-180m,0,2048,ok,130000,40
@@ -136,6 +159,94 @@ class Rows(unittest.TestCase):
         self.assertIn("0.69x cuDNN's dense time", g["note"])
         self.assertIn("SDPA has no such case", by[("dense T4096 H16 D128", "forward")]["note"])
 
+    def test_decode_parse(self):
+        ours = bvp.parse_bench_decode(DECODE_OURS_CSV)
+        self.assertEqual(list(ours), [(1, 4096, 32, 32, 64), (1, 32768, 32, 32, 64)])
+        self.assertEqual(ours[(1, 4096, 32, 32, 64)]["auto"], 20.0)
+        self.assertEqual(ours[(1, 4096, 32, 32, 64)]["tiles"], 60.0)
+        self.assertEqual(ours[(1, 32768, 32, 32, 64)]["auto_gbps"], 2982.6)
+        # the bytes count agrees with the bench's own GB/s column
+        self.assertAlmostEqual(bvp.decode_kv_bytes(1, 32768, 32, 64) / 90.0 / 1e3, 2982.6, 1)
+        self.assertEqual(bvp.parse_bench_decode(""), {})
+        peers = [p for p in bvp.parse_peer_kernels(DECODE_PEER_CSV) if p["op"] == "decode"]
+        self.assertEqual(len(peers), 8)
+        self.assertEqual(bvp.decode_peer_key(peers[0]), (1, 4096, 32, 32, 64))
+        self.assertTrue(peers[2]["note"].startswith("refused"))  # the comma-free note survives
+
+    def test_decode_rows(self):
+        rows = bvp.decode_rows(DECODE_OURS_CSV, bvp.parse_peer_kernels(DECODE_PEER_CSV))
+        self.assertEqual(len(rows), 3 * 4)  # 3 shapes x 4 backends, in the backends' order
+        by = {(r["case"], r["peer"]): r for r in rows}
+        c = "decode B1 Tk4096 H32 Hkv32 D64"
+        # matching: each backend's time / ours, as every kernel row
+        self.assertAlmostEqual(by[(c, "SDPA flash")]["ratio"], 25.0 / 20.0)
+        self.assertAlmostEqual(by[(c, "SDPA math")]["ratio"], 80.0 / 20.0)
+        self.assertEqual(by[(c, "SDPA flash")]["note"], "")
+        # a refused backend: no time, no ratio, its error line in the note
+        r = by[(c, "SDPA cuDNN")]
+        self.assertIsNone(r["peer_value"])
+        self.assertIsNone(r["ratio"])
+        self.assertTrue(r["refused"])
+        self.assertIn("SDPA cuDNN: refused: RuntimeError: No available kernel", r["note"])
+        # a missing peer row
+        m = by[("decode B1 Tk32768 H32 Hkv32 D64", "SDPA math")]
+        self.assertEqual((m["ours"], m["peer_value"], m["note"]), (90.0, None, "SDPA math: no row"))
+        self.assertFalse(m["refused"])
+        # a shape only the peer has: ours missing, said so
+        b8 = [r for r in rows if r["case"].startswith("decode B8")]
+        self.assertEqual(len(b8), 4)
+        self.assertTrue(all(r["ours"] is None and r["ratio"] is None and
+                            "ours: bench-attention has no such case" in r["note"] for r in b8))
+        self.assertEqual(b8[0]["peer_value"], 100.0)
+        self.assertIn("SDPA efficient: no row", b8[1]["note"])
+
+    def test_decode_table(self):
+        rows = bvp.decode_rows(DECODE_OURS_CSV, bvp.parse_peer_kernels(DECODE_PEER_CSV))
+        lines = bvp.decode_table(rows)
+        head = lines[0].split()
+        self.assertEqual(head[:3], ["shape", "ours", "auto"])
+        text = "\n".join(lines)
+        b1 = [l for l in lines if l.startswith("B1 Tk4096 ")][0].split()
+        # shape(5 words), ours auto, tiles, flash, efficient, cuDNN 'refused [1]', math,
+        # best, ours / best, ours GB/s, best GB/s
+        self.assertEqual(b1[5:], ["20.0", "60.0", "25.0", "30.0", "refused", "[1]", "80.0",
+                                  "flash", "0.80", "1678", "1342"])
+        t32 = [l for l in lines if l.startswith("B1 Tk32768 ")][0].split()
+        self.assertEqual(t32[5:], ["90.0", "400.0", "120.0", "100.0", "refused", "[1]", "-",
+                                   "[2]", "efficient", "0.90", "2983", "2684"])
+        b8 = [l for l in lines if l.startswith("B8 Tk4096 ")][0].split()
+        self.assertEqual(b8[5:8], ["-", "[3]", "-"])  # ours missing, no tiles
+        self.assertEqual(b8[-4:], ["flash", "-", "-", "2684"])  # no ratio without ours
+        self.assertIn("[1] SDPA cuDNN: refused: RuntimeError: No available kernel", text)
+        self.assertIn("[2] SDPA math: no row", text)
+        self.assertIn("[3] ours: bench-attention has no such case", text)
+        self.assertEqual(sum(l.startswith("[1] ") for l in lines), 1)  # one footnote, 2 refusals
+        self.assertEqual(text.count("refused [1]"), 2)
+        md = bvp.decode_table(rows, markdown_table=True)
+        self.assertTrue(md[0].startswith("| shape | ours auto us | ours tiles us | SDPA flash us"))
+        self.assertIn("| B1 Tk4096 H32 Hkv32 D64 | 20.0 | 60.0 | 25.0 | 30.0 | refused [1] | 80.0 "
+                      "| flash | 0.80 | 1678 | 1342 |", md)
+        self.assertIn("- [2] SDPA math: no row", md)
+
+    def test_decode_peer_not_run(self):
+        rows = bvp.decode_rows(DECODE_OURS_CSV, [], "",
+                               "peer_kernels.py failed (rc 2): no CUDA GPU")
+        self.assertEqual(len(rows), 2 * 4)
+        self.assertTrue(all(r["ours"] and r["peer_value"] is None and
+                            "no CUDA GPU" in r["note"] for r in rows))
+        lines = bvp.decode_table(rows)
+        self.assertIn("-", lines[1].split())
+        # one footnote for the whole peer run, not one per backend
+        self.assertEqual([l for l in lines if l.startswith("[")],
+                         ["[1] peer_kernels.py failed (rc 2): no CUDA GPU"])
+        self.assertEqual(lines[1].count("- [1]"), 4)
+        # ours failed, the peer ran: the peer's times kept, our failure in every note
+        rows = bvp.decode_rows("", bvp.parse_peer_kernels(DECODE_PEER_CSV), "bench-attention boom")
+        self.assertEqual(len(rows), 3 * 4)
+        self.assertTrue(all(r["ours"] is None and "bench-attention boom" in r["note"]
+                            for r in rows))
+        self.assertEqual(bvp.decode_rows("", []), [])
+
     def test_models(self):
         rows = bvp.model_rows(TRAIN_CSV, PEER_MODELS_CSV)
         by = {(r["case"], r["what"]): r for r in rows}
@@ -154,12 +265,25 @@ class Rows(unittest.TestCase):
     def test_outputs(self):
         rows = bvp.model_rows(TRAIN_CSV, PEER_MODELS_CSV) + bvp.attention_rows(ATT_OURS_CSV,
                                                                               SDPA_CSV)
+        drows = bvp.decode_rows(DECODE_OURS_CSV, bvp.parse_peer_kernels(DECODE_PEER_CSV))
+        rows += drows
         md = bvp.markdown(rows, {"date": "today", "gpu": "H200"})
         self.assertIn("| transformer-180m | PyTorch compile | 288000 | 385000 | 0.75 |", md)
         self.assertIn("### Attention vs PyTorch SDPA", md)
+        self.assertIn("### Decode attention vs PyTorch SDPA's backends", md)
+        self.assertIn("| B1 Tk32768 H32 Hkv32 D64 | 90.0 | 400.0 |", md)
         back = list(csv.DictReader(bvp.csv_text(rows).splitlines()))
         self.assertEqual(len(back), len(rows))
-        self.assertIn("ratio", bvp.console_table(rows).splitlines()[0])
+        dec = [r for r in back if r["section"] == "decode"]
+        self.assertEqual(len(dec), len(drows))
+        self.assertEqual((dec[0]["ours"], dec[0]["peer"], dec[0]["peer_value"], dec[0]["ratio"]),
+                         ("20", "SDPA flash", "25", "1.25"))
+        con = bvp.console_table(rows)
+        self.assertIn("ratio", con.splitlines()[0])
+        # the decode rows appear once per shape in the wide table, not one a line per backend
+        self.assertNotIn("\ndecode     decode B", con)
+        self.assertIn("decode vs PyTorch SDPA", con)
+        self.assertEqual(sum(l.startswith("B1 Tk4096 ") for l in con.splitlines()), 1)
 
 
 FAKE_BIN = {
@@ -167,12 +291,21 @@ FAKE_BIN = {
     "bench-ssd": "h=64; [ \"$4\" = --heads ] && h=$5; printf '%s' \"$SSD_STDOUT\" | "
                  "sed \"s/H=64/H=$h/\"; printf '%s' \"$SSD_CSV\" > \"$1\"",
     "bench-gdn": "printf '%s' \"$GDN_STDOUT\"; printf '%s' \"$GDN_CSV\" > \"$1\"",
-    "bench-attention": "echo 'bench-attention: no CUDA GPU on this machine' >&2; exit 1",
+    # bench-attention (args: OUT --reps N [--only decode]: $5): with ATT_OK set, every row; else
+    # only its decode rows (--only decode), and the full run fails as without a GPU
+    "bench-attention": "if [ -n \"$ATT_OK\" ]; then printf '%s' \"$ATT_OURS_CSV\" > \"$1\"; "
+                       "printf '%s' \"$DECODE_OURS_CSV\" > \"${1%.csv}_decode.csv\"; exit 0; fi; "
+                       "if [ \"$5\" = decode ]; then printf '%s' \"$DECODE_OURS_CSV\" > "
+                       "\"${1%.csv}_decode.csv\"; exit 0; fi; "
+                       "echo 'bench-attention: no CUDA GPU on this machine' >&2; exit 1",
 }
 # The stand-in Python: what each child script would write, by the script's name.
 FAKE_PY = r"""#!/bin/sh
 case "$(basename -- "$1")" in
-  peer_kernels.py) printf '%s' "$PEER_KERNELS_CSV" > "$2" ;;
+  peer_kernels.py) case " $* " in
+                     *" --only decode "*) printf '%s' "$DECODE_PEER_CSV" > "$2" ;;
+                     *) printf '%s' "$PEER_KERNELS_CSV" > "$2" ;;
+                   esac ;;
   bench_attention_sdpa.py) printf '%s' "$SDPA_CSV" > "$2" ;;
   bench_train.py) mkdir -p "$3"; printf '%s' "$TRAIN_CSV" > "$3/bench_train.csv" ;;
   peer_models.py) printf '%s' "$PEER_MODELS_CSV" > "$2"; echo log > "${2%.csv}.log" ;;
@@ -180,6 +313,126 @@ case "$(basename -- "$1")" in
   *) echo "unexpected $*" >&2; exit 3 ;;
 esac
 """
+
+
+class PeerKernelsDecode(unittest.TestCase):
+    """peer_kernels.py's decode group without a GPU: its shapes are bench-attention's, and its
+    --dry-run builds every case's inputs on the CPU (under a Python with torch)."""
+
+    def test_shapes_match_bench_attention(self):
+        import peer_kernels
+        with open(os.path.join(HERE, "bench_attention_main.cpp")) as f:
+            src = f.read()
+        body = src[src.index("void run_decode_rows("):]
+        body = body[:body.index("\n}\n")]
+        Bs = [int(x) for x in re.search(r"int64_t B : \{([^}]*)\}", body).group(1).split(",")]
+        Tks = [int(x) for x in re.search(r"int64_t Tk : \{([^}]*)\}", body).group(1).split(",")]
+        hd = re.search(r"constexpr int64_t H = (\d+), D = (\d+);", src)
+        H, D = int(hd.group(1)), int(hd.group(2))
+        self.assertEqual(sorted(peer_kernels.DECODE_CASES),
+                         sorted((B, Tk, H, H, D) for B in Bs for Tk in Tks))
+        # the same L2-defeating rotation as run_decode: >= 256 MB of K/V, at most 8 sets
+        self.assertEqual(peer_kernels.decode_sets(1, 4096, 32, 64), 8)
+        self.assertEqual(peer_kernels.decode_sets(1, 16384, 32, 64), 2)
+        self.assertEqual(peer_kernels.decode_sets(8, 131072, 32, 64), 1)
+        self.assertEqual([n for n, _ in peer_kernels.SDPA_BACKENDS],
+                         [n for n, _ in bvp.DECODE_PEERS])
+
+    def test_dry_run(self):
+        if importlib.util.find_spec("torch") is None:
+            self.skipTest("no torch in %s" % sys.executable)
+        tmp = tempfile.mkdtemp(prefix="pk_test_")
+        try:
+            out = os.path.join(tmp, "pk.csv")
+            r = subprocess.run([sys.executable, os.path.join(HERE, "peer_kernels.py"), out,
+                                "--dry-run", "--only", "decode"], capture_output=True, text=True,
+                               timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(r.stdout.count("inputs ok"), 12, r.stdout)
+            self.assertNotIn("WRONG", r.stdout)
+            self.assertFalse(os.path.exists(out))  # a dry run writes nothing
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_decode_rows_mocked(self):
+        """decode_rows' own logic on the CPU, SDPA and its backend switch stood in for: each
+        backend called alone on every set, the time per SDPA call = the timed call's / sets, a
+        refusal's error line and first real reason (not the 'because:' line) in the note, and
+        enable_gqa only where Hkv < H."""
+        if importlib.util.find_spec("torch") is None:
+            self.skipTest("no torch in %s" % sys.executable)
+        import contextlib
+        import enum
+        import types
+        import warnings
+        from unittest import mock
+        import torch
+        import peer_kernels as pk
+
+        class SDPBackend(enum.Enum):
+            MATH, FLASH_ATTENTION, EFFICIENT_ATTENTION, CUDNN_ATTENTION = range(4)
+        active, calls = [None], []
+
+        @contextlib.contextmanager
+        def sdpa_kernel(backend):
+            old, active[0] = active[0], backend
+            try:
+                yield
+            finally:
+                active[0] = old
+
+        def sdpa(q, k, v, is_causal=False, **kw):
+            calls.append((active[0], id(k), is_causal, kw))
+            if active[0] == SDPBackend.CUDNN_ATTENTION:
+                warnings.warn("cuDNN attention kernel not used because:")
+                warnings.warn("cuDNN wants more than one query\n(details)")
+                raise RuntimeError("No available kernel. Aborting execution.\nsecond line")
+            return pk.decode_reference(torch, q, k, v)
+
+        def timed(torch_, fn, reps):  # 7 us per SDPA call the timed call makes
+            n = len(calls)
+            fn()
+            return 7.0 * (len(calls) - n)
+
+        def inputs(torch_, B, Tk, H, Hkv, D, sets, gen):  # the real builder, at Tk 16 on the CPU
+            return pk_inputs(torch_, B, 16, H, Hkv, D, sets, torch.Generator().manual_seed(0),
+                             device="cpu")
+        pk_inputs = pk.decode_inputs
+        attention = types.ModuleType("torch.nn.attention")
+        attention.SDPBackend, attention.sdpa_kernel = SDPBackend, sdpa_kernel
+        with mock.patch.dict(sys.modules, {"torch.nn.attention": attention}), \
+                mock.patch.object(torch.nn.functional, "scaled_dot_product_attention", sdpa,
+                                  create=True), \
+                mock.patch.object(torch.cuda, "synchronize", lambda: None), \
+                mock.patch.object(torch.cuda, "empty_cache", lambda: None), \
+                mock.patch.object(pk, "time_us", timed), \
+                mock.patch.object(pk, "decode_inputs", inputs), \
+                contextlib.redirect_stdout(io.StringIO()):
+            rows = pk.decode_rows(torch, (1, 4096, 32, 32, 64), "H32 Hkv32 D64", 5, None)
+            mha_calls = list(calls)
+            gqa = pk.decode_rows(torch, (1, 4096, 32, 8, 64), "H32 Hkv8 D64", 5, None)
+        self.assertEqual([r[1] for r in rows], ["sdpa-flash", "sdpa-efficient", "sdpa-cudnn",
+                                                "sdpa-math"])
+        self.assertEqual([r[6] for r in rows], ["7.00", "7.00", "", "7.00"])
+        self.assertEqual(rows[2][8], "refused: RuntimeError: No available kernel. Aborting "
+                         "execution. (UserWarning: cuDNN wants more than one query)")
+        # 8 sets at B1 Tk4K: the flash timed call touched 8 distinct K tensors, none causal
+        flash = [c for c in mha_calls if c[0] == SDPBackend.FLASH_ATTENTION]
+        self.assertEqual(len({c[1] for c in flash}), 8)
+        self.assertTrue(all(c[2] is False and c[3] == {} for c in mha_calls))
+        self.assertEqual(calls[-1][3], {"enable_gqa": True})
+        self.assertEqual(gqa[0][5], "H32 Hkv8 D64")
+
+    def test_arguments(self):
+        pk = os.path.join(HERE, "peer_kernels.py")
+        r = subprocess.run([sys.executable, pk, "x.csv", "--only", "decode,nope"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("'nope' is not one of ssd,gdn,decode", r.stderr)
+        r = subprocess.run([sys.executable, pk, "x.csv", "--only", "ssd"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--peers DIR is needed", r.stderr)
 
 
 class WholeRun(unittest.TestCase):
@@ -197,8 +450,12 @@ class WholeRun(unittest.TestCase):
             self._script(py, FAKE_PY)
             env = dict(os.environ, SSD_STDOUT=SSD_STDOUT, SSD_CSV=SSD_CSV, GDN_STDOUT=GDN_STDOUT,
                        GDN_CSV=GDN_CSV, PEER_KERNELS_CSV=PEER_KERNELS_CSV, SDPA_CSV=SDPA_CSV,
-                       TRAIN_CSV=TRAIN_CSV, PEER_MODELS_CSV=PEER_MODELS_CSV)
-            r = subprocess.run([sys.executable, os.path.join(HERE, "bench_vs_peers.py"), bin_dir,
+                       TRAIN_CSV=TRAIN_CSV, PEER_MODELS_CSV=PEER_MODELS_CSV,
+                       DECODE_OURS_CSV=DECODE_OURS_CSV, DECODE_PEER_CSV=DECODE_PEER_CSV,
+                       ATT_OURS_CSV=ATT_OURS_CSV)
+            env.pop("ATT_OK", None)
+            script = os.path.join(HERE, "bench_vs_peers.py")
+            r = subprocess.run([sys.executable, script, bin_dir,
                                 out, "--peers", peers, "--python", py], env=env,
                                capture_output=True, text=True, timeout=120)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -211,7 +468,8 @@ class WholeRun(unittest.TestCase):
             self.assertIn("bench-attention failed (rc 1): bench-attention: no CUDA GPU", md)
             with open(os.path.join(out, "vs_peers.csv")) as f:
                 rows = list(csv.DictReader(f))
-            self.assertEqual({r["section"] for r in rows}, {"ssd", "gdn", "attention", "models"})
+            self.assertEqual({r["section"] for r in rows},
+                             {"ssd", "gdn", "attention", "decode", "models"})
             self.assertIn("transformer-180m", r.stdout)
             with open(os.path.join(out, "raw.txt")) as f:
                 self.assertIn("==> peer_kernels.csv <==", f.read())
@@ -219,8 +477,53 @@ class WholeRun(unittest.TestCase):
             self.assertTrue(h24 and all(r["ours"] for r in h24), h24)  # bench-ssd --heads 24
             att = [r for r in rows if r["section"] == "attention"]
             self.assertEqual(att[0]["peer_value"], "380")  # SDPA's time kept, ours failed
+            # decode: the full bench-attention failed, so --only decode ran; the scan peers' child
+            # was asked for ssd,gdn only and the decode peers had their own child
+            dec = [r for r in rows if r["section"] == "decode"]
+            self.assertEqual(len(dec), 12)
+            self.assertEqual((dec[0]["ours"], dec[0]["peer_value"]), ("20", "25"))
+            with open(os.path.join(out, "vs_peers.log")) as f:
+                log = f.read()
+            self.assertIn("--only decode", log)
+            self.assertIn("--only ssd,gdn", log)
+            self.assertEqual(log.count("peer_kernels.py"), 2)
+            self.assertIn("B1 Tk4096 H32 Hkv32 D64", r.stdout)
+            self.assertIn("| B1 Tk4096 H32 Hkv32 D64 | 20.0 | 60.0 | 25.0 |", md)
+            # attention and decode: the attention run's decode rows are reused (bench-attention
+            # runs once, without --only decode)
+            env2 = dict(env, ATT_OK="1")
+            r = subprocess.run([sys.executable, script, bin_dir, out, "--peers", peers,
+                                "--python", py, "--only", "attention,decode"], env=env2,
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(os.path.join(out, "vs_peers.log")) as f:
+                log = f.read()
+            self.assertEqual(log.count("/bench-attention "), 1, log)
+            self.assertNotIn("bench-attention decode_ours.csv", log)
+            with open(os.path.join(out, "vs_peers.csv")) as f:
+                rows = list(csv.DictReader(f))
+            self.assertEqual({r["section"] for r in rows}, {"attention", "decode"})
+            self.assertEqual([r["ours"] for r in rows if r["section"] == "decode"][:4],
+                             ["20"] * 4)
+            with open(os.path.join(out, "raw.txt")) as f:
+                self.assertIn("==> bench-attention_decode.csv <==", f.read())
+            # --peer-kernels-csv with decode rows: read, no peer_kernels.py child
+            pk = os.path.join(tmp, "pk.csv")
+            with open(pk, "w") as f:
+                f.write(DECODE_PEER_CSV.replace("25.00", "24.00"))
+            r = subprocess.run([sys.executable, script, bin_dir, out, "--peers", peers,
+                                "--python", py, "--only", "decode", "--peer-kernels-csv", pk],
+                               env=env, capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(os.path.join(out, "vs_peers.log")) as f:
+                log = f.read()
+            self.assertNotIn("peer_kernels.py", log)
+            self.assertIn("--only decode", log)  # ours: bench-attention --only decode
+            with open(os.path.join(out, "vs_peers.csv")) as f:
+                rows = list(csv.DictReader(f))
+            self.assertEqual((rows[0]["ours"], rows[0]["peer_value"]), ("20", "24"))
             # --only and a bad --only
-            r = subprocess.run([sys.executable, os.path.join(HERE, "bench_vs_peers.py"), bin_dir,
+            r = subprocess.run([sys.executable, script, bin_dir,
                                 out, "--peers", peers, "--python", py, "--only", "nope"],
                                env=env, capture_output=True, text=True, timeout=60)
             self.assertEqual(r.returncode, 2)
