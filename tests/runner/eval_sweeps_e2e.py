@@ -44,8 +44,11 @@ def scores(out, task):
 
 
 def progress_line(stdout, task):
-    return re.search(r"%s: (\d+)/(\d+) requests generated; last: 1 x (\d+)-token prompt, prefill "
-                     r"[0-9.]+ s, (\d+) decode steps [0-9.]+ s \([0-9.]+ ms/step\)" % task, stdout)
+    """Groups: requests done, requests dealt, the last batch's size, its longest prompt, its
+    decode steps."""
+    return re.search(r"%s: (\d+)/(\d+) requests generated; last batch: (\d+) x (?:\d+-)?(\d+)-token "
+                     r"prompt, prefill [0-9.]+ s, (\d+) decode steps [0-9.]+ s \([0-9.]+ ms/step\)" % task,
+                     stdout)
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -75,10 +78,19 @@ with tempfile.TemporaryDirectory() as tmp:
              "--output", out] + TINY + ["model.d_model=64", "eval.max_length=700"], tmp)
     check(r.returncode == 0, "eval-longbench-16k.yaml (tiny, cpu) exits 0: " + r.stderr[-300:])
     m = progress_line(r.stdout, "longbench_narrativeqa")
-    check(m is not None and m.group(1) == m.group(2) == "3" and int(m.group(3)) > 500,
+    check(m is not None and m.group(1) == m.group(2) == "3" and int(m.group(4)) > 500,
           "longbench progress line: 3/3 requests, prompts longer than the context: " + r.stdout[-400:])
     s, _ = scores(out, "longbench_narrativeqa")
     check(s is not None and len(s) == 3, "longbench run.h5 holds 3 scores")
+    # The three examples decoded together (their prompts need not be of one length).
+    out3 = os.path.join(tmp, "lb3")
+    r = run([os.path.join(ROOT, "experiments", "eval-longbench-16k.yaml"), "--only", "transformer*",
+             "--output", out3] + TINY + ["model.d_model=64", "eval.max_length=700", "eval.batch_size=3"], tmp)
+    m = progress_line(r.stdout, "longbench_narrativeqa")
+    check(r.returncode == 0 and m is not None and m.group(3) == "3",
+          "longbench with eval.batch_size=3 decodes the 3 examples as one batch: " + r.stdout[-400:])
+    s3, _ = scores(out3, "longbench_narrativeqa")
+    check(s3 is not None and list(s3) == list(s), "batched scores equal one at a time: %s vs %s" % (s3, s))
 
     for bad, why in ((["--examples", "0"], "no examples"), (["--context-bytes", "x"], "not a number"),
                      (["--bogus", "1"], "an unknown option"), (["--examples"], "a missing value")):
