@@ -39,14 +39,13 @@ namespace {
 
 // The runs of the sweep files, filtered by --only; an exit status (2) if there are none or a file
 // is bad (errors printed once, by world rank 0). Every rank expands them alike (deterministic).
+// The evaluation keys are checked on the runs --only keeps: an override that only some kinds take
+// (eval.router=... beside --only '*amor*') is then not refused for runs that will not run.
 std::optional<std::vector<config::RunSpec>> expand_runs(const CliOptions& o, bool world_root, int& status) {
   std::vector<config::RunSpec> runs;
   try {
     config::ExpandOptions eo;
-    eo.resolve = [](config::RunConfig& cfg, const config::KeyLocations& set_at) {
-      apply_model_preset(cfg, set_at);
-      config::check_eval_config(cfg, set_at, {"the run config", 0});
-    };
+    eo.resolve = [](config::RunConfig& cfg, const config::KeyLocations& set_at) { apply_model_preset(cfg, set_at); };
     runs = config::expand_sweep(o.sweep_files, o.overrides, eo);
   } catch (const Error& e) {
     if (world_root) std::fprintf(stderr, "amor-run: %s\n", e.what());
@@ -63,6 +62,13 @@ std::optional<std::vector<config::RunSpec>> expand_runs(const CliOptions& o, boo
       status = 2;
       return std::nullopt;
     }
+  }
+  try {
+    for (const config::RunSpec& r : runs) config::check_eval_config(r.config, r.set_at, {r.sweep_file, 0});
+  } catch (const Error& e) {
+    if (world_root) std::fprintf(stderr, "amor-run: %s\n", e.what());
+    status = 2;
+    return std::nullopt;
   }
   return runs;
 }

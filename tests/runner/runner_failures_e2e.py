@@ -225,4 +225,18 @@ def unreadable_eval_files_refused_by_dry_run_too():
         assert not os.path.exists(out), f"{key}: {out} was created"
 
 
+@scenario
+def kind_specific_eval_override_checked_on_the_runs_only_keeps():
+    # eval.router on a sweep of several kinds: refused for its transformer runs, but with --only
+    # keeping the AMOR runs it is checked on those (here it then fails on the missing file).
+    sweep = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "experiments",
+                         "quickstart.yaml")
+    router = os.path.join(TMP, "no_router.safetensors")
+    r = amor_run([sweep, "--output", os.path.join(TMP, "router_all"), "--dry-run", f"eval.router={router}"], np_=1)
+    assert r.returncode == 2 and "model.kind transformer has none" in r.stderr, r.stderr[-2000:]
+    r = amor_run([sweep, "--output", os.path.join(TMP, "router_amor"), "--dry-run", "--only", "*amor*",
+                  f"eval.router={router}"], np_=1)
+    assert r.returncode == 2 and router in r.stderr and "has none" not in r.stderr, r.stderr[-2000:]
+
+
 scenario.finish(TMP)
