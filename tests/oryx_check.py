@@ -15,17 +15,14 @@ import json
 import os
 import sys
 
-import torch
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from torch_ref.compare import rel_rms  # noqa: E402
 from torch_ref import oryx, safetensors_io  # noqa: E402
+from torch_ref.cases import compare_grads, run_cases  # noqa: E402
+from torch_ref.compare import rel_rms  # noqa: E402
 
 TOL = 1e-10
-
-
 
 
 def check(path):
@@ -40,42 +37,13 @@ def check(path):
     for t in w.values():
         t.requires_grad_(True)
     y = oryx.mixer(x, w, prefix, cfg, inp["modes"])
-    names = list(w.keys())
-    grads = torch.autograd.grad((y * inp["dy"]).sum(), [x] + [w[n] for n in names], allow_unused=True)
-    results = [("y", ours["y"], y), ("dx", ours["dx"], grads[0])]
-    for n, g in zip(names, grads[1:]):
-        results.append(("grad." + n, ours["grad." + n], torch.zeros_like(w[n]) if g is None else g))
-    fails, worst = [], 0.0
-    for name, a, b in results:
-        e = rel_rms(a, b)
-        worst = max(worst, e)
-        if e > TOL:
-            fails.append(f"'{name}' rel.rms {e:.3g}")
-    return worst, fails
-
-
-def main():
-    root = sys.argv[1]
-    passed = failed = 0
-    for case in sorted(os.listdir(root)):
-        path = os.path.join(root, case)
-        if not os.path.isfile(os.path.join(path, "config.json")):
-            continue
-        try:
-            worst, fails = check(path)
-        except Exception as e:  # a broken case is a failure, with its reason
-            print(f"FAIL {case}: {type(e).__name__}: {e}")
-            failed += 1
-            continue
-        if fails:
-            failed += 1
-            print(f"FAIL {case}: " + "; ".join(fails[:8]))
-        else:
-            passed += 1
-            print(f"ok   {case} (worst rel.rms {worst:.2e})")
-    print(f"oryx_check: {passed} passed, {failed} failed")
-    sys.exit(0 if failed == 0 and passed > 0 else 1)
+    wrt = {"dx": x, **w}  # ours holds dx under "dx", every parameter's under "grad.<name>"
+    ours = dict(ours, **{"grad.dx": ours["dx"]})
+    worst = rel_rms(ours["y"], y)
+    fails = [f"'y' rel.rms {worst:.3g}"] if worst > TOL else []
+    gworst, gfails = compare_grads((y * inp["dy"]).sum(), wrt, ours, TOL)
+    return max(worst, gworst), fails + gfails
 
 
 if __name__ == "__main__":
-    main()
+    run_cases(sys.argv[1], check, "oryx_check")
