@@ -180,6 +180,11 @@ struct AmorInferenceState final : InferenceState {
   std::vector<std::unique_ptr<MixerCache>> layers;
   std::vector<KvCache> blocks;
 
+  void reserve_tokens(int64_t tokens) override {
+    for (auto& l : layers) l->reserve_tokens(tokens);
+    for (KvCache& b : blocks) b.reserve_tokens(tokens);
+  }
+
  protected:
   void append_body_rows(InferenceState& other) override {
     auto& o = static_cast<AmorInferenceState&>(other);  // the same type: append_rows checked it

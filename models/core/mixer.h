@@ -31,6 +31,9 @@ struct MixerCache {
   // different lengths together after prefilling them apart). other was made by the same mixer
   // and is left empty.
   virtual void append_rows(MixerCache& other) = 0;
+  // Every sequence will hold at most `tokens` tokens: a KV cache sizes its storage once (kv_cache.h);
+  // recurrent states have nothing to size.
+  virtual void reserve_tokens(int64_t /*tokens*/) {}
 };
 
 class Mixer {

@@ -85,6 +85,7 @@ void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>
       }
     }
     sessions.push_back(std::make_unique<InferenceSession>(model, n));
+    sessions.back()->reserve_tokens(P + opt.max_new_tokens);  // the prompt and every token fed back
     StepOutput out = sessions.back()->prefill(tokens, targets, excluded(0));
     Tensor pred = out.predictions.to(Device::CPU);
     for (int64_t b = 0; b < n; ++b) {

@@ -47,6 +47,10 @@ class InferenceSession {
   StepOutput step(const Tensor& tokens, const Tensor& targets = Tensor(),
                   std::span<const int32_t> exclude_next = {});
 
+  // Every sequence will hold at most `tokens` tokens in all (prompt and generation): the KV caches
+  // are sized once instead of doubling as they grow (kv_cache.h). Optional; more tokens still fit.
+  void reserve_tokens(int64_t tokens) { state_->reserve_tokens(tokens); }
+
   // Graphs on or off for this session's later steps (default: decode_graphs_from_env()). Off drops
   // a captured graph (and its memory).
   void use_graphs(bool on);

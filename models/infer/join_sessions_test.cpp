@@ -192,6 +192,19 @@ TEST(KvCacheRows, JoinedRowsKeepTheirLengthsAndPositions) {
   EXPECT_EQ(a.length(0), 23);
   EXPECT_EQ(a.length(2), 25);
   EXPECT_EQ(mismatches(a.keys(2).slice_flat(0, {5 * H * D}), kb.view({5 * H * D})), 0);
+  // reserve_tokens sizes the storage once: appends up to it keep the same storage; before the
+  // first append it is taken when the layout is known; a joined cache keeps the larger room.
+  KvCache r;
+  r.reserve_tokens(40);
+  r.append(keys(2, 3, 70), keys(2, 3, 71));
+  EXPECT_EQ(r.capacity(), 40);
+  const void* storage = r.keys(0).raw_data();
+  for (int i = 0; i < 37; ++i) r.append(keys(2, 1, 80 + i), keys(2, 1, 120 + i));
+  EXPECT_EQ(r.capacity(), 40);
+  EXPECT_EQ(r.keys(0).raw_data(), storage);
+  r.append(keys(2, 1, 200), keys(2, 1, 201));  // one past the room: grows by doubling
+  EXPECT_EQ(r.capacity(), 80);
+  EXPECT_EQ(r.length(1), 41);
   // Queries beyond a sequence's length are refused, naming it.
   KvCache c;
   c.append(keys(1, 2, 5), keys(1, 2, 6));

@@ -59,6 +59,14 @@ void KvCache::reserve(int64_t capacity) {
   capacity_ = capacity;
 }
 
+void KvCache::reserve_tokens(int64_t tokens) {
+  AMOR_CHECK(tokens >= 0, "KvCache::reserve_tokens: {} tokens", tokens);
+  if (lengths_.empty())
+    planned_ = std::max(planned_, tokens);
+  else
+    reserve(tokens);
+}
+
 void KvCache::append(const Tensor& k, const Tensor& v) {
   const char* op = "KvCache::append";
   check_dim(op, "k", k, 4);
@@ -74,6 +82,7 @@ void KvCache::append(const Tensor& k, const Tensor& v) {
   AMOR_CHECK(B == sequences() && k.size(2) == heads_ && k.size(3) == dim_ && k.dtype() == dtype_,
              "{}: k is {}, the cache holds {} sequences of [{},{}] {} keys", op, k.str(), sequences(),
              heads_, dim_, dtype_name(dtype_));
+  if (capacity_ == 0 && planned_ > 0) reserve(std::max(planned_, T));
   if (longest() + T > capacity_) reserve(std::max({longest() + T, 2 * capacity_, int64_t{16}}));
   const int64_t n = T * heads_ * dim_;
   for (int64_t b = 0; b < B; ++b) {
@@ -109,6 +118,7 @@ void KvCache::append_rows(KvCache& other) {
     v.slice_flat(b * capacity * heads_ * dim_, {n}).copy_from(from.v_.slice_flat(fb * from.capacity_ * heads_ * dim_, {n}));
   }
   lengths_.insert(lengths_.end(), other.lengths_.begin(), other.lengths_.end());
+  planned_ = std::max(planned_, other.planned_);
   k_ = k;
   v_ = v;
   capacity_ = capacity;

@@ -11,7 +11,9 @@
 //                    give 0) -> [B,Tq,H,D].
 //
 // Storage is [B, capacity, Hkv, D], grown by doubling (copying the cached rows), so appending a
-// token is amortised O(1). Each sequence's rows are contiguous, so attend() runs the attention op
+// token is amortised O(1); reserve(n) sizes it for n tokens per sequence at once (a generation
+// knows its prompt and token limit: doubling past them would hold up to twice the memory, and
+// twice plus the old copy while it grows, which decides the longest context that fits). Each sequence's rows are contiguous, so attend() runs the attention op
 // once per sequence on views of its own rows: no copy of the cache per step (the op's k, v are
 // [1, length(b), Hkv, D] views), and sequences of different lengths cost nothing extra.
 #pragma once
@@ -40,6 +42,9 @@ class KvCache {
   bool uniform() const;
   NextPositions next_positions(int64_t T) const;
   void append(const Tensor& k, const Tensor& v);
+  // Room for `tokens` tokens per sequence without regrowing (before the first append: taken at it).
+  void reserve_tokens(int64_t tokens);
+  int64_t capacity() const { return capacity_; }
   Tensor attend(const Tensor& q, const Tensor& gate) const;
   // other's sequences join this cache after its own, each with its own length; other is left
   // empty. Both must hold keys of one layout (or one of them none yet).
@@ -55,6 +60,7 @@ class KvCache {
 
   std::vector<int64_t> lengths_;  // per sequence; empty until the first append
   int64_t capacity_ = 0, heads_ = 0, dim_ = 0;
+  int64_t planned_ = 0;  // reserve_tokens() before the layout was known
   DType dtype_ = DType::F32;
   Device device_ = Device::CPU;
   Tensor k_, v_;  // [B, capacity, Hkv, D]

@@ -51,6 +51,8 @@ struct InferenceState {
   // other's sequences join this state after its own (the body's caches and the positions);
   // other was made by the same model and is left empty.
   void append_rows(InferenceState& other);
+  // Every sequence will hold at most `tokens` tokens (KvCache::reserve_tokens for each cache).
+  virtual void reserve_tokens(int64_t tokens) = 0;
 
  protected:
   virtual void append_body_rows(InferenceState& other) = 0;

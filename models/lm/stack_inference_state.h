@@ -12,6 +12,10 @@ namespace amor::model {
 struct StackInferenceState final : InferenceState {
   std::vector<std::unique_ptr<MixerCache>> layers;
 
+  void reserve_tokens(int64_t tokens) override {
+    for (auto& l : layers) l->reserve_tokens(tokens);
+  }
+
  protected:
   void append_body_rows(InferenceState& other) override {
     auto& o = static_cast<StackInferenceState&>(other);  // the same type: append_rows checked it

@@ -69,6 +69,7 @@ struct AttentionCache final : MixerCache {
   void append_rows(MixerCache& other) override {
     kv.append_rows(cache_as<AttentionCache>(other, "AttentionMixer").kv);
   }
+  void reserve_tokens(int64_t tokens) override { kv.reserve_tokens(tokens); }
 };
 }  // namespace
 

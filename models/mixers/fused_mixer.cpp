@@ -47,6 +47,10 @@ struct FusedCache final : MixerCache {
     attn->append_rows(*o.attn);
     linear->append_rows(*o.linear);
   }
+  void reserve_tokens(int64_t tokens) override {
+    attn->reserve_tokens(tokens);
+    linear->reserve_tokens(tokens);
+  }
 };
 }  // namespace
 

@@ -190,6 +190,7 @@ struct OryxCache final : MixerCache {
     linear_state = join_states(linear_state, o.linear_state, "OryxMixer linear state");
     o = OryxCache();
   }
+  void reserve_tokens(int64_t tokens) override { kv.reserve_tokens(tokens); }
 };
 }  // namespace
 

@@ -261,6 +261,9 @@ void measure(model::LanguageModel& m, const Options& o, Device dev, Row& r) {
   auto* amor_m = dynamic_cast<model::AmorModel*>(&m);
   model::InferenceSession s(m, r.batch);
   s.use_graphs(false);  // the eager steps first, whatever AMOR_DECODE_GRAPHS says
+  // The context and every step below (warm-up, eager, graphed): the KV caches are sized once, so
+  // a context fits if it fits, not only if twice it does while a cache regrows.
+  s.reserve_tokens(r.context + 2 * (o.steps + 2));
   be.synchronize();
   auto t0 = std::chrono::steady_clock::now();
   prefill(s, r.context, o.prefill_chunk, m.config().vocab, 777, dev, [](const model::StepOutput&) {});
