@@ -95,6 +95,13 @@ std::vector<TeacherForcedResult> ModelEval::score(const std::vector<TeacherForce
   }
   std::vector<double> buf(static_cast<size_t>(offset.back()), 0.0);
   const Device dev = model_device(model_);
+  // Progress (opt_.note): sequences and tokens this rank has scored, of those it was dealt.
+  int64_t my_total = 0, my_done = 0, my_tokens = 0;
+  for (int64_t b0 = 0, j = 0; b0 < n; b0 += opt_.batch_size, ++j)
+    if (mine(j)) my_total += std::min(opt_.batch_size, n - b0);
+  const auto start = std::chrono::steady_clock::now();
+  auto last_note = start;
+  bool noted = false;
 
   for (int64_t b0 = 0, j = 0; b0 < n; b0 += opt_.batch_size, ++j) {
     if (!mine(j)) continue;
@@ -139,6 +146,17 @@ std::vector<TeacherForcedResult> ModelEval::score(const std::vector<TeacherForce
           o[(3 + g) * Ti + t] = row.defined() ? row.data<uint8_t>()[k] : 0;
         }
       }
+    }
+    my_done += B;
+    for (int64_t r = 0; r < B; ++r) my_tokens += len(b0 + r);
+    const auto now = std::chrono::steady_clock::now();
+    const bool due = std::chrono::duration<double>(now - last_note).count() >= opt_.note_every_s;
+    if (opt_.note && (due || (noted && my_done == my_total))) {
+      last_note = now;
+      noted = true;
+      const double s = std::chrono::duration<double>(now - start).count();
+      opt_.note(fmt::format("{}: {}/{} sequences scored ({:.0f} tokens/s)", task_, my_done, my_total,
+                            s > 0 ? static_cast<double>(my_tokens) / s : 0.0));
     }
   }
   exchange(buf);
@@ -271,7 +289,7 @@ std::vector<std::string> ModelEval::generate(const std::vector<GenRequest>& requ
       auto gens = model::greedy_generate(model_, prompts, go);
       const auto now = std::chrono::steady_clock::now();
       if (opt_.note && !gens.empty() &&
-          (my_done == my_total || std::chrono::duration<double>(now - last_note).count() >= 10.0)) {
+          (my_done == my_total || std::chrono::duration<double>(now - last_note).count() >= opt_.note_every_s)) {
         last_note = now;
         // The batch greedy_generate ran last (it decodes batch_size prompts of any lengths
         // together): its size, its prompts' shortest and longest length, its times.

@@ -35,11 +35,14 @@ struct ModelEvalOptions {
   int64_t max_length = 2048;     // eval.max_length
   int64_t batch_size = 8;        // eval.batch_size
   int64_t tokens_per_task = 16;  // eval.tokens_per_task: sequences recorded per task
-  // Progress of long generation tasks (a 32K-token NIAH example takes seconds to minutes): called
-  // with a line such as "niah_single_1: 2/3 requests generated; last: 1 x 32768-token prompt,
-  // prefill 0.71 s, 127 decode steps 2.61 s (20.6 ms/step)" (counts: the requests this rank was
-  // dealt) at most every 10 s and after its last group. Unset: silent.
+  // Progress of long tasks (a 32K-token NIAH example takes seconds to minutes; HellaSwag's 40K
+  // scored sequences minutes on a CPU): called at most every note_every_s and after the last batch with a
+  // line such as "niah_single_1: 2/3 requests generated; last batch: 1 x 32768-token prompt,
+  // prefill 0.71 s, 127 decode steps 2.61 s (20.6 ms/step)" or "hellaswag: 1200/40168 sequences
+  // scored (3,400 tokens/s)" (counts: the requests this rank was dealt). A scoring call that takes
+  // under 10 s in all says nothing. Unset: silent.
   std::function<void(const std::string&)> note;
+  double note_every_s = 10.0;
 };
 
 class ModelEval final : public EvalModel {

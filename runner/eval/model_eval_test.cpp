@@ -156,6 +156,37 @@ TEST(ModelEval, GenerateReportsProgress) {
   EXPECT_EQ(got[1], tok.decode(ref[0].tokens, true));
 }
 
+// Progress lines for scoring: with note_every_s 0 one line per batch this process scored, the last
+// counting every sequence; with the default 10 s a quick task says nothing.
+TEST(ModelEval, ScoreReportsProgress) {
+  auto m = tiny("transformer");
+  ByteTokenizer tok;
+  std::vector<TeacherForcedRequest> reqs;
+  for (const char* text : {"In the beginning", "was the word", "and the word", "was with", "God"}) {
+    TeacherForcedRequest q;
+    q.tokens = tok.encode(text);
+    q.targets = q.tokens;
+    reqs.push_back(q);
+  }
+  for (double every : {0.0, 10.0}) {
+    ModelEvalOptions o{2048, 2, 1};
+    o.note_every_s = every;
+    std::vector<std::string> lines;
+    o.note = [&](const std::string& l) { lines.push_back(l); };
+    ModelEval em(*m, tok, nullptr, o);
+    em.begin_task("lambada");
+    em.teacher_forced(reqs);
+    if (every > 0) {
+      EXPECT_TRUE(lines.empty()) << lines.front();
+      continue;
+    }
+    ASSERT_EQ(lines.size(), 3u);  // batches of 2, 2 and 1
+    EXPECT_EQ(lines[0].rfind("lambada: 2/5 sequences scored (", 0), 0u) << lines[0];
+    EXPECT_EQ(lines[2].rfind("lambada: 5/5 sequences scored (", 0), 0u) << lines[2];
+    EXPECT_NE(lines[2].find(" tokens/s)"), std::string::npos) << lines[2];
+  }
+}
+
 // Stop ids and min_new_tokens reach greedy_generate: a request whose stop id is the model's own
 // first free token, with min_new_tokens 1, starts with another token and equals greedy_generate
 // with the same options; without min_new_tokens it stops at once.
