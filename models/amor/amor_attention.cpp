@@ -146,7 +146,11 @@ Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache
       row_stable_linear(gather_rows(hn.view({BT, d}), rows), q_w_->value).view({1, n, H, D}),
       positions, rope_base_);
   Tensor qr = scatter_rows(qc.view({n, H * D}), rows, BT).view({B, T, H, D});
-  Tensor o = cache.attend(qr, gate);  // reads the firing rows of qr only
+  // Only the sequences with a firing row attend (at decode, batch B and ~22% firing, most do not).
+  std::vector<int64_t> sequences;
+  for (int64_t r : rows)
+    if (sequences.empty() || sequences.back() != r / T) sequences.push_back(r / T);
+  Tensor o = cache.attend(qr, gate, &sequences);  // reads the firing rows of qr only
   rows_seen_.q = rows_seen_.o = n;
   return scatter_rows(row_stable_linear(gather_rows(o.view({BT, H * D}), rows), o_w_->value), rows,
                       BT)

@@ -212,6 +212,21 @@ TEST(KvCacheRows, JoinedRowsKeepTheirLengthsAndPositions) {
   d.append(keys(1, 4, 7), keys(1, 4, 8));
   c.append_rows(d);
   EXPECT_THROW(c.attend(amor::testing::randn({2, 3, H, D}, 9), Tensor()), Error);
+  // attend over some sequences only: theirs as the full attend gives them, the others' zeros.
+  {
+    const Tensor q = amor::testing::randn({3, 2, H, D}, 15);
+    const Tensor full = a.attend(q, Tensor());
+    const std::vector<int64_t> some = {0, 2};
+    const Tensor part = a.attend(q, Tensor(), &some);
+    const int64_t n = 2 * H * D;
+    for (int64_t b = 0; b < 3; ++b) {
+      const Tensor got = part.slice_flat(b * n, {n});
+      const Tensor want = b == 1 ? Tensor::zeros({n}, DType::F64) : full.slice_flat(b * n, {n});
+      EXPECT_EQ(mismatches(got, want), 0) << "sequence " << b;
+    }
+    const std::vector<int64_t> unsorted = {2, 0};
+    EXPECT_THROW(a.attend(q, Tensor(), &unsorted), Error);
+  }
   // Keys of another layout do not join.
   KvCache e;
   e.append(amor::testing::randn({1, 2, H, D + 2}, 11), amor::testing::randn({1, 2, H, D + 2}, 12));

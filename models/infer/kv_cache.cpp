@@ -125,7 +125,7 @@ void KvCache::append_rows(KvCache& other) {
   other = KvCache();
 }
 
-Tensor KvCache::attend(const Tensor& q, const Tensor& gate) const {
+Tensor KvCache::attend(const Tensor& q, const Tensor& gate, const std::vector<int64_t>* only) const {
   const char* op = "KvCache::attend";
   check_dim(op, "q", q, 4);
   const int64_t B = q.size(0), Tq = q.size(1), H = q.size(2), D = q.size(3);
@@ -136,10 +136,16 @@ Tensor KvCache::attend(const Tensor& q, const Tensor& gate) const {
                "positions of the cache)",
                op, q.str(), b, length(b));
   if (gate.defined()) check_shape(op, "gate", gate, {B, Tq});
-  if (B == 1) return attention_forward(q, keys(0), values(0), gate).o;
-  Tensor o = Tensor::empty(q.shape(), q.dtype(), q.device());
+  if (only)
+    for (size_t i = 0; i < only->size(); ++i)
+      AMOR_CHECK((*only)[i] >= 0 && (*only)[i] < B && (i == 0 || (*only)[i] > (*only)[i - 1]),
+                 "{}: sequences must be sorted, distinct and below {}", op, B);
+  if (B == 1 && !only) return attention_forward(q, keys(0), values(0), gate).o;
+  Tensor o = only ? Tensor::zeros(q.shape(), q.dtype(), q.device()) : Tensor::empty(q.shape(), q.dtype(), q.device());
   const int64_t n = Tq * H * D;
-  for (int64_t b = 0; b < B; ++b) {
+  const size_t count = only ? only->size() : static_cast<size_t>(B);
+  for (size_t i = 0; i < count; ++i) {
+    const int64_t b = only ? (*only)[i] : static_cast<int64_t>(i);
     Tensor g = gate.defined() ? gate.slice_flat(b * Tq, {1, Tq}) : Tensor();
     Tensor ob = attention_forward(q.slice_flat(b * n, {1, Tq, H, D}), keys(b), values(b), g).o;
     o.slice_flat(b * n, {1, Tq, H, D}).copy_from(ob);

@@ -8,14 +8,17 @@
 //                    each sequence's after its own tokens;
 //   attend(q, gate): q [B,Tq,H,D]: row b's queries are the last Tq positions of sequence b
 //                    (causal, GQA, optional u8 [B,Tq] query gate: gated-off rows cost nothing and
-//                    give 0) -> [B,Tq,H,D].
+//                    give 0) -> [B,Tq,H,D]. With `only` (sorted sequence indices, which the
+//                    caller knows: AMOR's firing rows are on the host) only those sequences run;
+//                    every other one's rows are 0, as an all-zero gate gives, without a launch.
 //
 // Storage is [B, capacity, Hkv, D], grown by doubling (copying the cached rows), so appending a
-// token is amortised O(1); reserve(n) sizes it for n tokens per sequence at once (a generation
-// knows its prompt and token limit: doubling past them would hold up to twice the memory, and
-// twice plus the old copy while it grows, which decides the longest context that fits). Each sequence's rows are contiguous, so attend() runs the attention op
-// once per sequence on views of its own rows: no copy of the cache per step (the op's k, v are
-// [1, length(b), Hkv, D] views), and sequences of different lengths cost nothing extra.
+// token is amortised O(1); reserve_tokens(n) sizes it for n tokens per sequence at once (a
+// generation knows its prompt and token limit: doubling past them would hold up to twice the
+// memory, and more while it copies, which decides the longest context that fits). Each
+// sequence's rows are contiguous, so attend() runs the attention op once per sequence on views of
+// its own rows: no copy of the cache per step (the op's k, v are [1, length(b), Hkv, D] views),
+// and sequences of different lengths cost nothing extra.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -45,7 +48,7 @@ class KvCache {
   // Room for `tokens` tokens per sequence without regrowing (before the first append: taken at it).
   void reserve_tokens(int64_t tokens);
   int64_t capacity() const { return capacity_; }
-  Tensor attend(const Tensor& q, const Tensor& gate) const;
+  Tensor attend(const Tensor& q, const Tensor& gate, const std::vector<int64_t>* only = nullptr) const;
   // other's sequences join this cache after its own, each with its own length; other is left
   // empty. Both must hold keys of one layout (or one of them none yet).
   void append_rows(KvCache& other);
