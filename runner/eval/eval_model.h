@@ -51,10 +51,10 @@ struct TeacherForcedResult {
 struct GenRequest {
   std::vector<int32_t> context;
   int64_t max_new_tokens = 0;
-  std::vector<std::string> stop;  // stop strings, matched in the decoded new text
+  std::vector<std::string> stop{};  // stop strings, matched in the decoded new text
   // Token-level ends besides EOS (Hugging Face's eos_token_id list): generation stops when the
   // token just generated is one of these ids (kept; decoded into the text).
-  std::vector<int32_t> stop_ids;
+  std::vector<int32_t> stop_ids{};
   // The first min_new_tokens generated tokens are never EOS or a stop id: the argmax over the
   // other ids (Hugging Face's min_new_tokens).
   int64_t min_new_tokens = 0;

@@ -19,6 +19,14 @@
 namespace amor::eval {
 namespace {
 
+// max_length 2048, the batch size and how many sequences a task records.
+ModelEvalOptions opts(int64_t batch_size, int64_t tokens_per_task) {
+  ModelEvalOptions o;
+  o.batch_size = batch_size;
+  o.tokens_per_task = tokens_per_task;
+  return o;
+}
+
 std::unique_ptr<model::LanguageModel> tiny(const std::string& kind) {
   model::ModelConfig c = amor::testing::tiny_model(kind, /*d_model=*/16, /*n_layers=*/2, /*vocab=*/260);
   c.init_std = 0.3;  // spread-out predictions
@@ -42,7 +50,7 @@ TEST(ModelEval, LoglikelihoodIsTheSumOfTheForwardsLosses) {
   for (const char* kind : {"transformer", "gdn", "amor", "oryx"}) {
     auto m = tiny(kind);
     ByteTokenizer tok;
-    ModelEval em(*m, tok, nullptr, {2048, /*batch_size=*/2, /*tokens_per_task=*/2});
+    ModelEval em(*m, tok, nullptr, opts(2, 2));
     std::vector<LoglikRequest> reqs = {{tok.encode("In the beginning"), tok.encode(" God")},
                                        {tok.encode("And"), tok.encode(" the earth was")},
                                        {tok.encode("x"), tok.encode("y")}};
@@ -80,7 +88,7 @@ TEST(ModelEval, BatchSizeDoesNotChangeTeacherForcedResults) {
     y.push_back(-100);
     reqs.push_back({x, y});
   }
-  ModelEval one(*m, tok, nullptr, {2048, 1, 0}), three(*m, tok, nullptr, {2048, 3, 0});
+  ModelEval one(*m, tok, nullptr, opts(1, 0)), three(*m, tok, nullptr, opts(3, 0));
   auto a = one.teacher_forced(reqs), b = three.teacher_forced(reqs);
   for (size_t i = 0; i < reqs.size(); ++i) {
     auto want = forward_losses(*m, reqs[i].tokens, reqs[i].targets);
@@ -100,7 +108,7 @@ TEST(ModelEval, BatchSizeDoesNotChangeTeacherForcedResults) {
 TEST(ModelEval, GenerateIsGreedyGenerateCutByStopStrings) {
   auto m = tiny("transformer");
   ByteTokenizer tok;
-  ModelEval em(*m, tok, nullptr, {2048, 2, 1});
+  ModelEval em(*m, tok, nullptr, opts(2, 1));
   const auto prompt = tok.encode("Let there be");
   model::GenerateOptions go;
   go.max_new_tokens = 12;
@@ -131,7 +139,7 @@ TEST(ModelEval, GenerateIsGreedyGenerateCutByStopStrings) {
 TEST(ModelEval, GenerateReportsProgress) {
   auto m = tiny("mamba2");
   ByteTokenizer tok;
-  ModelEvalOptions o{2048, 2, 1};
+  ModelEvalOptions o = opts(2, 1);
   std::vector<std::string> lines;
   o.note = [&](const std::string& l) { lines.push_back(l); };
   ModelEval em(*m, tok, nullptr, o);
@@ -169,7 +177,7 @@ TEST(ModelEval, ScoreReportsProgress) {
     reqs.push_back(q);
   }
   for (double every : {0.0, 10.0}) {
-    ModelEvalOptions o{2048, 2, 1};
+    ModelEvalOptions o = opts(2, 1);
     o.note_every_s = every;
     std::vector<std::string> lines;
     o.note = [&](const std::string& l) { lines.push_back(l); };
@@ -193,7 +201,7 @@ TEST(ModelEval, ScoreReportsProgress) {
 TEST(ModelEval, GenerateWithStopIdsAndMinNewTokens) {
   auto m = tiny("transformer");
   ByteTokenizer tok;
-  ModelEval em(*m, tok, nullptr, {2048, 2, 1});
+  ModelEval em(*m, tok, nullptr, opts(2, 1));
   const auto prompt = tok.encode("Let there be");
   model::GenerateOptions go;
   go.max_new_tokens = 10;
@@ -239,7 +247,7 @@ class RecordingEval final : public EvalModel {
 TEST(ModelEval, LongBenchSamsumDecodesAsPredPy) {
   auto m = tiny("transformer");
   ByteTokenizer tok;
-  ModelEval em(*m, tok, nullptr, {2048, 2, 0});
+  ModelEval em(*m, tok, nullptr, opts(2, 0));
   RecordingEval rec(em);
   const TaskResult r = run_task(
       {.name = "longbench_samsum", .path = std::string(AMOR_SOURCE_DIR) + "/tests/fixtures/eval/samsum.jsonl"},
@@ -274,7 +282,7 @@ TEST(ModelEval, RecordsCarryTokenRoles) {
   auto m = tiny("amor");
   ByteTokenizer tok;
   {
-    ModelEval em(*m, tok, nullptr, {2048, 2, 2});
+    ModelEval em(*m, tok, nullptr, opts(2, 2));
     em.begin_task("t");
     const auto x = tok.encode("abcd");
     const std::vector<int32_t> y{-100, -100, -100, 5};
@@ -288,7 +296,7 @@ TEST(ModelEval, RecordsCarryTokenRoles) {
     EXPECT_THROW(em.teacher_forced({bad}), Error);
   }
   {
-    ModelEval em(*m, tok, nullptr, {2048, 2, 2});
+    ModelEval em(*m, tok, nullptr, opts(2, 2));
     em.begin_task("g");
     const auto prompt = tok.encode("Let");
     GenRequest a{prompt, 5, {}}, b{prompt, 5, {}};  // roles by name: members may be added before them
@@ -305,7 +313,7 @@ TEST(ModelEval, RecordsCarryTokenRoles) {
     for (size_t t = L0; t < r.role.size(); ++t) EXPECT_EQ(r.role[t], 0);
   }
   {  // mqar: the generator's roles, key / value / query / filler, position by position.
-    ModelEval em(*m, tok, nullptr, {2048, 4, 3});
+    ModelEval em(*m, tok, nullptr, opts(4, 3));
     TaskSpec spec;
     spec.name = "mqar";
     spec.mqar_vocab_size = 128;
@@ -326,7 +334,7 @@ TEST(ModelEval, RecordsCarryTokenRoles) {
     EXPECT_EQ(std::count(r.role.begin(), r.role.end(), code(TokenRole::Query)), 12);
   }
   {  // passkey with byte tokens: the needle's bytes are the pass key sentence.
-    ModelEval em(*m, tok, nullptr, {2048, 2, 1});
+    ModelEval em(*m, tok, nullptr, opts(2, 1));
     TaskSpec spec;
     spec.name = "passkey";
     spec.lengths = {400};
