@@ -45,6 +45,15 @@ void append_records(const LanguageModel& model, TokenRecords& r, const StepOutpu
   }
 }
 
+// Columns [t0, t0 + n) of a cpu tensor [B,T] (the whole tensor when they are all of it).
+Tensor columns(const Tensor& x, int64_t t0, int64_t n) {
+  const int64_t B = x.size(0), T = x.size(1);
+  if (t0 == 0 && n == T) return x;
+  Tensor y = Tensor::empty({B, n}, x.dtype());
+  for (int64_t b = 0; b < B; ++b) y.slice_flat(b * n, {n}).copy_from(x.slice_flat(b * T + t0, {n}));
+  return y;
+}
+
 // Runs one batch of prompts (in `group`, sorted by length) through one decode: each run of equal
 // lengths is prefilled in its own session, then the sessions join and decode together.
 void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>>& prompts,
@@ -86,13 +95,22 @@ void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>
     }
     sessions.push_back(std::make_unique<InferenceSession>(model, n));
     sessions.back()->reserve_tokens(P + opt.max_new_tokens);  // the prompt and every token fed back
-    StepOutput out = sessions.back()->prefill(tokens, targets, excluded(0));
-    Tensor pred = out.predictions.to(Device::CPU);
-    for (int64_t b = 0; b < n; ++b) {
-      Generation& g = results[group[static_cast<size_t>(r0 + b)]];
-      append_records(model, g.records, out, b, 0, P);
-      next[static_cast<size_t>(r0 + b)] = pred.data<int32_t>()[b * P + P - 1];
-      if (opt.max_new_tokens == 0) g.stop_reason = "max_new_tokens";
+    // In calls of opt.prefill_chunk tokens; only the last call's last prediction is generated, so
+    // only it excludes the ids the first token may not be.
+    const int64_t chunk = opt.prefill_chunk > 0 ? opt.prefill_chunk : P;
+    for (int64_t t0 = 0; t0 < P; t0 += chunk) {
+      const int64_t c = std::min(chunk, P - t0);
+      const bool last = t0 + c == P;
+      StepOutput out = sessions.back()->prefill(columns(tokens, t0, c), columns(targets, t0, c),
+                                                last ? excluded(0) : std::span<const int32_t>());
+      Tensor pred = last ? out.predictions.to(Device::CPU) : Tensor();
+      for (int64_t b = 0; b < n; ++b) {
+        Generation& g = results[group[static_cast<size_t>(r0 + b)]];
+        append_records(model, g.records, out, b, 0, c);
+        if (!last) continue;
+        next[static_cast<size_t>(r0 + b)] = pred.data<int32_t>()[b * c + c - 1];
+        if (opt.max_new_tokens == 0) g.stop_reason = "max_new_tokens";
+      }
     }
     r0 = r1;
   }
@@ -150,6 +168,8 @@ std::vector<Generation> greedy_generate(LanguageModel& model,
              options.min_new_tokens);
   AMOR_CHECK(options.batch_size >= 1, "greedy_generate: batch_size {} must be >= 1",
              options.batch_size);
+  AMOR_CHECK(options.prefill_chunk >= 0, "greedy_generate: prefill_chunk {} must be >= 0 (0: whole prompts)",
+             options.prefill_chunk);
   for (size_t i = 0; i < prompts.size(); ++i)
     AMOR_CHECK(!prompts[i].empty(), "greedy_generate: prompt {} is empty", i);
   // Batches of similar lengths (fewer prefill sessions per batch), each prompt's results its own.

@@ -53,6 +53,10 @@ struct GenerateOptions {
   // Called after each new token with all generated ids so far; true stops (that token is kept).
   std::function<bool(const std::vector<int32_t>& generated)> stop;
   int64_t batch_size = 8;  // sequences decoded together (of any prompt lengths)
+  // > 0: each prompt is prefilled in calls of at most this many tokens (the activations of one
+  // call scale with batch x tokens; a chunked prefill equals one call up to rounding, AMOR's gates
+  // and Oryx's modes included). 0: the whole prompt in one call.
+  int64_t prefill_chunk = 0;
   // > 0: ids >= decodable_ids are never generated (the argmax over the others at every step).
   // A model's vocabulary may be padded past its tokenizer's (the byte tokenizer's 259 ids in a
   // vocab of 260, or a BPE vocabulary rounded up): those ids have no text, and a model whose

@@ -91,6 +91,39 @@ TEST(GreedyGenerate, BatchedEqualsOneAtATime) {
   }
 }
 
+// Prompts prefilled in calls of 2 tokens (and with min_new_tokens, whose exclusion applies to the
+// last call's last prediction only) give what one call per prompt gives.
+TEST(GreedyGenerate, ChunkedPrefillEqualsOneCall) {
+  for (const KindCase& kc : kinds()) {
+    SCOPED_TRACE(kc.name);
+    std::unique_ptr<LanguageModel> model = make_model(kc.cfg, DType::F64, 47);
+    auto ps = prompts(kc.cfg.vocab, 70);
+    GenerateOptions opt;
+    opt.max_new_tokens = 4;
+    opt.batch_size = 3;
+    opt.eos = 0;
+    opt.min_new_tokens = 1;
+    const std::vector<Generation> whole = greedy_generate(*model, ps, opt);
+    opt.prefill_chunk = 2;
+    const std::vector<Generation> chunked = greedy_generate(*model, ps, opt);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      EXPECT_EQ(chunked[i].tokens, whole[i].tokens) << i;
+      ASSERT_EQ(chunked[i].records.entropy.size(), whole[i].records.entropy.size()) << i;
+      for (size_t t = 0; t < whole[i].records.entropy.size(); ++t) {
+        EXPECT_NEAR(chunked[i].records.entropy[t], whole[i].records.entropy[t], 1e-12);
+        EXPECT_NEAR(chunked[i].records.loss[t], whole[i].records.loss[t], 1e-12);
+      }
+      EXPECT_EQ(chunked[i].records.predictions, whole[i].records.predictions) << i;
+      EXPECT_EQ(chunked[i].records.gates, whole[i].records.gates) << i;
+      EXPECT_EQ(chunked[i].records.modes, whole[i].records.modes) << i;
+    }
+  }
+  GenerateOptions bad;
+  bad.prefill_chunk = -1;
+  std::unique_ptr<LanguageModel> model = make_model(tiny("mamba2"), DType::F64, 1);
+  EXPECT_THROW(greedy_generate(*model, {{1, 2}}, bad), Error);
+}
+
 TEST(GreedyGenerate, EosStopAndLimit) {
   std::unique_ptr<LanguageModel> model = make_model(tiny("gdn"), DType::F64, 47);
   auto ps = prompts(23, 70);

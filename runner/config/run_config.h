@@ -203,6 +203,7 @@ struct EvalConfig {
   int64_t tokens_per_task = 16;
   int64_t max_length = 2048;
   int64_t batch_size = 8;
+  int64_t prefill_chunk = 0;
   int64_t seed = 42;
   std::string weights;
   std::string checkpoint;
@@ -229,6 +230,9 @@ void declare_keys(std::type_identity<EvalConfig>, V& v) {
   v.key("max_length", &C::max_length, at_least(1),
         "context window: loglikelihood pairs cut to it + 1, LongBench prompts to it − max_gen");
   v.key("batch_size", &C::batch_size, at_least(1), "sequences per scoring forward / decode batch");
+  v.key("prefill_chunk", &C::prefill_chunk, omitted_at_default(at_least(0)),
+        "generation prefills prompts in calls of this many tokens (bounds the prefill's activations "
+        "at long prompts and large batches); 0 = each prompt in one call");
   v.key("seed", &C::seed, at_least(0), "generated tasks (niah, passkey; mqar uses seed + 10)");
   v.key("weights", &C::weights, anything(),
         "safetensors weights to start from (with `train.steps: 0`: evaluate them)");

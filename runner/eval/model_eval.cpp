@@ -277,6 +277,7 @@ std::vector<std::string> ModelEval::generate(const std::vector<GenRequest>& requ
       go.stop_ids = head.stop_ids;
       go.min_new_tokens = head.min_new_tokens;
       go.batch_size = opt_.batch_size;
+      go.prefill_chunk = opt_.prefill_chunk;
       go.decodable_ids = tok_.vocab_size();  // never an id the tokenizer cannot decode
       const std::vector<std::string> stops = head.stop;
       if (!stops.empty())

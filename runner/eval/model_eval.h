@@ -34,6 +34,7 @@ namespace amor::eval {
 struct ModelEvalOptions {
   int64_t max_length = 2048;     // eval.max_length
   int64_t batch_size = 8;        // eval.batch_size
+  int64_t prefill_chunk = 0;     // eval.prefill_chunk (greedy_generate's)
   int64_t tokens_per_task = 16;  // eval.tokens_per_task: sequences recorded per task
   // Progress of long tasks (a 32K-token NIAH example takes seconds to minutes; HellaSwag's 40K
   // scored sequences minutes on a CPU): called at most every note_every_s and after the last batch with a

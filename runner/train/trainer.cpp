@@ -246,6 +246,7 @@ ValidResult Trainer::evaluate(int64_t step) {
   eval::ModelEvalOptions mo;
   mo.max_length = cfg_.eval.max_length;
   mo.batch_size = cfg_.eval.batch_size;
+  mo.prefill_chunk = cfg_.eval.prefill_chunk;
   mo.tokens_per_task = cfg_.eval.tokens_per_task;
   if (!quiet_) mo.note = [this](const std::string& line) { progress_->note(line); };
   eval::ModelEval em(*replica, *harness_.tokenizer, &comm_, mo);

@@ -82,13 +82,15 @@ with tempfile.TemporaryDirectory() as tmp:
           "longbench progress line: 3/3 requests, prompts longer than the context: " + r.stdout[-400:])
     s, _ = scores(out, "longbench_narrativeqa")
     check(s is not None and len(s) == 3, "longbench run.h5 holds 3 scores")
-    # The three examples decoded together (their prompts need not be of one length).
+    # The three examples decoded together (their prompts need not be of one length), each prompt
+    # prefilled in calls of 128 tokens.
     out3 = os.path.join(tmp, "lb3")
     r = run([os.path.join(ROOT, "experiments", "eval-longbench-16k.yaml"), "--only", "transformer*",
-             "--output", out3] + TINY + ["model.d_model=64", "eval.max_length=700", "eval.batch_size=3"], tmp)
+             "--output", out3] + TINY + ["model.d_model=64", "eval.max_length=700", "eval.batch_size=3",
+                                         "eval.prefill_chunk=128"], tmp)
     m = progress_line(r.stdout, "longbench_narrativeqa")
     check(r.returncode == 0 and m is not None and m.group(3) == "3",
-          "longbench with eval.batch_size=3 decodes the 3 examples as one batch: " + r.stdout[-400:])
+          "longbench with eval.batch_size=3 eval.prefill_chunk=128 decodes the 3 examples as one batch: " + r.stdout[-400:])
     s3, _ = scores(out3, "longbench_narrativeqa")
     check(s3 is not None and list(s3) == list(s), "batched scores equal one at a time: %s vs %s" % (s3, s))
 
