@@ -23,6 +23,21 @@ std::vector<std::vector<int32_t>> prompts(int64_t vocab, uint64_t seed) {
   return p;
 }
 
+// The same tokens and stop reason, and the same records (entropies and losses to 1e-12 in f64;
+// predictions, gates and modes exactly).
+void expect_same_generation(const Generation& got, const Generation& want) {
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.stop_reason, want.stop_reason);
+  ASSERT_EQ(got.records.entropy.size(), want.records.entropy.size());
+  for (size_t t = 0; t < want.records.entropy.size(); ++t) {
+    EXPECT_NEAR(got.records.entropy[t], want.records.entropy[t], 1e-12);
+    EXPECT_NEAR(got.records.loss[t], want.records.loss[t], 1e-12);
+  }
+  EXPECT_EQ(got.records.predictions, want.records.predictions);
+  EXPECT_EQ(got.records.gates, want.records.gates);
+  EXPECT_EQ(got.records.modes, want.records.modes);
+}
+
 std::vector<KindCase> kinds() {
   return {{"transformer", tiny("transformer")},
           {"mamba2", tiny("mamba2")},
@@ -74,15 +89,8 @@ TEST(GreedyGenerate, BatchedEqualsOneAtATime) {
     opt.batch_size = 4;
     std::vector<Generation> batched = greedy_generate(*model, ps, opt);
     for (size_t i = 0; i < ps.size(); ++i) {
-      EXPECT_EQ(batched[i].tokens, one[i].tokens) << i;
-      EXPECT_EQ(batched[i].stop_reason, one[i].stop_reason) << i;
-      ASSERT_EQ(batched[i].records.entropy.size(), one[i].records.entropy.size()) << i;
-      for (size_t t = 0; t < one[i].records.entropy.size(); ++t) {
-        EXPECT_NEAR(batched[i].records.entropy[t], one[i].records.entropy[t], 1e-12);
-        EXPECT_NEAR(batched[i].records.loss[t], one[i].records.loss[t], 1e-12);
-      }
-      EXPECT_EQ(batched[i].records.gates, one[i].records.gates) << i;
-      EXPECT_EQ(batched[i].records.modes, one[i].records.modes) << i;
+      SCOPED_TRACE("prompt " + std::to_string(i));
+      expect_same_generation(batched[i], one[i]);
       // Batches by length, whatever the lengths within one: {1, 3, 3, 3} and {5, 5, 7}.
       const bool first = ps[i].size() <= 3;
       EXPECT_EQ(batched[i].batch_index, first ? 0 : 1) << i;
@@ -107,15 +115,8 @@ TEST(GreedyGenerate, ChunkedPrefillEqualsOneCall) {
     opt.prefill_chunk = 2;
     const std::vector<Generation> chunked = greedy_generate(*model, ps, opt);
     for (size_t i = 0; i < ps.size(); ++i) {
-      EXPECT_EQ(chunked[i].tokens, whole[i].tokens) << i;
-      ASSERT_EQ(chunked[i].records.entropy.size(), whole[i].records.entropy.size()) << i;
-      for (size_t t = 0; t < whole[i].records.entropy.size(); ++t) {
-        EXPECT_NEAR(chunked[i].records.entropy[t], whole[i].records.entropy[t], 1e-12);
-        EXPECT_NEAR(chunked[i].records.loss[t], whole[i].records.loss[t], 1e-12);
-      }
-      EXPECT_EQ(chunked[i].records.predictions, whole[i].records.predictions) << i;
-      EXPECT_EQ(chunked[i].records.gates, whole[i].records.gates) << i;
-      EXPECT_EQ(chunked[i].records.modes, whole[i].records.modes) << i;
+      SCOPED_TRACE("prompt " + std::to_string(i));
+      expect_same_generation(chunked[i], whole[i]);
     }
   }
   GenerateOptions bad;
