@@ -45,15 +45,6 @@ void append_records(const LanguageModel& model, TokenRecords& r, const StepOutpu
   }
 }
 
-// Columns [t0, t0 + n) of a cpu tensor [B,T] (the whole tensor when they are all of it).
-Tensor columns(const Tensor& x, int64_t t0, int64_t n) {
-  const int64_t B = x.size(0), T = x.size(1);
-  if (t0 == 0 && n == T) return x;
-  Tensor y = Tensor::empty({B, n}, x.dtype());
-  for (int64_t b = 0; b < B; ++b) y.slice_flat(b * n, {n}).copy_from(x.slice_flat(b * T + t0, {n}));
-  return y;
-}
-
 // Runs one batch of prompts (in `group`, sorted by length) through one decode: each run of equal
 // lengths is prefilled in its own session, then the sessions join and decode together.
 void generate_group(LanguageModel& model, const std::vector<std::vector<int32_t>>& prompts,

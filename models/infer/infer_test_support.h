@@ -107,13 +107,7 @@ inline double calibrate_eval_gates(AmorModel& model, const Batch& batch) {
   return margin;
 }
 
-// Columns [t0, t0 + n) of a [B,T] cpu tensor.
-inline Tensor columns(const Tensor& x, int64_t t0, int64_t n) {
-  const int64_t B = x.size(0), T = x.size(1);
-  Tensor y = Tensor::empty({B, n}, x.dtype());
-  for (int64_t b = 0; b < B; ++b) y.slice_flat(b * n, {n}).copy_from(x.slice_flat(b * T + t0, {n}));
-  return y;
-}
+using model::columns;  // inference_session.h
 
 // [B,T1], [B,T2], ... -> [B, T1 + T2 + ...] (cpu).
 inline Tensor concat_time(const std::vector<Tensor>& parts) {

@@ -6,6 +6,15 @@
 
 namespace amor::model {
 
+Tensor columns(const Tensor& x, int64_t t0, int64_t n) {
+  const int64_t B = x.size(0), T = x.size(1);
+  AMOR_CHECK(t0 >= 0 && n >= 0 && t0 + n <= T, "columns: [{}, {}) of {}", t0, t0 + n, x.str());
+  if (t0 == 0 && n == T) return x;
+  Tensor y = Tensor::empty({B, n}, x.dtype());
+  for (int64_t b = 0; b < B; ++b) y.slice_flat(b * n, {n}).copy_from(x.slice_flat(b * T + t0, {n}));
+  return y;
+}
+
 InferenceSession::InferenceSession(LanguageModel& model, int64_t batch)
     : model_(model), state_(model.new_inference_state(batch)) {
   use_graphs(decode_graphs_from_env());

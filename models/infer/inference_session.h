@@ -30,6 +30,10 @@
 
 namespace amor::model {
 
+// Columns [t0, t0 + n) of a cpu tensor [B,T] (the tensor itself when that is all of it): a
+// prompt fed to a session in pieces.
+Tensor columns(const Tensor& x, int64_t t0, int64_t n);
+
 class InferenceSession {
  public:
   InferenceSession(LanguageModel& model, int64_t batch);

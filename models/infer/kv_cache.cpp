@@ -43,17 +43,19 @@ Tensor KvCache::row(const Tensor& t, int64_t b) const {
   return t.slice_flat(b * capacity_ * heads_ * dim_, {1, length(b), heads_, dim_});
 }
 
+void KvCache::copy_sequence(const KvCache& from, int64_t fb, Tensor& k, Tensor& v, int64_t b, int64_t capacity) {
+  const int64_t row = from.heads_ * from.dim_, n = from.length(fb) * row;
+  if (n == 0) return;
+  k.slice_flat(b * capacity * row, {n}).copy_from(from.k_.slice_flat(fb * from.capacity_ * row, {n}));
+  v.slice_flat(b * capacity * row, {n}).copy_from(from.v_.slice_flat(fb * from.capacity_ * row, {n}));
+}
+
 void KvCache::reserve(int64_t capacity) {
   if (capacity <= capacity_) return;
   const int64_t B = sequences();
   Tensor k = Tensor::empty({B, capacity, heads_, dim_}, dtype_, device_);
   Tensor v = Tensor::empty({B, capacity, heads_, dim_}, dtype_, device_);
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t n = lengths_[static_cast<size_t>(b)] * heads_ * dim_;
-    if (n == 0) continue;
-    k.slice_flat(b * capacity * heads_ * dim_, {n}).copy_from(k_.slice_flat(b * capacity_ * heads_ * dim_, {n}));
-    v.slice_flat(b * capacity * heads_ * dim_, {n}).copy_from(v_.slice_flat(b * capacity_ * heads_ * dim_, {n}));
-  }
+  for (int64_t b = 0; b < B; ++b) copy_sequence(*this, b, k, v, b, capacity);
   k_ = k;
   v_ = v;
   capacity_ = capacity;
@@ -109,14 +111,7 @@ void KvCache::append_rows(KvCache& other) {
   const int64_t capacity = std::max(capacity_, other.capacity_);
   Tensor k = Tensor::empty({B, capacity, heads_, dim_}, dtype_, device_);
   Tensor v = Tensor::empty({B, capacity, heads_, dim_}, dtype_, device_);
-  for (int64_t b = 0; b < B; ++b) {
-    const KvCache& from = b < B0 ? *this : other;
-    const int64_t fb = b < B0 ? b : b - B0;
-    const int64_t n = from.length(fb) * heads_ * dim_;
-    if (n == 0) continue;
-    k.slice_flat(b * capacity * heads_ * dim_, {n}).copy_from(from.k_.slice_flat(fb * from.capacity_ * heads_ * dim_, {n}));
-    v.slice_flat(b * capacity * heads_ * dim_, {n}).copy_from(from.v_.slice_flat(fb * from.capacity_ * heads_ * dim_, {n}));
-  }
+  for (int64_t b = 0; b < B; ++b) copy_sequence(b < B0 ? *this : other, b < B0 ? b : b - B0, k, v, b, capacity);
   lengths_.insert(lengths_.end(), other.lengths_.begin(), other.lengths_.end());
   planned_ = std::max(planned_, other.planned_);
   k_ = k;

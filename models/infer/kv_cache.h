@@ -59,6 +59,8 @@ class KvCache {
  private:
   Tensor row(const Tensor& t, int64_t b) const;
   void reserve(int64_t capacity);
+  // Sequence fb's cached rows of `from` into row b of new storage k, v of `capacity` rows each.
+  static void copy_sequence(const KvCache& from, int64_t fb, Tensor& k, Tensor& v, int64_t b, int64_t capacity);
   int64_t longest() const;
 
   std::vector<int64_t> lengths_;  // per sequence; empty until the first append

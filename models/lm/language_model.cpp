@@ -425,7 +425,6 @@ std::string StackModel::body_graph_blocker() const {
   return "";
 }
 
-
 std::unique_ptr<LanguageModel> build_model(const ModelConfig& cfg, DType dtype) {
   if (cfg.kind == "transformer" || cfg.kind == "mamba2" || cfg.kind == "gdn" || cfg.kind == "serial" ||
       cfg.kind == "oryx" || cfg.kind == "fused")

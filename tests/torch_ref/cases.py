@@ -48,16 +48,16 @@ def compare_outputs(ref, ours, tol, fired=None):
     return worst, fails
 
 
-def compare_grads(objective, wrt, ours, tol, prefix="grad."):
+def compare_grads(objective, wrt, ours, tol):
     """Autograd of `objective` with respect to each named tensor of `wrt` ({name: tensor}) against
-    ours[prefix + name] (an unused tensor's gradient is zeros). Returns (worst, failures)."""
+    ours["grad." + name] (an unused tensor's gradient is zeros). Returns (worst, failures)."""
     names = list(wrt.keys())
     grads = torch.autograd.grad(objective, [wrt[n] for n in names], allow_unused=True)
     fails, worst = [], 0.0
     for n, g in zip(names, grads):
         if g is None:
             g = torch.zeros_like(wrt[n])
-        e = rel_rms(ours[prefix + n], g)
+        e = rel_rms(ours["grad." + n], g)
         worst = max(worst, e)
         if e > tol:
             fails.append(f"grad of '{n}' rel.rms {e:.3g}")
