@@ -77,6 +77,8 @@ TEST_F(ConfigEval, BadValuesNameFileLineAndKey) {
             file_ + ":3: key 'eval.niah.depths': item 2: must be in [0.0, 100.0], got 101.0");
   EXPECT_EQ(error("name: s\nbase:\n  eval.niah.depths: 50\n"),
             file_ + ":3: key 'eval.niah.depths': expected a list of numbers, got '50'");
+  EXPECT_EQ(error("name: s\nbase:\n  eval.prefill_chunk: -4\n"),
+            file_ + ":3: key 'eval.prefill_chunk': must be at least 0, got -4");
 }
 
 TEST_F(ConfigEval, EvalRules) {
