@@ -147,8 +147,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
-          load_a<D>(qf[kRegs ? mt : 0][kRegs ? kk : 0], sQ, mrow[mt], kk * 16);
-          load_a<D>(of[kRegs ? mt : 0][kRegs ? kk : 0], sdO, mrow[mt], kk * 16);
+          tile::frag_a(qf[kRegs ? mt : 0][kRegs ? kk : 0], sQ, kLd<D>, mrow[mt], kk * 16, lane);
+          tile::frag_a(of[kRegs ? mt : 0][kRegs ? kk : 0], sdO, kLd<D>, mrow[mt], kk * 16, lane);
         }
     }
     const int j0 = kt * BN;
@@ -169,21 +169,21 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
           for (int i = 0; i < 4; ++i) qa[mt][i] = qf[mt][kk][i], da[mt][i] = of[mt][kk][i];
         } else if (act[mt]) {
-          load_a<D>(qa[mt], sQ, mrow[mt], kk * 16);
-          load_a<D>(da[mt], sdO, mrow[mt], kk * 16);
+          tile::frag_a(qa[mt], sQ, kLd<D>, mrow[mt], kk * 16, lane);
+          tile::frag_a(da[mt], sdO, kLd<D>, mrow[mt], kk * 16, lane);
         }
       }
 #pragma unroll
       for (int np = 0; np < BN / 16; ++np) {
         uint32_t kb[4], vb[4];
-        load_b_rows<D>(kb, cK, np * 16, kk * 16);
+        tile::frag_b2(kb, cK, kLd<D>, kk * 16, np * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-          if (act[mt]) mma2(s[mt][2 * np], s[mt][2 * np + 1], qa[mt], kb);
-        load_b_rows<D>(vb, cV, np * 16, kk * 16);
+          if (act[mt]) tile::mma_x2(s[mt][2 * np], s[mt][2 * np + 1], qa[mt], kb);
+        tile::frag_b2(vb, cV, kLd<D>, kk * 16, np * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-          if (act[mt]) mma2(dp[mt][2 * np], dp[mt][2 * np + 1], da[mt], vb);
+          if (act[mt]) tile::mma_x2(dp[mt][2 * np], dp[mt][2 * np + 1], da[mt], vb);
       }
     }
 #pragma unroll
@@ -206,14 +206,14 @@ __global__ void __launch_bounds__(kThreads)
       uint32_t dsa[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
-        if (act[mt]) acc_to_a(dsa[mt], s[mt], kk);
+        if (act[mt]) tile::a_from_c(dsa[mt], s[mt], kk);
 #pragma unroll
       for (int dn = 0; dn < D / 16; ++dn) {
         uint32_t kb[4];
-        load_b_cols<D>(kb, cK, kk * 16, dn * 16);
+        tile::frag_b2_trans(kb, cK, kLd<D>, kk * 16, dn * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-          if (act[mt]) mma2(acc[mt][2 * dn], acc[mt][2 * dn + 1], dsa[mt], kb);
+          if (act[mt]) tile::mma_x2(acc[mt][2 * dn], acc[mt][2 * dn + 1], dsa[mt], kb);
       }
     }
   }
@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
     bf16_t* rows_smem = sQ + (mrow[mt] + g4) * kLd<D>;
-    store_acc_rows<D>(acc[mt], scale, scale, rows_smem, rows_smem + 8 * kLd<D>);
+    tile::store_c_rows(acc[mt], lane, scale, scale, rows_smem, rows_smem + 8 * kLd<D>);
   }
   mma::sync_warp();
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
@@ -412,18 +412,20 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 1)
         uint32_t ka[MT][4], va[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          load_a<D>(ka[mt], sK, kr + mt * 16, kk * 16);
-          load_a<D>(va[mt], sV, kr + mt * 16, kk * 16);
+          tile::frag_a(ka[mt], sK, kLd<D>, kr + mt * 16, kk * 16, lane);
+          tile::frag_a(va[mt], sV, kLd<D>, kr + mt * 16, kk * 16, lane);
         }
 #pragma unroll
         for (int np = 0; np < BQ / 16; ++np) {
           uint32_t qb[4], ob[4];
-          load_b_rows<D>(qb, cQ, np * 16, kk * 16);
+          tile::frag_b2(qb, cQ, kLd<D>, kk * 16, np * 16, lane);
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt) mma2(st[mt][2 * np], st[mt][2 * np + 1], ka[mt], qb);
-          load_b_rows<D>(ob, cdO, np * 16, kk * 16);
+          for (int mt = 0; mt < MT; ++mt)
+            tile::mma_x2(st[mt][2 * np], st[mt][2 * np + 1], ka[mt], qb);
+          tile::frag_b2(ob, cdO, kLd<D>, kk * 16, np * 16, lane);
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt) mma2(dpt[mt][2 * np], dpt[mt][2 * np + 1], va[mt], ob);
+          for (int mt = 0; mt < MT; ++mt)
+            tile::mma_x2(dpt[mt][2 * np], dpt[mt][2 * np + 1], va[mt], ob);
         }
       }
       // Rows are increasing: the step needs no mask when its first row sees the warp's last key and
@@ -448,8 +450,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 1)
         uint32_t pa[MT][4], dsa[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          acc_to_a(pa[mt], st[mt], kq);
-          acc_to_a(dsa[mt], dpt[mt], kq);
+          tile::a_from_c(pa[mt], st[mt], kq);
+          tile::a_from_c(dsa[mt], dpt[mt], kq);
           if constexpr (kFused) {  // dS^T block (keys kr + 16 mt.., rows 16 kq..) -> dS tile
             const int m = lane >> 3, row = kq * 16 + (m >> 1) * 8 + (lane & 7);
             mma::stmatrix_x4_trans(sdS + row * kLdS<BK> + kr + mt * 16 + (m & 1) * 8, dsa[mt]);
@@ -458,14 +460,14 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 1)
 #pragma unroll
         for (int dn = 0; dn < D / 16; ++dn) {
           uint32_t ob[4], qb[4];
-          load_b_cols<D>(ob, cdO, kq * 16, dn * 16);
+          tile::frag_b2_trans(ob, cdO, kLd<D>, kq * 16, dn * 16, lane);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
-            mma2(dv_acc[mt][2 * dn], dv_acc[mt][2 * dn + 1], pa[mt], ob);
-          load_b_cols<D>(qb, cQ, kq * 16, dn * 16);
+            tile::mma_x2(dv_acc[mt][2 * dn], dv_acc[mt][2 * dn + 1], pa[mt], ob);
+          tile::frag_b2_trans(qb, cQ, kLd<D>, kq * 16, dn * 16, lane);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
-            mma2(dk_acc[mt][2 * dn], dk_acc[mt][2 * dn + 1], dsa[mt], qb);
+            tile::mma_x2(dk_acc[mt][2 * dn], dk_acc[mt][2 * dn + 1], dsa[mt], qb);
         }
       }
     }  // the warp's part of the step
@@ -479,12 +481,12 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 1)
         // Keys 16 kk .. belong to warp kk / MT; from the first warp that skipped on, all did.
         if (last_pos < k0 + (kk / MT) * 16 * MT) break;
         uint32_t a[4];
-        mma::ldmatrix_x4(a, sdS + (qm + (lane & 15)) * kLdS<BK> + kk * 16 + (lane >> 4) * 8);
+        tile::frag_a(a, sdS, kLdS<BK>, qm, kk * 16, lane);
 #pragma unroll
         for (int dn = 0; dn < D / 32; ++dn) {
           uint32_t kb[4];
-          load_b_cols<D>(kb, sK, kk * 16, c0 + dn * 16);
-          mma2(dqa[2 * dn], dqa[2 * dn + 1], a, kb);
+          tile::frag_b2_trans(kb, sK, kLd<D>, kk * 16, c0 + dn * 16, lane);
+          tile::mma_x2(dqa[2 * dn], dqa[2 * dn + 1], a, kb);
         }
       }
       if (last_pos >= k0) {
@@ -506,9 +508,9 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 1)
     const int ka = key[mt][0], kb = key[mt][1];
     const int64_t base_a = ((int64_t(b) * Tk + ka) * Hkv + g) * D;
     const int64_t base_b = ((int64_t(b) * Tk + kb) * Hkv + g) * D;
-    store_acc_rows<D>(dk_acc[mt], scale, scale, ka < Tk ? dk + base_a : nullptr,
+    tile::store_c_rows(dk_acc[mt], lane, scale, scale, ka < Tk ? dk + base_a : nullptr,
                       kb < Tk ? dk + base_b : nullptr);
-    store_acc_rows<D>(dv_acc[mt], 1.0f, 1.0f, ka < Tk ? dv + base_a : nullptr,
+    tile::store_c_rows(dv_acc[mt], lane, 1.0f, 1.0f, ka < Tk ? dv + base_a : nullptr,
                       kb < Tk ? dv + base_b : nullptr);
   }
 }

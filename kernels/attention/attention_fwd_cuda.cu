@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 1)
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
-          load_a<D>(qf[kQRegs ? mt : 0][kQRegs ? kk : 0], sQ, mrow[mt], kk * 16);
+          tile::frag_a(qf[kQRegs ? mt : 0][kQRegs ? kk : 0], sQ, kLd<D>, mrow[mt], kk * 16, lane);
     }
     const int j0 = kt * BN;
     if (j0 > warp_last_pos) continue;  // warp-uniform: every key of the tile is masked
@@ -167,16 +167,16 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 1)
 #pragma unroll
           for (int i = 0; i < 4; ++i) qa[mt][i] = qf[mt][kk][i];
         } else {
-          if (act[mt]) load_a<D>(qa[mt], sQ, mrow[mt], kk * 16);
+          if (act[mt]) tile::frag_a(qa[mt], sQ, kLd<D>, mrow[mt], kk * 16, lane);
         }
       }
 #pragma unroll
       for (int np = 0; np < BN / 16; ++np) {
         uint32_t kb[4];
-        load_b_rows<D>(kb, cK, np * 16, kk * 16);
+        tile::frag_b2(kb, cK, kLd<D>, kk * 16, np * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-          if (act[mt]) mma2(s[mt][2 * np], s[mt][2 * np + 1], qa[mt], kb);
+          if (act[mt]) tile::mma_x2(s[mt][2 * np], s[mt][2 * np + 1], qa[mt], kb);
       }
     }
 #pragma unroll
@@ -225,14 +225,14 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 1)
       uint32_t pa[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
-        if (act[mt]) acc_to_a(pa[mt], s[mt], kk);
+        if (act[mt]) tile::a_from_c(pa[mt], s[mt], kk);
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t vb[4];
-        load_b_cols<D>(vb, cV, kk * 16, dp * 16);
+        tile::frag_b2_trans(vb, cV, kLd<D>, kk * 16, dp * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-          if (act[mt]) mma2(acc[mt][2 * dp], acc[mt][2 * dp + 1], pa[mt], vb);
+          if (act[mt]) tile::mma_x2(acc[mt][2 * dp], acc[mt][2 * dp + 1], pa[mt], vb);
       }
     }
   }
@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 1)
         lse[(int64_t(b) * H + h) * Tq + qi] = (m[mt][r] + log2f(l[mt][r])) * 0.69314718055994531f;
     }
     bf16_t* rows_smem = sQ + (mrow[mt] + g4) * kLd<D>;
-    store_acc_rows<D>(acc[mt], inv[0], inv[1], rows_smem, rows_smem + 8 * kLd<D>);
+    tile::store_c_rows(acc[mt], lane, inv[0], inv[1], rows_smem, rows_smem + 8 * kLd<D>);
   }
   mma::sync_warp();
   constexpr int kChunks = D / 8;  // 16-byte chunks per row

@@ -10,22 +10,23 @@
 #include "kernels/attention/attention_cuda.h"
 #include "kernels/cast/cuda_device.cuh"
 #include "kernels/core/mma.cuh"
+#include "kernels/core/tile.cuh"
 
 namespace amor::cuda::attn {
 
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
 // (The tile sizes are the kernels' own: attention_fwd_cuda.cu, attention_bwd_cuda.cu.)
-constexpr float kLog2e = 1.4426950408889634f;
+using mma::kLog2e;
 
 // Entries per sequence (or sequence and head) of the balanced backward's compacted row
 // statistics: a multiple of 4, and >= Tq + 32 so that a 32-row step starting at any firing row
 // stays inside its own sequence's entries (those past the firing rows hold position -1).
 __host__ __device__ inline int stat_stride(int Tq) { return (Tq + 3) / 4 * 4 + 32; }
 
-// Shared-memory row stride of a [rows][D] bf16 tile: 16 bytes of padding shift consecutive rows
-// by four banks, so the eight rows an ldmatrix reads at once hit different banks.
+// Shared-memory row stride of a [rows][D] bf16 tile (kernels/core/tile.cuh: conflict-free
+// ldmatrix).
 template <int D>
-constexpr int kLd = D + 8;
+constexpr int kLd = int(tile::padded_ld<bf16_t>(D));
 
 // The query rows a block works on. With a gate, rows[b * Tq + r] (r < count[b]) are the firing
 // rows of sequence b in increasing order (compacted by compact_firing_rows); without one, row r
@@ -77,76 +78,16 @@ __device__ __forceinline__ void zero_gated_off_rows(const RowMap& map, int b, in
   }
 }
 
-// Issues the 16-byte cp.async copies of `nrows` rows of D bf16 into a [nrows][ld] shared tile;
-// row i comes from src + row_off(i) (elements), or is zero-filled where row_off(i) < 0.
+// Issues the 16-byte cp.async copies (dealt by tile::for_pieces) of `nrows` rows of D bf16 into a
+// [nrows][kLd<D>] shared tile; row i comes from src + row_off(i) (elements), or is zero-filled
+// where row_off(i) < 0.
 template <int D, class RowOff>
 __device__ __forceinline__ void load_tile_async(bf16_t* dst, const bf16_t* src, RowOff row_off,
                                                 int nrows) {
-  constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  for (int c = threadIdx.x; c < nrows * kChunks; c += kThreads) {
-    const int r = c / kChunks, ch = c % kChunks;
+  tile::for_pieces<kThreads, D / 8>(nrows, D / 8, [&](int r, int p) {
     const int64_t off = row_off(r);
-    mma::cp_async_16(dst + r * kLd<D> + ch * 8, src + (off >= 0 ? off : 0) + ch * 8, off >= 0);
-  }
-}
-
-// A fragment (16 x 16) of a row-major shared tile at (row0, k0).
-template <int D>
-__device__ __forceinline__ void load_a(uint32_t (&a)[4], const bf16_t* tile, int row0, int k0) {
-  const int lane = threadIdx.x & 31;
-  mma::ldmatrix_x4(a, tile + (row0 + (lane & 15)) * kLd<D> + k0 + (lane >> 4) * 8);
-}
-// B fragments of two n-tiles (n0 .. n0+15) over k0 .. k0+15 where B[k][n] = tile[n][k]
-// (b[0..1]: n-tile n0, b[2..3]: n-tile n0 + 8).
-template <int D>
-__device__ __forceinline__ void load_b_rows(uint32_t (&b)[4], const bf16_t* tile, int n0, int k0) {
-  const int lane = threadIdx.x & 31;
-  mma::ldmatrix_x4(b, tile + (n0 + (lane & 7) + (lane >> 4) * 8) * kLd<D> + k0 +
-                          ((lane >> 3) & 1) * 8);
-}
-// B fragments of two n-tiles (n0 .. n0+15) over k0 .. k0+15 where B[k][n] = tile[k][n].
-template <int D>
-__device__ __forceinline__ void load_b_cols(uint32_t (&b)[4], const bf16_t* tile, int k0, int n0) {
-  const int lane = threadIdx.x & 31;
-  mma::ldmatrix_x4_trans(b, tile + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * kLd<D> + n0 +
-                                (lane >> 4) * 8);
-}
-
-__device__ __forceinline__ void mma2(float (&c0)[4], float (&c1)[4], const uint32_t (&a)[4],
-                                     const uint32_t (&b)[4]) {
-  const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-  mma::mma_bf16_16816(c0, a, b0);
-  mma::mma_bf16_16816(c1, a, b1);
-}
-
-// The A fragment of k-step kk from a [16 x 8 n-tiles] f32 accumulator (mma.cuh's register reuse).
-template <int N>
-__device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&c)[N][4], int kk) {
-  a[0] = mma::pack_bf16x2(c[2 * kk][0], c[2 * kk][1]);
-  a[1] = mma::pack_bf16x2(c[2 * kk][2], c[2 * kk][3]);
-  a[2] = mma::pack_bf16x2(c[2 * kk + 1][0], c[2 * kk + 1][1]);
-  a[3] = mma::pack_bf16x2(c[2 * kk + 1][2], c[2 * kk + 1][3]);
-}
-
-// Stores a [16 x D] f32 accumulator of a warp (rows g and g + 8 of the warp's 16) as bf16, row g
-// times mul_a to dst_a and row g + 8 times mul_b to dst_b (the rows' first elements; null where
-// the row is not stored).
-template <int D>
-__device__ __forceinline__ void store_acc_rows(const float (&acc)[D / 8][4], float mul_a,
-                                               float mul_b, bf16_t* dst_a, bf16_t* dst_b) {
-  const int t = threadIdx.x & 3;
-#pragma unroll
-  for (int dt = 0; dt < D / 8; ++dt) {
-    const int col = dt * 8 + 2 * t;
-    if (dst_a) {
-      *reinterpret_cast<uint32_t*>(dst_a + col) =
-          mma::pack_bf16x2(acc[dt][0] * mul_a, acc[dt][1] * mul_a);
-    }
-    if (dst_b) {
-      *reinterpret_cast<uint32_t*>(dst_b + col) =
-          mma::pack_bf16x2(acc[dt][2] * mul_b, acc[dt][3] * mul_b);
-    }
-  }
+    mma::cp_async_16(dst + r * kLd<D> + p * 8, src + (off >= 0 ? off : 0) + p * 8, off >= 0);
+  });
 }
 
 // ---- launchers (host), bf16 with D = 64 or 128; rows/count null without a gate. balanced (with
