@@ -78,50 +78,6 @@ struct Fused2Smem {
   }
 };
 
-// The A fragment (bf16 pairs) of the k step made of the n tiles c0 = [j], c1 = [j + 1] of a C
-// fragment array: a[0] row g, a[1] row g + 8 (of c0), a[2], a[3] the same of c1.
-__device__ __forceinline__ void pack_a(const float (&c0)[4], const float (&c1)[4],
-                                       uint32_t (&a)[4]) {
-  a[0] = mma::pack_bf16x2(c0[0], c0[1]);
-  a[1] = mma::pack_bf16x2(c0[2], c0[3]);
-  a[2] = mma::pack_bf16x2(c1[0], c1[1]);
-  a[3] = mma::pack_bf16x2(c1[2], c1[3]);
-}
-
-// The A fragment of S^T's k step kk from the state's accumulators: as pack_a, but each pair one
-// cvt.rn.bf16x2 in a volatile asm, which the compiler neither merges nor keeps: Y^T (twice, by
-// halves) and O^T repack the same state, and merged packs would hold 2 K / 8 more registers
-// through the chunk (ptxas: 128 registers with 570 bytes of spills at K 128 before).
-template <int KN>
-__device__ __forceinline__ void pack_s(const float (&st)[KN][4], int kk, uint32_t (&a)[4]) {
-#ifdef AMOR_CUDA_EMU
-  pack_a(st[2 * kk], st[2 * kk + 1], a);
-#else
-  auto cvt = [](float lo, float hi) {
-    uint32_t r;
-    asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-  };
-  a[0] = cvt(st[2 * kk][0], st[2 * kk][1]);
-  a[1] = cvt(st[2 * kk][2], st[2 * kk][3]);
-  a[2] = cvt(st[2 * kk + 1][0], st[2 * kk + 1][1]);
-  a[3] = cvt(st[2 * kk + 1][2], st[2 * kk + 1][3]);
-#endif
-}
-
-// x = (M[row][col], M[row + 1][col]) in lane (g, t) (row even, col = col0 + g: a packed A
-// fragment register of M^T) stored as 4-byte column pairs of a row-major M (dst + r ld + c) for
-// rows < nrows: the lane of even g takes row `row`, columns col, col + 1 (its lo half and its
-// neighbour g + 1's), the odd one row + 1, columns col - 1, col. Warp-collective (a shuffle).
-__device__ __forceinline__ void store_t(uint32_t x, int g, int row, int col, bf16_t* dst,
-                                        int64_t ld, int nrows) {
-  const uint32_t y = __shfl_xor_sync(0xffffffffu, x, 4);
-  const bool ev = (g & 1) == 0;
-  const uint32_t w = ev ? (x & 0xffffu) | (y << 16) : (y >> 16) | (x & 0xffff0000u);
-  const int r = ev ? row : row + 1, c = ev ? col : col - 1;
-  if (r < nrows) *reinterpret_cast<uint32_t*>(dst + r * ld + c) = w;
-}
-
 // MinB: blocks per SM that the register budget is cut for (launch_bounds).
 template <int K, int NW, int MinB>
 __global__ void __launch_bounds__(NW * 32, MinB)

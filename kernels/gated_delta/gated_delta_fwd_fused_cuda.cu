@@ -494,6 +494,9 @@ void launch_fwd_fused(const bf16_t* q, const bf16_t* k, const bf16_t* v, const v
                       bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
                       const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o,
                       bf16_t* S_out, bf16_t* Vn_out, cudaStream_t stream) {
+  if (fwd_wgmma_ok(d))
+    return launch_fwd_wgmma(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm, s_final,
+                            o, S_out, Vn_out, stream);
   if (fused2_ok(d))
     return launch_fwd_fused2(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm, s_final,
                              o, S_out, Vn_out, stream);
@@ -509,7 +512,7 @@ int64_t fwd_fused_smem_bytes(const Dims& d) {
   int64_t v1 = 0;
   if (d.K == 64) v1 = smem_bytes<FusedSmem<64>>(d);
   if (d.K == 128) v1 = smem_bytes<FusedSmem<128>>(d);
-  return std::max(v1, fwd_fused2_smem_bytes(d));
+  return std::max({v1, fwd_fused2_smem_bytes(d), fwd_wgmma_smem_bytes(d)});
 }
 
 }  // namespace amor::cuda::gdn
