@@ -10,8 +10,8 @@
 // latency-bound chain (the gated delta rule's state recurrence) that is fewer instructions in the
 // chain and less waiting per step.
 //
-// D = A B (+ D), A 64 x 16, B 16 x 64, D 64 x 64 f32.
-//  - D: warp w of the warpgroup holds rows 16 w .. 16 w + 15 as eight m16n8 C fragments, d[j]
+// D = A B (+ D), A 64 x 16, B 16 x N, D 64 x N f32.
+//  - D: warp w of the warpgroup holds rows 16 w .. 16 w + 15 as N / 8 m16n8 C fragments, d[j]
 //    for columns 8 j .. 8 j + 7, each laid out as mma.sync's C (mma.cuh): lane (g, t) holds
 //    d[j][0..1] = D[16 w + g][8 j + 2 t, +1], d[j][2..3] = D[16 w + g + 8][8 j + 2 t, +1].
 //  - A from registers (mma_rs): warp w supplies rows 16 w .. 16 w + 15 as mma.sync's A fragment.
@@ -33,8 +33,8 @@
 //    LBO 128 bytes, SBO 16 cols bytes;
 //  - mn_major(X): k runs along X's rows (B[k][n] = X[k][n]; the instruction's transpose flag for
 //    B): LBO 16 cols bytes (k), SBO 128 bytes (n).
-// Each product takes a byte `step` from the operand's start to the core matrices of its k step
-// (the same for A and B in mma_ss).
+// Each product takes a byte `step` from the operand's start to the core matrices it reads (its k
+// step, and for B an offset along N when N is less than the tile).
 // So one stored tile serves as K^T (k_major) and as K (mn_major) without a second copy.
 //
 // Ordering rules (PTX ISA, "asynchronous warpgroup level matrix multiply"): fence() before the
@@ -78,7 +78,7 @@ __device__ __forceinline__ Operand mn_major(const bf16* tile, int cols) {
 
 #ifdef AMOR_CUDA_EMU
 
-// Emulated: each warp computes its own 16 rows of D by eight mma.sync m16n8k16, gathering B's
+// Emulated: each warp computes its own 16 rows of D by N / 8 mma.sync m16n8k16, gathering B's
 // fragments (and A's, for mma_ss) from shared memory by the layouts above. Synchronous, so the
 // ordering helpers have nothing to do.
 __device__ __forceinline__ void fence() {}
@@ -86,7 +86,8 @@ __device__ __forceinline__ void commit() {}
 template <int N>
 __device__ __forceinline__ void wait() {}
 __device__ __forceinline__ void fence_smem() {}
-__device__ __forceinline__ void fence_operand(float (&)[8][4]) {}
+template <int NT>
+__device__ __forceinline__ void fence_operand(float (&)[NT][4]) {}
 
 // Element (k, n) of B (trans: mn_major) or (m, k) of a k_major A, as raw bf16 bits.
 __device__ __forceinline__ uint32_t operand_bits(const Operand& o, int rows_idx, int k, bool trans) {
@@ -102,14 +103,19 @@ __device__ __forceinline__ uint32_t operand_bits(const Operand& o, int rows_idx,
   return bits;
 }
 
-template <bool TransB>
-__device__ __forceinline__ void mma_with_a(float (&d)[8][4], const uint32_t (&a)[4],
+__device__ __forceinline__ Operand advanced(const Operand& o, uint32_t step) {
+  return {reinterpret_cast<const bf16*>(reinterpret_cast<const char*>(o.base) + step), o.lbo,
+          o.sbo};
+}
+
+template <bool TransB, int NT>
+__device__ __forceinline__ void mma_with_a(float (&d)[NT][4], const uint32_t (&a)[4],
                                            const Operand& b, bool accumulate) {
   const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
   if (!accumulate)
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < NT; ++j)
       for (int e = 0; e < 4; ++e) d[j][e] = 0.0f;
-  for (int j = 0; j < 8; ++j) {
+  for (int j = 0; j < NT; ++j) {
     const int n = 8 * j + g;
     uint32_t bf[2];
     bf[0] = operand_bits(b, n, 2 * t, TransB) | (operand_bits(b, n, 2 * t + 1, TransB) << 16);
@@ -118,20 +124,16 @@ __device__ __forceinline__ void mma_with_a(float (&d)[8][4], const uint32_t (&a)
   }
 }
 
-__device__ __forceinline__ Operand advanced(const Operand& o, uint32_t step) {
-  return {reinterpret_cast<const bf16*>(reinterpret_cast<const char*>(o.base) + step), o.lbo,
-          o.sbo};
+template <bool TransB, int NT>
+__device__ __forceinline__ void mma_rs(float (&d)[NT][4], const uint32_t (&a)[4], const Operand& b,
+                                       uint32_t step, bool accumulate) {
+  mma_with_a<TransB>(d, a, advanced(b, step), accumulate);
 }
 
-template <bool TransB>
-__device__ __forceinline__ void mma_rs(float (&d)[8][4], const uint32_t (&a)[4], const Operand& b0,
-                                       uint32_t step, bool accumulate) {
-  mma_with_a<TransB>(d, a, advanced(b0, step), accumulate);
-}
-
-__device__ __forceinline__ void mma_ss(float (&d)[8][4], const Operand& a0, const Operand& b0,
-                                       uint32_t step, bool accumulate) {
-  const Operand a = advanced(a0, step), b = advanced(b0, step);
+template <int NT>
+__device__ __forceinline__ void mma_ss(float (&d)[NT][4], const Operand& a0, uint32_t step_a,
+                                       const Operand& b0, uint32_t step_b, bool accumulate) {
+  const Operand a = advanced(a0, step_a), b = advanced(b0, step_b);
   const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
   const int m0 = 16 * ((int(threadIdx.x) / 32) % 4);
   auto pair = [&](int m, int k) {
@@ -167,56 +169,86 @@ __device__ __forceinline__ void fence_smem() {
 }
 // Keeps the compiler from moving reads or writes of the accumulators across the asynchronous
 // products (an empty asm that "changes" each register).
-__device__ __forceinline__ void fence_operand(float (&d)[8][4]) {
+template <int NT>
+__device__ __forceinline__ void fence_operand(float (&d)[NT][4]) {
 #pragma unroll
-  for (int j = 0; j < 8; ++j)
+  for (int j = 0; j < NT; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[j][e])::"memory");
 }
 
-#define AMOR_WG_D32(d)                                                                         \
+#define AMOR_WG_D16(d)                                                                         \
   "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),    \
       "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
-      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), \
-      "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-      "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), \
-      "+f"(d[7][2]), "+f"(d[7][3])
+      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+#define AMOR_WG_D32(d)                                                                         \
+  AMOR_WG_D16(d), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),  \
+      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), \
+      "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+#define AMOR_WG_D16_TEXT "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define AMOR_WG_D32_TEXT                                                                  \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
   "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 
 // D (+)= A B, A from registers (this warp's 16 rows), B from shared memory (TransB: mn_major)
-// starting `step` bytes past b's start (a k step). The step is added to the descriptor inside
-// the asm: computed outside, the compiler hoists one descriptor per k step and tile out of the
-// chunk loop and keeps them all in registers (ptxas spilled at 168 registers).
-template <bool TransB>
-__device__ __forceinline__ void mma_rs(float (&d)[8][4], const uint32_t (&a)[4], const Operand& b,
+// starting `step` bytes past b's start. The step is added to the descriptor inside the asm:
+// computed outside, the compiler hoists one descriptor per k step and tile out of the chunk loop
+// and keeps them all in registers (ptxas spilled at 168 registers). NT = N / 8: 8 or 4.
+template <bool TransB, int NT>
+__device__ __forceinline__ void mma_rs(float (&d)[NT][4], const uint32_t (&a)[4], const Operand& b,
                                        uint32_t step, bool accumulate) {
-  const uint64_t db = descriptor(b);
-  asm volatile(
-      "{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, %38, 0;\n"
-      "add.s64 db, %36, %37;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " AMOR_WG_D32_TEXT
-      ", {%32, %33, %34, %35}, db, p, 1, 1, %39;\n}\n"
-      : AMOR_WG_D32(d)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "l"(uint64_t(step >> 4)),
-        "r"(int(accumulate)), "n"(TransB ? 1 : 0));
+  static_assert(NT == 8 || NT == 4, "wgmma m64n64k16 or m64n32k16");
+  const uint64_t db = descriptor(b), off = step >> 4;
+  if constexpr (NT == 8) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, %38, 0;\n"
+        "add.s64 db, %36, %37;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " AMOR_WG_D32_TEXT
+        ", {%32, %33, %34, %35}, db, p, 1, 1, %39;\n}\n"
+        : AMOR_WG_D32(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "l"(off), "r"(int(accumulate)),
+          "n"(TransB ? 1 : 0));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, %22, 0;\n"
+        "add.s64 db, %20, %21;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " AMOR_WG_D16_TEXT
+        ", {%16, %17, %18, %19}, db, p, 1, 1, %23;\n}\n"
+        : AMOR_WG_D16(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "l"(off), "r"(int(accumulate)),
+          "n"(TransB ? 1 : 0));
+  }
 }
 
-// D (+)= A B, A (k_major) and B (k_major) from shared memory, both `step` bytes past their starts.
-__device__ __forceinline__ void mma_ss(float (&d)[8][4], const Operand& a, const Operand& b,
-                                       uint32_t step, bool accumulate) {
-  const uint64_t da = descriptor(a), db = descriptor(b);
-  asm volatile(
-      "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %35, 0;\n"
-      "add.s64 da, %32, %34;\nadd.s64 db, %33, %34;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " AMOR_WG_D32_TEXT
-      ", da, db, p, 1, 1, 0, 0;\n}\n"
-      : AMOR_WG_D32(d)
-      : "l"(da), "l"(db), "l"(uint64_t(step >> 4)), "r"(int(accumulate)));
+// D (+)= A B, A (k_major) and B (k_major) from shared memory, step_a / step_b bytes past their
+// starts.
+template <int NT>
+__device__ __forceinline__ void mma_ss(float (&d)[NT][4], const Operand& a, uint32_t step_a,
+                                       const Operand& b, uint32_t step_b, bool accumulate) {
+  static_assert(NT == 8 || NT == 4, "wgmma m64n64k16 or m64n32k16");
+  const uint64_t da = descriptor(a), db = descriptor(b), oa = step_a >> 4, ob = step_b >> 4;
+  if constexpr (NT == 8) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %36, 0;\n"
+        "add.s64 da, %32, %34;\nadd.s64 db, %33, %35;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " AMOR_WG_D32_TEXT
+        ", da, db, p, 1, 1, 0, 0;\n}\n"
+        : AMOR_WG_D32(d)
+        : "l"(da), "l"(db), "l"(oa), "l"(ob), "r"(int(accumulate)));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %20, 0;\n"
+        "add.s64 da, %16, %18;\nadd.s64 db, %17, %19;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " AMOR_WG_D16_TEXT
+        ", da, db, p, 1, 1, 0, 0;\n}\n"
+        : AMOR_WG_D16(d)
+        : "l"(da), "l"(db), "l"(oa), "l"(ob), "r"(int(accumulate)));
+  }
 }
 
+#undef AMOR_WG_D16
 #undef AMOR_WG_D32
+#undef AMOR_WG_D16_TEXT
 #undef AMOR_WG_D32_TEXT
 
 #endif

@@ -12,7 +12,7 @@ namespace amor::cuda {
 namespace {
 
 __global__ void wgmma_check_kernel(const uint16_t* a, const uint16_t* b, bool swap, float* d_rs,
-                                   float* d_rs_trans, float* d_ss) {
+                                   float* d_rs_trans, float* d_ss, float* d_n32) {
   __shared__ alignas(128) wg::bf16 sa[64 * 16], sbk[64 * 16], sbm[16 * 64];
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
   for (int i = tid; i < 64 * 16; i += 128) {
@@ -35,7 +35,7 @@ __global__ void wgmma_check_kernel(const uint16_t* a, const uint16_t* b, bool sw
     wg::fence();
     if (way == 0) wg::mma_rs<false>(d, af, sw(wg::k_major(sbk, 16)), 0, false);
     if (way == 1) wg::mma_rs<true>(d, af, sw(wg::mn_major(sbm, 64)), 0, false);
-    if (way == 2) wg::mma_ss(d, sw(wg::k_major(sa, 16)), sw(wg::k_major(sbk, 16)), 0, false);
+    if (way == 2) wg::mma_ss(d, sw(wg::k_major(sa, 16)), 0, sw(wg::k_major(sbk, 16)), 0, false);
     wg::commit();
     wg::wait<0>();
     wg::fence_operand(d);
@@ -43,6 +43,17 @@ __global__ void wgmma_check_kernel(const uint16_t* a, const uint16_t* b, bool sw
       for (int e = 0; e < 4; ++e)
         outs[way][(m0 + g + 8 * (e / 2)) * 64 + 8 * j + 2 * t + e % 2] = d[j][e];
   }
+  // N = 32 on B's second half (n 32 .., rows 32 .. of the k_major tile: a byte step of four
+  // bands of 8 rows): D's columns 32 .. 63.
+  float h[4][4];
+  wg::fence();
+  wg::mma_rs<false>(h, af, sw(wg::k_major(sbk, 16)), 4 * 16 * 16, false);
+  wg::commit();
+  wg::wait<0>();
+  wg::fence_operand(h);
+  for (int j = 0; j < 4; ++j)
+    for (int e = 0; e < 4; ++e)
+      d_n32[(m0 + g + 8 * (e / 2)) * 32 + 8 * j + 2 * t + e % 2] = h[j][e];
 }
 
 }  // namespace
@@ -55,12 +66,12 @@ WgmmaCheckOut wgmma_layout_check(const std::vector<uint16_t>& a, const std::vect
   float* dd = nullptr;
   AMOR_CUDA_CHECK(cudaMalloc(&da, a.size() * 2));
   AMOR_CUDA_CHECK(cudaMalloc(&db, b.size() * 2));
-  AMOR_CUDA_CHECK(cudaMalloc(&dd, 3 * 64 * 64 * sizeof(float)));
+  AMOR_CUDA_CHECK(cudaMalloc(&dd, (3 * 64 + 32) * 64 * sizeof(float)));
   AMOR_CUDA_CHECK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
   AMOR_CUDA_CHECK(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-  wgmma_check_kernel<<<1, 128>>>(da, db, swap_strides, dd, dd + 4096, dd + 8192);
+  wgmma_check_kernel<<<1, 128>>>(da, db, swap_strides, dd, dd + 4096, dd + 8192, dd + 12288);
   AMOR_CUDA_CHECK_LAUNCH();
-  std::vector<float> all(3 * 4096);
+  std::vector<float> all(3 * 4096 + 2048);
   AMOR_CUDA_CHECK(cudaMemcpy(all.data(), dd, all.size() * sizeof(float), cudaMemcpyDeviceToHost));
   cudaFree(da);
   cudaFree(db);
@@ -68,7 +79,8 @@ WgmmaCheckOut wgmma_layout_check(const std::vector<uint16_t>& a, const std::vect
   WgmmaCheckOut out;
   out.rs.assign(all.begin(), all.begin() + 4096);
   out.rs_trans.assign(all.begin() + 4096, all.begin() + 8192);
-  out.ss.assign(all.begin() + 8192, all.end());
+  out.ss.assign(all.begin() + 8192, all.begin() + 12288);
+  out.rs_n32_hi.assign(all.begin() + 12288, all.end());
   return out;
 }
 

@@ -43,6 +43,9 @@ constexpr int kBV = 64;    // columns of V per block (one warpgroup)
 // Bytes between the k steps (16 columns or 16 rows) of a 64-column core-matrix tile: along the
 // columns two core matrices (k_major), along the rows two bands of 8 rows (mn_major).
 constexpr uint32_t kStepK = 2 * 128, kStepMN = 2 * 16 * 64;
+// Bytes from a 64-column tile's start to its row 32 (four bands of 8 rows): the second half of an
+// N = 32 product whose n runs along the tile's rows.
+constexpr uint32_t kHalfN = 4 * 16 * 64;
 
 struct WgSmem {
   static constexpr int ldv = kBV + 8;  // the v tile stays padded (ldmatrix reads)
@@ -135,31 +138,35 @@ __global__ void __launch_bounds__(128, 3)
     tile_commit();
     const float bnext = c + 1 < NC && tid < kRows ? beta_of(c + 1) : 0.0f;  // stored after B
 
-    // P = scale (Q K^T) o D masked (j <= r < n), bf16 into the P tile (this warp's rows 16 w ..):
-    // state independent, so first and alone (its accumulators free before the chain's).
+    // P = scale (Q K^T) o D masked (j <= r < n), bf16 into the P tile (this warp's rows 16 w ..,
+    // columns in two halves of 32: m64n32 products, 16 accumulators live): state independent,
+    // so first and alone (its accumulators free before the chain's).
     if (with_o) {
-      float p[8][4];
-      wg::fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        wg::mma_ss(p, qa, kb_op, kStepK * kk, kk > 0);
-      wg::commit();
-      wg::wait<0>();
-      wg::fence_operand(p);
+      for (int h = 0; h < 2; ++h) {
+        float p[4][4];
+        wg::fence();
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
+        for (int kk = 0; kk < 4; ++kk)
+          wg::mma_ss(p, qa, kStepK * kk, kb_op, kStepK * kk + kHalfN * h, kk > 0);
+        wg::commit();
+        wg::wait<0>();
+        wg::fence_operand(p);
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int r = 16 * warp + g + 8 * hh, jc = 8 * j + 2 * t;
-          const float gr = gm[r];
-          const float y0 =
-              jc <= r && r < n ? scale * p[j][2 * hh] * exp_t<bf16_t>(gr - gm[jc]) : 0.0f;
-          const float y1 = jc + 1 <= r && r < n
-                               ? scale * p[j][2 * hh + 1] * exp_t<bf16_t>(gr - gm[jc + 1])
-                               : 0.0f;
-          *reinterpret_cast<uint32_t*>(s.P + wg::core_offset(r, jc, kRows)) =
-              mma::pack_bf16x2(y0, y1);
-        }
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int r = 16 * warp + g + 8 * hh, jc = 32 * h + 8 * j + 2 * t;
+            const float gr = gm[r];
+            const float y0 =
+                jc <= r && r < n ? scale * p[j][2 * hh] * exp_t<bf16_t>(gr - gm[jc]) : 0.0f;
+            const float y1 = jc + 1 <= r && r < n
+                                 ? scale * p[j][2 * hh + 1] * exp_t<bf16_t>(gr - gm[jc + 1])
+                                 : 0.0f;
+            *reinterpret_cast<uint32_t*>(s.P + wg::core_offset(r, jc, kRows)) =
+                mma::pack_bf16x2(y0, y1);
+          }
+      }
     }
 
     // Y^T = S^T K^T, the state's A fragments packed per k step (keep mode: the chunk's start
@@ -241,43 +248,45 @@ __global__ void __launch_bounds__(128, 3)
     }
 
     // O^T = scale S^T Q^T diag(e) (B: the q tile as Q^T; the state repacked) + Vn^T P^T (B: the
-    // P tile as P^T), stored transposed (rows < n).
+    // P tile as P^T; k steps past the half's rows are zero and skipped), in two halves of 32 of
+    // the chunk's rows (m64n32: 16 accumulators live), stored transposed (rows < n).
     if (with_o) {
-      float ot[8][4];
-      {
-        uint32_t sa[4][4];
+      uint32_t sa[4][4];
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) pack_s(st, kk, sa[kk]);
+      for (int kk = 0; kk < 4; ++kk) pack_s(st, kk, sa[kk]);
+      bf16_t* const oc = o + (xb + int64_t(c) * kRows * H) * V + v0 + cw;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float ot[4][4];
         wg::fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          wg::mma_rs<false>(ot, sa[kk], qa, kStepK * kk, kk > 0);
+          wg::mma_rs<false>(ot, sa[kk], qa, kStepK * kk + kHalfN * h, kk > 0);
         wg::commit();
         wg::wait<0>();
         wg::fence_operand(ot);
-      }
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int r = 8 * j + 2 * t;
-        const float se0 = scale * exp_t<bf16_t>(gm[r]), se1 = scale * exp_t<bf16_t>(gm[r + 1]);
-        ot[j][0] *= se0;
-        ot[j][1] *= se1;
-        ot[j][2] *= se0;
-        ot[j][3] *= se1;
-      }
-      wg::fence();
+        for (int j = 0; j < 4; ++j) {
+          const int r = 32 * h + 8 * j + 2 * t;
+          const float se0 = scale * exp_t<bf16_t>(gm[r]), se1 = scale * exp_t<bf16_t>(gm[r + 1]);
+          ot[j][0] *= se0;
+          ot[j][1] *= se1;
+          ot[j][2] *= se0;
+          ot[j][3] *= se1;
+        }
+        wg::fence();
 #pragma unroll
-      for (int kb = 0; kb < 4; ++kb)
-        wg::mma_rs<false>(ot, vn[kb], wg::k_major(s.P, kRows), kStepK * kb, true);
-      wg::commit();
-      wg::wait<0>();
-      wg::fence_operand(ot);
-      bf16_t* const oc = o + (xb + int64_t(c) * kRows * H) * V + v0 + cw;
+        for (int kb = 0; kb < 2 * h + 2; ++kb)
+          wg::mma_rs<false>(ot, vn[kb], wg::k_major(s.P, kRows), kStepK * kb + kHalfN * h, true);
+        wg::commit();
+        wg::wait<0>();
+        wg::fence_operand(ot);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int r = 8 * j + 2 * t;
-        store_t(mma::pack_bf16x2(ot[j][0], ot[j][1]), g, r, g, oc, int64_t(H) * V, n);
-        store_t(mma::pack_bf16x2(ot[j][2], ot[j][3]), g, r, g + 8, oc, int64_t(H) * V, n);
+        for (int j = 0; j < 4; ++j) {
+          const int r = 32 * h + 8 * j + 2 * t;
+          store_t(mma::pack_bf16x2(ot[j][0], ot[j][1]), g, r, g, oc, int64_t(H) * V, n);
+          store_t(mma::pack_bf16x2(ot[j][2], ot[j][3]), g, r, g + 8, oc, int64_t(H) * V, n);
+        }
       }
     }
 

@@ -45,6 +45,10 @@ TEST(CudaParity, WgmmaLayouts) {
   EXPECT_EQ(max_error(straight.rs, ref), 0.0) << "A in registers, B k_major";
   EXPECT_EQ(max_error(straight.rs_trans, ref), 0.0) << "A in registers, B mn_major";
   EXPECT_EQ(max_error(straight.ss, ref), 0.0) << "A and B k_major in shared memory";
+  std::vector<double> ref_hi(64 * 32);
+  for (int m = 0; m < 64; ++m)
+    for (int n = 0; n < 32; ++n) ref_hi[m * 32 + n] = ref[m * 64 + 32 + n];
+  EXPECT_EQ(max_error(straight.rs_n32_hi, ref_hi), 0.0) << "N = 32, B's second half";
   std::printf("wgmma layouts: straight %g %g %g, strides exchanged %g %g %g\n",
               max_error(straight.rs, ref), max_error(straight.rs_trans, ref),
               max_error(straight.ss, ref), max_error(swapped.rs, ref),
