@@ -13,7 +13,7 @@ namespace {
 
 __global__ void wgmma_check_kernel(const uint16_t* a, const uint16_t* b, bool swap, float* d_rs,
                                    float* d_rs_trans, float* d_ss, float* d_n32) {
-  __shared__ alignas(128) wg::bf16 sa[64 * 16], sbk[64 * 16], sbm[16 * 64];
+  alignas(128) __shared__ wg::bf16 sa[64 * 16], sbk[64 * 16], sbm[16 * 64];
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
   for (int i = tid; i < 64 * 16; i += 128) {
     const int m = i / 16, k = i % 16;  // A [m][k]
@@ -69,7 +69,7 @@ WgmmaCheckOut wgmma_layout_check(const std::vector<uint16_t>& a, const std::vect
   AMOR_CUDA_CHECK(cudaMalloc(&dd, (3 * 64 + 32) * 64 * sizeof(float)));
   AMOR_CUDA_CHECK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
   AMOR_CUDA_CHECK(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-  wgmma_check_kernel<<<1, 128>>>(da, db, swap_strides, dd, dd + 4096, dd + 8192, dd + 12288);
+  wgmma_check_kernel<<<1, 128, 0, nullptr>>>(da, db, swap_strides, dd, dd + 4096, dd + 8192, dd + 12288);
   AMOR_CUDA_CHECK_LAUNCH();
   std::vector<float> all(3 * 4096 + 2048);
   AMOR_CUDA_CHECK(cudaMemcpy(all.data(), dd, all.size() * sizeof(float), cudaMemcpyDeviceToHost));
