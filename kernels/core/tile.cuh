@@ -26,7 +26,8 @@
 //                                                                      [n0 + 8 (l / 16)]
 // The B loads fill b[4]: b[0], b[1] are the B fragment of n-tile n0, b[2], b[3] of n-tile n0 + 8;
 // mma_x2 runs the two MMAs of such a pair. Two n-tiles per load because ldmatrix.x4 reads four
-// 8 x 8 matrices: the A fragment is four, a B fragment two.
+// 8 x 8 matrices: the A fragment is four, a B fragment two. store_a_trans is frag_a_trans's
+// inverse (stmatrix.x4.trans, the same addresses): an A fragment of X^T written as X.
 //
 // Accumulators: a 16 x 8 output tile is a C fragment float c[4]; c_row / c_col give the tile row
 // and column of element e for this lane (the walk every epilogue does), a_from_c reuses a pair of
@@ -84,10 +85,23 @@ __device__ __forceinline__ void frag_b2(uint32_t (&b)[4], const E* x, Ld ld, int
                                         int lane) {
   mma::ldmatrix_x4(b, x + (n0 + lane % 8 + (lane / 16) * 8) * ld + k0 + ((lane / 8) % 2) * 8);
 }
+// (The row sums k0 + l % 8 + 8 ((l / 8) % 2) as attention had it. Gated delta's RowB summed
+// k0 + 8 ((l / 8) % 2) + l % 8: the same addresses, but that order reschedules attention's dkdv
+// kernels, and this one gdn_prepare_reg_kernel's (same registers, a few instructions moved).)
 template <class E, class Ld>
 __device__ __forceinline__ void frag_b2_trans(uint32_t (&b)[4], const E* x, Ld ld, int k0,
                                               int n0, int lane) {
   mma::ldmatrix_x4_trans(b, x + (k0 + lane % 8 + ((lane / 8) % 2) * 8) * ld + n0 + (lane / 16) * 8);
+}
+
+// Stores the A fragment a of A[m][k] = X[k][m] at (m0, k0) to X (what frag_a_trans would read
+// back): the packing of a C fragment pair of X^T (a_from_c) written as X without a transpose in
+// registers.
+template <class E, class Ld>
+__device__ __forceinline__ void store_a_trans(E* x, Ld ld, int m0, int k0, int lane,
+                                              const uint32_t (&a)[4]) {
+  const int i = lane / 8;
+  mma::stmatrix_x4_trans(x + (k0 + (i / 2) * 8 + lane % 8) * ld + m0 + (i % 2) * 8, a);
 }
 
 // c0 += A B0, c1 += A B1 for the n-tile pair b of a frag_b2 / frag_b2_trans load.
