@@ -718,24 +718,21 @@ struct BwdWyRegSmem {
 // stmatrix) through which the forward's register pass stores its per-chunk results (S, Vn)
 // whose fragments are transposed against the [rows, V] arrays: the packed bf16 pairs of a 16 x 16
 // block of a C-fragment pair (X^T) are an A fragment, which stmatrix.trans writes as the block of
-// X (lane 8 m + rr: row 16 blk + 8 (m / 2) + rr, column 8 (m % 2)); flush then stores the rows as
-// 16-byte pieces. ncu (2026-12-01 session 3): the shuffled 4-byte pair stores (store_row_pairs)
-// this replaces were a quarter of the forward pass's instructions.
+// X (tile::store_a_trans: lane 8 m + rr gives row 16 blk + 8 (m / 2) + rr, column 8 (m % 2));
+// flush then stores the rows as 16-byte pieces. ncu (2026-12-01 session 3): the shuffled 4-byte
+// pair stores (store_row_pairs) this replaces were a quarter of the forward pass's instructions.
 constexpr int kStageLd = kRegCols + 8;
 __host__ __device__ inline int64_t stage_rows(const Dims& d) {
   return d.K > reg_rows(d) ? d.K : reg_rows(d);
 }
 struct WarpStage {
   bf16_t* tile;
-  int lane, row, col;
+  int lane;
   __device__ __forceinline__ WarpStage(bf16_t* base, const Dims& d)
-      : tile(base + (threadIdx.x / 32) * stage_rows(d) * kStageLd),
-        lane(int(threadIdx.x) % 32),
-        row(8 * (lane / 16) + lane % 8),
-        col(8 * ((lane / 8) % 2)) {}
+      : tile(base + (threadIdx.x / 32) * stage_rows(d) * kStageLd), lane(int(threadIdx.x) % 32) {}
   // Block blk (rows 16 blk ..) of X from the A-fragment packing p of X^T's C fragments.
   __device__ __forceinline__ void put(int blk, const uint32_t (&p)[4]) const {
-    mma::stmatrix_x4_trans(tile + (16 * blk + row) * kStageLd + col, p);
+    tile::store_a_trans(tile, kStageLd, 0, 16 * blk, lane, p);
   }
   // Rows < rows of the tile to x[r * stride + c0 ..  c0 + 15]; the tile is free again on return.
   __device__ __forceinline__ void flush(bf16_t* x, int64_t stride, int64_t c0, int rows) const {
