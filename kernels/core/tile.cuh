@@ -93,9 +93,10 @@ __device__ __forceinline__ void frag_b2(uint32_t (&b)[4], const E* x, Ld ld, int
                                         int lane) {
   mma::ldmatrix_x4(b, x + (n0 + lane % 8 + (lane / 16) * 8) * ld + k0 + ((lane / 8) % 2) * 8);
 }
-// (The row sums k0 + l % 8 + 8 ((l / 8) % 2) as attention had it. Gated delta's RowB summed
-// k0 + 8 ((l / 8) % 2) + l % 8: the same addresses, but that order reschedules attention's dkdv
-// kernels, and this one gdn_prepare_reg_kernel's (same registers, a few instructions moved).)
+// (The row is summed k0 + l % 8 + 8 ((l / 8) % 2), as attention had it. Gated delta's RowB summed
+// k0 + 8 ((l / 8) % 2) + l % 8, the same addresses; each order reschedules the other op's kernels
+// (attention's dkdv; gdn_prepare_reg_kernel: same registers, a few instructions moved), and
+// attention's order is kept.)
 template <class E, class Ld>
 __device__ __forceinline__ void frag_b2_trans(uint32_t (&b)[4], const E* x, Ld ld, int k0,
                                               int n0, int lane) {
