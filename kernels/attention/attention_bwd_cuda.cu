@@ -453,8 +453,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && MT == 1 ? 3 : 1)
           tile::a_from_c(pa[mt], st[mt], kq);
           tile::a_from_c(dsa[mt], dpt[mt], kq);
           if constexpr (kFused) {  // dS^T block (keys kr + 16 mt.., rows 16 kq..) -> dS tile
-            const int m = lane >> 3, row = kq * 16 + (m >> 1) * 8 + (lane & 7);
-            mma::stmatrix_x4_trans(sdS + row * kLdS<BK> + kr + mt * 16 + (m & 1) * 8, dsa[mt]);
+            tile::store_a_trans(sdS, kLdS<BK>, kr + mt * 16, kq * 16, lane, dsa[mt]);
           }
         }
 #pragma unroll

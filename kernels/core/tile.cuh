@@ -26,7 +26,16 @@
 //                                                                      [n0 + 8 (l / 16)]
 // The B loads fill b[4]: b[0], b[1] are the B fragment of n-tile n0, b[2], b[3] of n-tile n0 + 8;
 // mma_x2 runs the two MMAs of such a pair. Two n-tiles per load because ldmatrix.x4 reads four
-// 8 x 8 matrices: the A fragment is four, a B fragment two.
+// 8 x 8 matrices: the A fragment is four, a B fragment two. store_a_trans is frag_a_trans's
+// inverse (stmatrix.x4.trans, the same addresses): an A fragment of X^T written as X. Each load
+// also takes a LaneParts (lane_parts(l): l % 8, (l / 8) & 1, l / 16, computed once) instead of
+// the lane: the same addresses summed as SSD summed them.
+//
+// Summation order. The addresses are integer sums; ptxas schedules (and sometimes allocates)
+// differently when their order changes, and the ops summed them differently. To keep every
+// kernel's machine code, the helpers keep the order of the op that had the form first
+// (attention's for the lane form, SSD's for LaneParts); notes at frag_b2_trans and in the ops
+// say where a kernel's code moved or its own form stayed.
 //
 // Accumulators: a 16 x 8 output tile is a C fragment float c[4]; c_row / c_col give the tile row
 // and column of element e for this lane (the walk every epilogue does), a_from_c reuses a pair of
@@ -84,10 +93,53 @@ __device__ __forceinline__ void frag_b2(uint32_t (&b)[4], const E* x, Ld ld, int
                                         int lane) {
   mma::ldmatrix_x4(b, x + (n0 + lane % 8 + (lane / 16) * 8) * ld + k0 + ((lane / 8) % 2) * 8);
 }
+// (The row is summed k0 + l % 8 + 8 ((l / 8) % 2), as attention had it. Gated delta's RowB summed
+// k0 + 8 ((l / 8) % 2) + l % 8, the same addresses; each order reschedules the other op's kernels
+// (attention's dkdv; gdn_prepare_reg_kernel: same registers, a few instructions moved), and
+// attention's order is kept.)
 template <class E, class Ld>
 __device__ __forceinline__ void frag_b2_trans(uint32_t (&b)[4], const E* x, Ld ld, int k0,
                                               int n0, int lane) {
   mma::ldmatrix_x4_trans(b, x + (k0 + lane % 8 + ((lane / 8) % 2) * 8) * ld + n0 + (lane / 16) * 8);
+}
+
+// The same loads from a lane's parts computed once by the caller (lane_parts: l % 8, (l / 8) & 1,
+// l / 16), each address summed as SSD's kernels had it (their machine code depends on the order).
+struct LaneParts {
+  int r, q1, q2;
+};
+__device__ __forceinline__ LaneParts lane_parts(int lane) {
+  return {lane % 8, (lane / 8) & 1, lane / 16};
+}
+template <class E, class Ld>
+__device__ __forceinline__ void frag_a(uint32_t (&a)[4], const E* x, Ld ld, int m0, int k0,
+                                       const LaneParts& p) {
+  mma::ldmatrix_x4(a, x + (m0 + p.r + 8 * p.q1) * ld + k0 + 8 * p.q2);
+}
+template <class E, class Ld>
+__device__ __forceinline__ void frag_a_trans(uint32_t (&a)[4], const E* x, Ld ld, int m0,
+                                             int k0, const LaneParts& p) {
+  mma::ldmatrix_x4_trans(a, x + (k0 + p.r + 8 * p.q2) * ld + m0 + 8 * p.q1);
+}
+template <class E, class Ld>
+__device__ __forceinline__ void frag_b2(uint32_t (&b)[4], const E* x, Ld ld, int k0, int n0,
+                                        const LaneParts& p) {
+  mma::ldmatrix_x4(b, x + (n0 + p.r + 8 * p.q2) * ld + k0 + 8 * p.q1);
+}
+template <class E, class Ld>
+__device__ __forceinline__ void frag_b2_trans(uint32_t (&b)[4], const E* x, Ld ld, int k0,
+                                              int n0, const LaneParts& p) {
+  mma::ldmatrix_x4_trans(b, x + (k0 + p.r + 8 * p.q1) * ld + n0 + 8 * p.q2);
+}
+
+// Stores the A fragment a of A[m][k] = X[k][m] at (m0, k0) to X (what frag_a_trans would read
+// back): the packing of a C fragment pair of X^T (a_from_c) written as X without a transpose in
+// registers.
+template <class E, class Ld>
+__device__ __forceinline__ void store_a_trans(E* x, Ld ld, int m0, int k0, int lane,
+                                              const uint32_t (&a)[4]) {
+  const int i = lane / 8;
+  mma::stmatrix_x4_trans(x + (k0 + (i / 2) * 8 + lane % 8) * ld + m0 + (i % 2) * 8, a);
 }
 
 // c0 += A B0, c1 += A B1 for the n-tile pair b of a frag_b2 / frag_b2_trans load.

@@ -182,10 +182,9 @@ __device__ __forceinline__ void finish_product(float (&acc)[4][4], const A& a, c
 #pragma unroll
     for (int jp = 0; jp < 2; ++jp) {
       if (h0 + 16 * jp < K) {
-        uint32_t b0[2], b1[2];
-        RowB<bf16_t>{b, ldb}.frag_b2(k0, h0 + 16 * jp, lane, b0, b1);
-        mma::mma_bf16_16816(acc[2 * jp], f, b0);
-        mma::mma_bf16_16816(acc[2 * jp + 1], f, b1);
+        uint32_t bf[4];
+        tile::frag_b2_trans(bf, b, ldb, k0, h0 + 16 * jp, lane);
+        tile::mma_x2(acc[2 * jp], acc[2 * jp + 1], f, bf);
       }
     }
   }
@@ -593,32 +592,28 @@ __global__ void __launch_bounds__(kThreads * KS, 2 / KS)
 #pragma unroll 1
       for (int k0 = 0; k0 < w; k0 += 16) {
         uint32_t ao[4], av[4], ad[4];
-        RowA<bf16_t>{dOt, ldt}.frag_a(m0, k0, lane, ao);
-        RowA<bf16_t>{Vnt, ldt}.frag_a(m0, k0, lane, av);
-        RowA<bf16_t>{dVnt, ldt}.frag_a(m0, k0, lane, ad);
+        tile::frag_a(ao, dOt, ldt, m0, k0, lane);
+        tile::frag_a(av, Vnt, ldt, m0, k0, lane);
+        tile::frag_a(ad, dVnt, ldt, m0, k0, lane);
 #pragma unroll
         for (int jp = 0; jp < kDpPairs; ++jp) {
           const int c = p0 + 16 * jp;
           if (c < R) {
-            uint32_t b0[2], b1[2];
-            ColB<bf16_t>{Vnt, ldt}.frag_b2(k0, c, lane, b0, b1);
-            mma::mma_bf16_16816(dp[2 * jp], ao, b0);
-            mma::mma_bf16_16816(dp[2 * jp + 1], ao, b1);
+            uint32_t b[4];
+            tile::frag_b2(b, Vnt, ldt, k0, c, lane);
+            tile::mma_x2(dp[2 * jp], dp[2 * jp + 1], ao, b);
           }
         }
 #pragma unroll
         for (int jp = 0; jp < 2; ++jp) {
           const int c = h0 + 16 * jp;
-          uint32_t b0[2], b1[2];
+          uint32_t b[4];
           if (c < K) {
-            ColB<bf16_t>{St, ldt}.frag_b2(k0, c, lane, b0, b1);
-            mma::mma_bf16_16816(dqs[2 * jp], ao, b0);
-            mma::mma_bf16_16816(dqs[2 * jp + 1], ao, b1);
-            mma::mma_bf16_16816(dw[2 * jp], ad, b0);
-            mma::mma_bf16_16816(dw[2 * jp + 1], ad, b1);
-            ColB<bf16_t>{dSt, ldt}.frag_b2(k0, c, lane, b0, b1);
-            mma::mma_bf16_16816(dkh[2 * jp], av, b0);
-            mma::mma_bf16_16816(dkh[2 * jp + 1], av, b1);
+            tile::frag_b2(b, St, ldt, k0, c, lane);
+            tile::mma_x2(dqs[2 * jp], dqs[2 * jp + 1], ao, b);
+            tile::mma_x2(dw[2 * jp], dw[2 * jp + 1], ad, b);
+            tile::frag_b2(b, dSt, ldt, k0, c, lane);
+            tile::mma_x2(dkh[2 * jp], dkh[2 * jp + 1], av, b);
           }
         }
       }
@@ -692,9 +687,9 @@ struct QkStreamLayout {
     return at;
   }
   __host__ __device__ explicit QkStreamLayout(const Dims& d)
-      : ldk(tile_ld<bf16_t>(d.K)),
-        ldl(tile_ld<float>(reg_rows(d))),
-        ldt(tile_ld<bf16_t>(kQkRegVt)) {
+      : ldk(tile::padded_ld<bf16_t>(d.K)),
+        ldl(tile::padded_ld<float>(reg_rows(d))),
+        ldt(tile::padded_ld<bf16_t>(kQkRegVt)) {
     const int64_t R = reg_rows(d);
     q = take_bf16(R * ldk);
     k = take_bf16(R * ldk);
@@ -858,34 +853,30 @@ __global__ void __launch_bounds__(kThreads * 2, 1)
 #pragma unroll 1
         for (int k0 = 0; k0 < kQkRegVt; k0 += 16) {
           uint32_t ao[4], av[4], ad[4];
-          RowA<bf16_t>{dOt, ldt}.frag_a(m0, k0, lane, ao);
-          RowA<bf16_t>{Vnt, ldt}.frag_a(m0, k0, lane, av);
-          RowA<bf16_t>{dVnt, ldt}.frag_a(m0, k0, lane, ad);
+          tile::frag_a(ao, dOt, ldt, m0, k0, lane);
+          tile::frag_a(av, Vnt, ldt, m0, k0, lane);
+          tile::frag_a(ad, dVnt, ldt, m0, k0, lane);
           if (p0 < R) {
-            uint32_t b0[2], b1[2];
-            ColB<bf16_t>{Vnt, ldt}.frag_b2(k0, p0, lane, b0, b1);
-            mma::mma_bf16_16816(dp[0], ao, b0);
-            mma::mma_bf16_16816(dp[1], ao, b1);
+            uint32_t b[4];
+            tile::frag_b2(b, Vnt, ldt, k0, p0, lane);
+            tile::mma_x2(dp[0], dp[1], ao, b);
           }
           const bool dot = ((it * kQkRegVt + k0) / 16) % (kRows / 16) == rg;  // warp-uniform
 #pragma unroll
           for (int jp = 0; jp < 2; ++jp) {
             const int c = h0 + 16 * jp;
             if (c < K) {
-              uint32_t s0[2], s1[2], e0[2], e1[2];
-              ColB<bf16_t>{St, ldt}.frag_b2(k0, c, lane, s0, s1);
-              ColB<bf16_t>{dSt, ldt}.frag_b2(k0, c, lane, e0, e1);
-              mma::mma_bf16_16816(dqs[2 * jp], ao, s0);
-              mma::mma_bf16_16816(dqs[2 * jp + 1], ao, s1);
-              mma::mma_bf16_16816(dw[2 * jp], ad, s0);
-              mma::mma_bf16_16816(dw[2 * jp + 1], ad, s1);
-              mma::mma_bf16_16816(dkh[2 * jp], av, e0);
-              mma::mma_bf16_16816(dkh[2 * jp + 1], av, e1);
+              uint32_t sb[4], eb[4];
+              tile::frag_b2(sb, St, ldt, k0, c, lane);
+              tile::frag_b2(eb, dSt, ldt, k0, c, lane);
+              tile::mma_x2(dqs[2 * jp], dqs[2 * jp + 1], ao, sb);
+              tile::mma_x2(dw[2 * jp], dw[2 * jp + 1], ad, sb);
+              tile::mma_x2(dkh[2 * jp], dkh[2 * jp + 1], av, eb);
               if (dot) {
-                sd = dot_bf16x2(s0[0], e0[0], sd);
-                sd = dot_bf16x2(s0[1], e0[1], sd);
-                sd = dot_bf16x2(s1[0], e1[0], sd);
-                sd = dot_bf16x2(s1[1], e1[1], sd);
+                sd = dot_bf16x2(sb[0], eb[0], sd);
+                sd = dot_bf16x2(sb[1], eb[1], sd);
+                sd = dot_bf16x2(sb[2], eb[2], sd);
+                sd = dot_bf16x2(sb[3], eb[3], sd);
               }
             }
           }
@@ -1209,14 +1200,13 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
 #pragma unroll
     for (int k0 = 0; k0 < K; k0 += 16) {
       uint32_t a[4];
-      RowA<bf16_t>{s.dW, ldk}.frag_a(m0, k0, lane, a);
+      tile::frag_a(a, s.dW, ldk, m0, k0, lane);
 #pragma unroll
       for (int jb = 0; jb < NB; ++jb) {
         if (jb <= mb) {
-          uint32_t b0[2], b1[2];
-          ColB<bf16_t>{s.k, ldk}.frag_b2(k0, 16 * jb, lane, b0, b1);
-          mma::mma_bf16_16816(dtm[2 * jb], a, b0);
-          mma::mma_bf16_16816(dtm[2 * jb + 1], a, b1);
+          uint32_t b[4];
+          tile::frag_b2(b, s.k, ldk, k0, 16 * jb, lane);
+          tile::mma_x2(dtm[2 * jb], dtm[2 * jb + 1], a, b);
         }
       }
     }
@@ -1256,14 +1246,13 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
       for (int k0 = 0; k0 < kWyVt; k0 += 16) {
         if (k0 < w) {
           uint32_t a[4];
-          RowA<bf16_t>{dVnt, ldv}.frag_a(m0, k0, lane, a);
+          tile::frag_a(a, dVnt, ldv, m0, k0, lane);
 #pragma unroll
           for (int jb = 0; jb < NB; ++jb) {
             if (jb <= mb) {
-              uint32_t b0[2], b1[2];
-              ColB<bf16_t>{vt, ldv}.frag_b2(k0, 16 * jb, lane, b0, b1);
-              mma::mma_bf16_16816(dtm[2 * jb], a, b0);
-              mma::mma_bf16_16816(dtm[2 * jb + 1], a, b1);
+              uint32_t b[4];
+              tile::frag_b2(b, vt, ldv, k0, 16 * jb, lane);
+              tile::mma_x2(dtm[2 * jb], dtm[2 * jb + 1], a, b);
             }
           }
         }
@@ -1278,14 +1267,13 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
       for (int kb = 0; kb < NB; ++kb) {
         if (kb >= mb && kb < kb_end) {
           uint32_t a[4];
-          ColA<bf16_t>{s.Tm, ldl}.frag_a(m0, 16 * kb, lane, a);
+          tile::frag_a_trans(a, s.Tm, ldl, m0, 16 * kb, lane);
 #pragma unroll
           for (int jp = 0; jp < kWyVt / 16; ++jp) {
             if (16 * jp < w) {
-              uint32_t b0[2], b1[2];
-              RowB<bf16_t>{dVnt, ldv}.frag_b2(16 * kb, 16 * jp, lane, b0, b1);
-              mma::mma_bf16_16816(y[2 * jp], a, b0);
-              mma::mma_bf16_16816(y[2 * jp + 1], a, b1);
+              uint32_t b[4];
+              tile::frag_b2_trans(b, dVnt, ldv, 16 * kb, 16 * jp, lane);
+              tile::mma_x2(y[2 * jp], y[2 * jp + 1], a, b);
             }
           }
         }
@@ -1340,17 +1328,14 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
 #pragma unroll
     for (int kb = 0; kb < NB; ++kb) {
       if (kb <= mb) {
-        const uint32_t a[4] = {mma::pack_bf16x2(dtm[2 * kb][0], dtm[2 * kb][1]),
-                               mma::pack_bf16x2(dtm[2 * kb][2], dtm[2 * kb][3]),
-                               mma::pack_bf16x2(dtm[2 * kb + 1][0], dtm[2 * kb + 1][1]),
-                               mma::pack_bf16x2(dtm[2 * kb + 1][2], dtm[2 * kb + 1][3])};
+        uint32_t a[4];
+        tile::a_from_c(a, dtm, kb);
 #pragma unroll
         for (int jb = kb; jb < NB; ++jb) {
           if (jb <= mb) {
-            uint32_t b0[2], b1[2];
-            ColB<bf16_t>{s.Tm, ldl}.frag_b2(16 * kb, 16 * jb, lane, b0, b1);
-            mma::mma_bf16_16816(nacc[2 * jb], a, b0);
-            mma::mma_bf16_16816(nacc[2 * jb + 1], a, b1);
+            uint32_t b[4];
+            tile::frag_b2(b, s.Tm, ldl, 16 * kb, 16 * jb, lane);
+            tile::mma_x2(nacc[2 * jb], nacc[2 * jb + 1], a, b);
           }
         }
       }
@@ -1380,14 +1365,13 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
     for (int kb = 0; kb < NB; ++kb) {
       if (kb >= mb && kb < kb_end) {
         uint32_t a[4];
-        ColA<bf16_t>{s.Tm, ldl}.frag_a(m0, 16 * kb, lane, a);
+        tile::frag_a_trans(a, s.Tm, ldl, m0, 16 * kb, lane);
 #pragma unroll
         for (int jb = 0; jb < NB; ++jb) {
           if (jb <= mb) {
-            uint32_t b0[2], b1[2];
-            RowB<bf16_t>{s.N, ldl}.frag_b2(16 * kb, 16 * jb, lane, b0, b1);
-            mma::mma_bf16_16816(da[2 * jb], a, b0);
-            mma::mma_bf16_16816(da[2 * jb + 1], a, b1);
+            uint32_t b[4];
+            tile::frag_b2_trans(b, s.N, ldl, 16 * kb, 16 * jb, lane);
+            tile::mma_x2(da[2 * jb], da[2 * jb + 1], a, b);
           }
         }
       }
@@ -1396,14 +1380,13 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
 #pragma unroll
     for (int k0 = 0; k0 < K; k0 += 16) {
       uint32_t a[4];
-      RowA<bf16_t>{s.k, ldk}.frag_a(m0, k0, lane, a);
+      tile::frag_a(a, s.k, ldk, m0, k0, lane);
 #pragma unroll
       for (int jb = 0; jb < NB; ++jb) {
         if (jb <= mb) {
-          uint32_t b0[2], b1[2];
-          ColB<bf16_t>{s.k, ldk}.frag_b2(k0, 16 * jb, lane, b0, b1);
-          mma::mma_bf16_16816(gk[2 * jb], a, b0);
-          mma::mma_bf16_16816(gk[2 * jb + 1], a, b1);
+          uint32_t b[4];
+          tile::frag_b2(b, s.k, ldk, k0, 16 * jb, lane);
+          tile::mma_x2(gk[2 * jb], gk[2 * jb + 1], a, b);
         }
       }
     }
@@ -1453,10 +1436,7 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
     }
 #pragma unroll
     for (int kb = 0; kb < NB; ++kb) {
-      ea[kb][0] = mma::pack_bf16x2(da[2 * kb][0], da[2 * kb][1]);
-      ea[kb][1] = mma::pack_bf16x2(da[2 * kb][2], da[2 * kb][3]);
-      ea[kb][2] = mma::pack_bf16x2(da[2 * kb + 1][0], da[2 * kb + 1][1]);
-      ea[kb][3] = mma::pack_bf16x2(da[2 * kb + 1][2], da[2 * kb + 1][3]);
+      tile::a_from_c(ea[kb], da, kb);
     }
   }
   tile_wait<0>();   // the dk partial
@@ -1476,13 +1456,12 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
       for (int kb = 0; kb < NB; ++kb) {
         if (kb >= mb && kb < kb_end) {
           uint32_t a[4];
-          ColA<bf16_t>{s.Tm, ldl}.frag_a(m0, 16 * kb, lane, a);
+          tile::frag_a_trans(a, s.Tm, ldl, m0, 16 * kb, lane);
 #pragma unroll
           for (int jp = 0; jp < KPT / 2; ++jp) {
-            uint32_t b0[2], b1[2];
-            RowB<bf16_t>{s.dW, ldk}.frag_b2(16 * kb, h0 + 16 * jp, lane, b0, b1);
-            mma::mma_bf16_16816(acc[2 * jp], a, b0);
-            mma::mma_bf16_16816(acc[2 * jp + 1], a, b1);
+            uint32_t b[4];
+            tile::frag_b2_trans(b, s.dW, ldk, 16 * kb, h0 + 16 * jp, lane);
+            tile::mma_x2(acc[2 * jp], acc[2 * jp + 1], a, b);
           }
         }
       }
@@ -1503,21 +1482,19 @@ __global__ void __launch_bounds__(kWyWarps * 32, K <= 64 ? 3 : 2)
         if (kb <= mb) {
 #pragma unroll
           for (int jp = 0; jp < KPT / 2; ++jp) {
-            uint32_t b0[2], b1[2];
-            RowB<bf16_t>{s.k, ldk}.frag_b2(16 * kb, h0 + 16 * jp, lane, b0, b1);
-            mma::mma_bf16_16816(acc[2 * jp], ea[kb], b0);
-            mma::mma_bf16_16816(acc[2 * jp + 1], ea[kb], b1);
+            uint32_t b[4];
+            tile::frag_b2_trans(b, s.k, ldk, 16 * kb, h0 + 16 * jp, lane);
+            tile::mma_x2(acc[2 * jp], acc[2 * jp + 1], ea[kb], b);
           }
         }
         if (kb >= mb && kb < kb_end) {
           uint32_t a[4];
-          ColA<bf16_t>{s.E, ldl}.frag_a(m0, 16 * kb, lane, a);
+          tile::frag_a_trans(a, s.E, ldl, m0, 16 * kb, lane);
 #pragma unroll
           for (int jp = 0; jp < KPT / 2; ++jp) {
-            uint32_t b0[2], b1[2];
-            RowB<bf16_t>{s.k, ldk}.frag_b2(16 * kb, h0 + 16 * jp, lane, b0, b1);
-            mma::mma_bf16_16816(acc[2 * jp], a, b0);
-            mma::mma_bf16_16816(acc[2 * jp + 1], a, b1);
+            uint32_t b[4];
+            tile::frag_b2_trans(b, s.k, ldk, 16 * kb, h0 + 16 * jp, lane);
+            tile::mma_x2(acc[2 * jp], acc[2 * jp + 1], a, b);
           }
         }
       }

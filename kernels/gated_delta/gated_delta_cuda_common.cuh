@@ -16,13 +16,15 @@
 #include "kernels/cast/cuda_device.cuh"
 #include "kernels/core/env_switch.h"
 #include "kernels/core/mma.cuh"
+#include "kernels/core/tile.cuh"
 #include "kernels/gated_delta/gated_delta_cuda.h"
 
 namespace amor::cuda::gdn {
 
 constexpr int kThreads = 256;  // every chunk kernel
 constexpr int kVt = 32;        // V columns per tile (output and backward kernels, state passes)
-// Row stride of the f32 [*, kVt] tiles (the carried states S and dS', U, y): tile_ld<float>(kVt).
+// Row stride of the f32 [*, kVt] tiles (the carried states S and dS', U, y):
+// tile::padded_ld<float>(kVt).
 // As a B operand (gated_delta_tc.cuh) lane (g, t) reads rows 2t, 2t + 1 at column g, banks
 // (8t + g) mod 32 with a stride of 4 mod 32, all distinct (a stride of 32 would be 4-way).
 constexpr int kVs = kVt + 4;
@@ -217,21 +219,15 @@ __device__ __forceinline__ void batched_copy(int count, Ld ld, St st) {
 // tile_commit() and, before reading, waits with tile_wait<N>() (at most N later sets still in
 // flight) and a barrier.
 
-// Row stride (elements) of a shared tile of `cols` columns of E, chosen for the tensor-core
-// gathers (gated_delta_tc.cuh: lane (g, t) reads rows g and columns 2t, 2t+1, or the transpose):
-//  - bf16: cols + 8 (cols a multiple of 16 makes the stride 4 mod 8 words, so rows g = 0..7 start
-//    in 8 different 4-bank groups: conflict-free both ways), rows stay 16-byte aligned;
-//  - f32: cols + 4 (16-byte rows; column reads 2t, 2t+1 at rows g hit banks 8t + g: conflict-free;
-//    row reads at most 2-way).
-template <class E>
-__host__ __device__ constexpr int64_t tile_ld(int64_t cols) {
-  return cols + (sizeof(E) == 2 ? 8 : 4);
-}
+// Row strides of the shared tiles: tile::padded_ld (kernels/core/tile.cuh: conflict-free fragment
+// reads, bf16 rows 16-byte aligned).
 
 // rows x cols elements of E: global row r at src + r * gstride -> shared dst + r * ld. In 16-byte
 // cp.async pieces when every row start is 16-byte aligned on both sides and cols fills whole
 // pieces (K, V multiples of 8 for bf16, of 4 for f32); else element by element through registers
-// (odd shapes only; then complete on return). Not collective; block-uniform arguments.
+// (odd shapes only; then complete on return). Not collective; block-uniform arguments. The piece
+// loops here and in tile_load_zfill stay written out: tile::for_pieces (the same walk) changed
+// the fused forward kernels' machine code.
 template <class E>
 __device__ __forceinline__ void tile_load(const E* src, int64_t gstride, int rows, int cols, E* dst,
                                           int64_t ld) {
@@ -360,8 +356,8 @@ void allow_smem(Kernel kernel) {
 // ---- shared-memory layouts, one per kernel, templated on the storage dtype T: the q, k, v, dO
 // tiles (and a few operand-only tiles) are T, so a bf16 block needs about half the shared memory
 // of an f32 one; the scratch tiles (W, U/Vn, states, Tm, dVn, dW) and every accumulator are f32.
-// Row strides: tile_ld. Sizes (bytes) for bf16, K 64, V 128, L 64, and what they allow on an
-// H200 (228 KB of shared memory per SM, 1 KB of it reserved per block) are noted per kernel.
+// Row strides: tile::padded_ld. Sizes (bytes) for bf16, K 64, V 128, L 64, and what they allow on
+// an H200 (228 KB of shared memory per SM, 1 KB of it reserved per block) are noted per kernel.
 
 template <class T>
 struct PrepareSmem {      // gdn_prepare_kernel: 65 KB, three blocks per SM
@@ -369,9 +365,9 @@ struct PrepareSmem {      // gdn_prepare_kernel: 65 KB, three blocks per SM
   T *k, *v;
   float *A, *Tm, *X, *gam, *beta, *be;  // X: the blocked solve's [16, L] partial sums
   __host__ __device__ PrepareSmem(Carve& c, const Dims& d)
-      : ldk(tile_ld<T>(d.K)),
-        ldv(tile_ld<T>(d.V)),
-        ldl(tile_ld<float>(d.L)),
+      : ldk(tile::padded_ld<T>(d.K)),
+        ldv(tile::padded_ld<T>(d.V)),
+        ldl(tile::padded_ld<float>(d.L)),
         k(c.take_as<T>(d.L * ldk)),
         v(c.take_as<T>(d.L * ldv)),
         A(c.take_as<float>(d.L * ldl)),
@@ -393,8 +389,8 @@ struct StateFwdSmem {  // gdn_state_fwd_kernel: 60 KB, three blocks per SM
   T* k[2];
   float *Vn[2], *gam[2];
   __host__ __device__ StateFwdSmem(Carve& c, const Dims& d)
-      : ldk(tile_ld<T>(d.K)),
-        ldv(tile_ld<T>(kVt)),
+      : ldk(tile::padded_ld<T>(d.K)),
+        ldv(tile::padded_ld<T>(kVt)),
         S(c.take_as<float>(d.K * kVs)),
         W(c.take_as<T>(d.L * ldk)),
         vt(c.take_as<T>(d.L * ldv)) {
@@ -415,9 +411,9 @@ struct OutputSmem {  // gdn_output_kernel: 48 KB, three blocks per SM (registers
   float *gam, *qe;  // qe_r = scale e_r
   T *S[2], *Vn[2];
   __host__ __device__ OutputSmem(Carve& c, const Dims& d)
-      : ldk(tile_ld<T>(d.K)),
-        ldp(tile_ld<T>(d.L)),
-        ldv(tile_ld<T>(kVt)),
+      : ldk(tile::padded_ld<T>(d.K)),
+        ldp(tile::padded_ld<T>(d.L)),
+        ldv(tile::padded_ld<T>(kVt)),
         q(c.take_as<T>(d.L * ldk)),
         k(c.take_as<T>(d.L * ldk)),
         P(c.take_as<T>(d.L * ldp)),
@@ -441,9 +437,9 @@ struct StateBwdSmem {     // gdn_state_bwd_kernel: 97 KB, two blocks per SM
   T *q[2], *k[2], *dO[2], *W[2];
   float* gam[2];
   __host__ __device__ StateBwdSmem(Carve& c, const Dims& d)
-      : ldk(tile_ld<T>(d.K)),
-        ldo(tile_ld<T>(kVt)),
-        ldp(tile_ld<T>(d.L)),
+      : ldk(tile::padded_ld<T>(d.K)),
+        ldo(tile::padded_ld<T>(kVt)),
+        ldp(tile::padded_ld<T>(d.L)),
         dS(c.take_as<float>(d.K * kVs)),
         P(c.take_as<T>(d.L * ldp)),
         kd(c.take_as<T>(d.L * ldk)),
@@ -466,10 +462,10 @@ struct BwdQkSmem {             // gdn_bwd_qk_kernel: 112 KB, two blocks per SM
   T *q, *k, *dO, *Vn, *dVn, *S, *dS;
   float *dP, *dqS, *dKh, *dW, *gam, *x, *rp, *red, *P;
   __host__ __device__ BwdQkSmem(Carve& c, const Dims& d)
-      : ldk(tile_ld<T>(d.K)),
-        ldl(tile_ld<float>(d.L)),
-        ldw(tile_ld<float>(d.K)),
-        ldt(tile_ld<T>(kQkVt)),
+      : ldk(tile::padded_ld<T>(d.K)),
+        ldl(tile::padded_ld<float>(d.L)),
+        ldw(tile::padded_ld<float>(d.K)),
+        ldt(tile::padded_ld<T>(kQkVt)),
         q(c.take_as<T>(d.L * ldk)),
         k(c.take_as<T>(d.L * ldk)) {
     dP = c.take_as<float>(d.L * ldl);
@@ -503,11 +499,11 @@ struct BwdWySmem {                   // gdn_bwd_wy_kernel: 91 KB, two blocks per
   T *k, *dW, *Tm, *v[2], *dVn[2];  // v, dVn: double-buffered V tiles
   float *dTm, *M, *gam, *beta, *dgam, *dbeta, *y, *z;
   __host__ __device__ BwdWySmem(Carve& c, const Dims& d)
-      : ldk(tile_ld<T>(d.K)),
-        ldz(tile_ld<float>(d.K)),
-        ldl(tile_ld<float>(d.L)),
-        ldtm(tile_ld<T>(d.L)),
-        ldv(tile_ld<T>(kVt)),
+      : ldk(tile::padded_ld<T>(d.K)),
+        ldz(tile::padded_ld<float>(d.K)),
+        ldl(tile::padded_ld<float>(d.L)),
+        ldtm(tile::padded_ld<T>(d.L)),
+        ldv(tile::padded_ld<T>(kVt)),
         k(c.take_as<T>(d.L * ldk)),
         dW(c.take_as<T>(d.L * ldk)),
         Tm(c.take_as<T>(d.L * ldtm)) {
@@ -616,7 +612,9 @@ struct PrepareRegSmem {
   T *k, *v, *th, *tl;
   float *graw, *gam, *beta, *be;
   __host__ __device__ PrepareRegSmem(Carve& c, const Dims& d)
-      : ldk(tile_ld<T>(d.K)), ldv(tile_ld<T>(d.V)), ldl(tile_ld<T>(reg_rows(d))) {
+      : ldk(tile::padded_ld<T>(d.K)),
+        ldv(tile::padded_ld<T>(d.V)),
+        ldl(tile::padded_ld<T>(reg_rows(d))) {
     const int64_t R = reg_rows(d);
     k = c.take_as<T>(R * ldk);
     v = c.take_as<T>(R * ldv);
@@ -643,7 +641,9 @@ struct BwdQkRegSmem {
   T *dO[2], *Vn[2], *dVn[2], *S[2], *dS[2];
   float *dP, *P, *parts, *gam, *x, *rp, *red;
   __host__ __device__ BwdQkRegSmem(Carve& c, const Dims& d)
-      : ldk(tile_ld<T>(d.K)), ldl(tile_ld<float>(reg_rows(d))), ldt(tile_ld<T>(kQkRegVt)) {
+      : ldk(tile::padded_ld<T>(d.K)),
+        ldl(tile::padded_ld<float>(reg_rows(d))),
+        ldt(tile::padded_ld<T>(kQkRegVt)) {
     const int64_t R = reg_rows(d);
     q = c.take_as<T>(R * ldk);
     k = c.take_as<T>(R * ldk);
@@ -685,9 +685,9 @@ struct BwdWyRegSmem {
   T *v[2], *dVn[2];
   float *dkp, *gam, *beta, *dgp, *dgam, *dbeta, *csp;  // csp: [kWyWarps, R] column sums
   __host__ __device__ BwdWyRegSmem(Carve& c, const Dims& d)
-      : ldk(tile_ld<T>(d.K)),
-        ldl(tile_ld<T>(reg_rows(d))),
-        ldv(tile_ld<T>(kWyVt)),
+      : ldk(tile::padded_ld<T>(d.K)),
+        ldl(tile::padded_ld<T>(reg_rows(d))),
+        ldv(tile::padded_ld<T>(kWyVt)),
         ldp(d.K + 8) {
     const int64_t R = reg_rows(d);
     k = c.take_as<T>(R * ldk);
@@ -718,24 +718,21 @@ struct BwdWyRegSmem {
 // stmatrix) through which the forward's register pass stores its per-chunk results (S, Vn)
 // whose fragments are transposed against the [rows, V] arrays: the packed bf16 pairs of a 16 x 16
 // block of a C-fragment pair (X^T) are an A fragment, which stmatrix.trans writes as the block of
-// X (lane 8 m + rr: row 16 blk + 8 (m / 2) + rr, column 8 (m % 2)); flush then stores the rows as
-// 16-byte pieces. ncu (2026-12-01 session 3): the shuffled 4-byte pair stores (store_row_pairs)
-// this replaces were a quarter of the forward pass's instructions.
+// X (tile::store_a_trans: lane 8 m + rr gives row 16 blk + 8 (m / 2) + rr, column 8 (m % 2));
+// flush then stores the rows as 16-byte pieces. ncu (2026-12-01 session 3): the shuffled 4-byte
+// pair stores (store_row_pairs) this replaces were a quarter of the forward pass's instructions.
 constexpr int kStageLd = kRegCols + 8;
 __host__ __device__ inline int64_t stage_rows(const Dims& d) {
   return d.K > reg_rows(d) ? d.K : reg_rows(d);
 }
 struct WarpStage {
   bf16_t* tile;
-  int lane, row, col;
+  int lane;
   __device__ __forceinline__ WarpStage(bf16_t* base, const Dims& d)
-      : tile(base + (threadIdx.x / 32) * stage_rows(d) * kStageLd),
-        lane(int(threadIdx.x) % 32),
-        row(8 * (lane / 16) + lane % 8),
-        col(8 * ((lane / 8) % 2)) {}
+      : tile(base + (threadIdx.x / 32) * stage_rows(d) * kStageLd), lane(int(threadIdx.x) % 32) {}
   // Block blk (rows 16 blk ..) of X from the A-fragment packing p of X^T's C fragments.
   __device__ __forceinline__ void put(int blk, const uint32_t (&p)[4]) const {
-    mma::stmatrix_x4_trans(tile + (16 * blk + row) * kStageLd + col, p);
+    tile::store_a_trans(tile, kStageLd, 0, 16 * blk, lane, p);
   }
   // Rows < rows of the tile to x[r * stride + c0 ..  c0 + 15]; the tile is free again on return.
   __device__ __forceinline__ void flush(bf16_t* x, int64_t stride, int64_t c0, int rows) const {
@@ -750,12 +747,12 @@ struct WarpStage {
 };
 template <class T>
 struct StateFwdRegSmem {
-  int64_t ld, ldp;  // tile_ld<T>(K), tile_ld<T>(R)
+  int64_t ld, ldp;  // tile::padded_ld<T>(K), tile::padded_ld<T>(R)
   T *P, *stage;
   T *k[2], *W[2], *q[2];
   float* gam[2];
   __host__ __device__ StateFwdRegSmem(Carve& c, const Dims& d, bool fused, int warps)
-      : ld(tile_ld<T>(d.K)), ldp(tile_ld<T>(reg_rows(d))) {
+      : ld(tile::padded_ld<T>(d.K)), ldp(tile::padded_ld<T>(reg_rows(d))) {
     const int64_t R = reg_rows(d);
     P = fused ? c.take_as<T>(R * ldp) : nullptr;
     stage = fused ? nullptr : c.take_as<T>(warps * stage_rows(d) * kStageLd);

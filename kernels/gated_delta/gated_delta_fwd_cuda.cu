@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, 3)
       // the kernel's instructions and 29% of its stalls). The same bf16 values, so the same
       // products.
       bf16_t* const tmb = reinterpret_cast<bf16_t*>(s.A);
-      const int64_t ldb = tile_ld<bf16_t>(L);
+      const int64_t ldb = tile::padded_ld<bf16_t>(L);
       const int q2 = L / 2;
       for (int idx = int(threadIdx.x); idx < n * q2; idx += int(blockDim.x)) {
         const int r = idx / q2, c = (idx - r * q2) * 2;
@@ -333,17 +333,14 @@ __device__ __forceinline__ void store_split(const float (&x)[2][4], bf16_t* th, 
     }
 }
 
-// x += A B with A and B given as hi, lo fragment pairs: hi.hi + hi.lo + lo.hi.
+// x += A B with A and B (two n-tiles, tile::frag_b2's b[4]) given as hi, lo fragment pairs:
+// hi.hi + hi.lo + lo.hi.
 __device__ __forceinline__ void mma_split(float (&x)[2][4], const uint32_t (&ah)[4],
-                                          const uint32_t (&al)[4], const uint32_t (&bh0)[2],
-                                          const uint32_t (&bh1)[2], const uint32_t (&bl0)[2],
-                                          const uint32_t (&bl1)[2]) {
-  mma::mma_bf16_16816(x[0], ah, bh0);
-  mma::mma_bf16_16816(x[1], ah, bh1);
-  mma::mma_bf16_16816(x[0], ah, bl0);
-  mma::mma_bf16_16816(x[1], ah, bl1);
-  mma::mma_bf16_16816(x[0], al, bh0);
-  mma::mma_bf16_16816(x[1], al, bh1);
+                                          const uint32_t (&al)[4], const uint32_t (&bh)[4],
+                                          const uint32_t (&bl)[4]) {
+  tile::mma_x2(x[0], x[1], ah, bh);
+  tile::mma_x2(x[0], x[1], ah, bl);
+  tile::mma_x2(x[0], x[1], al, bh);
 }
 
 // kOut (PrepOut, gated_delta_fwd_fused.cuh) picks what the kernel writes: everything (kAll: gam, W,
@@ -398,14 +395,13 @@ __global__ void __launch_bounds__(kPrepWarps * 32, 4)
     // A_B = K_B K^T (column blocks <= mb), then beta_r D_rj below the diagonal.
     for (int k0 = 0; k0 < K; k0 += 16) {
       uint32_t af[4];
-      RowA<bf16_t>{s.k, ldk}.frag_a(m0, k0, lane, af);
+      tile::frag_a(af, s.k, ldk, m0, k0, lane);
 #pragma unroll
       for (int jb = 0; jb < NB; ++jb) {
         if (jb <= mb) {
-          uint32_t b0[2], b1[2];
-          ColB<bf16_t>{s.k, ldk}.frag_b2(k0, 16 * jb, lane, b0, b1);
-          mma::mma_bf16_16816(a[2 * jb], af, b0);
-          mma::mma_bf16_16816(a[2 * jb + 1], af, b1);
+          uint32_t b[4];
+          tile::frag_b2(b, s.k, ldk, k0, 16 * jb, lane);
+          tile::mma_x2(a[2 * jb], a[2 * jb + 1], af, b);
         }
       }
     }
@@ -486,25 +482,25 @@ __global__ void __launch_bounds__(kPrepWarps * 32, 4)
 #pragma unroll
       for (int b = 0; b < NB - 1; ++b) {
         if (b >= jb && b < mb) {
-          uint32_t ah[4], al[4], bh0[2], bh1[2], bl0[2], bl1[2];
+          uint32_t ah[4], al[4], bh[4], bl[4];
           split_bf16x2(a[2 * b][0], a[2 * b][1], ah[0], al[0]);
           split_bf16x2(a[2 * b][2], a[2 * b][3], ah[1], al[1]);
           split_bf16x2(a[2 * b + 1][0], a[2 * b + 1][1], ah[2], al[2]);
           split_bf16x2(a[2 * b + 1][2], a[2 * b + 1][3], ah[3], al[3]);
-          RowB<bf16_t>{s.th, ldl}.frag_b2(16 * b, 16 * jb, lane, bh0, bh1);
-          RowB<bf16_t>{s.tl, ldl}.frag_b2(16 * b, 16 * jb, lane, bl0, bl1);
-          mma_split(xs, ah, al, bh0, bh1, bl0, bl1);
+          tile::frag_b2_trans(bh, s.th, ldl, 16 * b, 16 * jb, lane);
+          tile::frag_b2_trans(bl, s.tl, ldl, 16 * b, 16 * jb, lane);
+          mma_split(xs, ah, al, bh, bl);
         }
       }
       store_split(xs, s.th, s.tl, ldl, m0, 16 * jb, lane);
       mma::sync_warp();
-      uint32_t ah[4], al[4], bh0[2], bh1[2], bl0[2], bl1[2];
-      RowA<bf16_t>{s.th, ldl}.frag_a(m0, m0, lane, ah);
-      RowA<bf16_t>{s.tl, ldl}.frag_a(m0, m0, lane, al);
-      RowB<bf16_t>{s.th, ldl}.frag_b2(m0, 16 * jb, lane, bh0, bh1);
-      RowB<bf16_t>{s.tl, ldl}.frag_b2(m0, 16 * jb, lane, bl0, bl1);
+      uint32_t ah[4], al[4], bh[4], bl[4];
+      tile::frag_a(ah, s.th, ldl, m0, m0, lane);
+      tile::frag_a(al, s.tl, ldl, m0, m0, lane);
+      tile::frag_b2_trans(bh, s.th, ldl, m0, 16 * jb, lane);
+      tile::frag_b2_trans(bl, s.tl, ldl, m0, 16 * jb, lane);
       float ys[2][4] = {};
-      mma_split(ys, ah, al, bh0, bh1, bl0, bl1);
+      mma_split(ys, ah, al, bh, bl);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -537,14 +533,13 @@ __global__ void __launch_bounds__(kPrepWarps * 32, 4)
     for (int kb = 0; kb < NB; ++kb) {
       if (kb <= mb) {
         uint32_t af[4];
-        RowA<bf16_t>{s.th, ldl}.frag_a(m0, 16 * kb, lane, af);
+        tile::frag_a(af, s.th, ldl, m0, 16 * kb, lane);
 #pragma unroll
         for (int jp = 0; jp < 4; ++jp) {
           if (16 * jp < w) {
-            uint32_t b0[2], b1[2];
-            RowB<bf16_t>{bt, ldb}.frag_b2(16 * kb, int(c0) + 16 * jp, lane, b0, b1);
-            mma::mma_bf16_16816(acc[2 * jp], af, b0);
-            mma::mma_bf16_16816(acc[2 * jp + 1], af, b1);
+            uint32_t b[4];
+            tile::frag_b2_trans(b, bt, ldb, 16 * kb, int(c0) + 16 * jp, lane);
+            tile::mma_x2(acc[2 * jp], acc[2 * jp + 1], af, b);
           }
         }
       }
@@ -782,10 +777,8 @@ __global__ void __launch_bounds__(128)
     uint32_t sa[KS][4];
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
-      const uint32_t p[4] = {mma::pack_bf16x2(st[2 * kk][0], st[2 * kk][1]),
-                             mma::pack_bf16x2(st[2 * kk][2], st[2 * kk][3]),
-                             mma::pack_bf16x2(st[2 * kk + 1][0], st[2 * kk + 1][1]),
-                             mma::pack_bf16x2(st[2 * kk + 1][2], st[2 * kk + 1][3])};
+      uint32_t p[4];
+      tile::a_from_c(p, st, kk);
       if constexpr (!kOut) stage.put(kk, p);
 #pragma unroll
       for (int e = 0; e < 4; ++e) sa[kk][e] = p[e] ^ 0x80008000u;  // the sign bits: -S exactly
@@ -803,20 +796,18 @@ __global__ void __launch_bounds__(128)
       if (16 * jp >= n) break;
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
-        uint32_t b0[2], b1[2];
-        ColB<bf16_t>{Wt, ld}.frag_b2(16 * kk, 16 * jp, lane, b0, b1);
-        mma::mma_bf16_16816(vn[2 * jp], sa[kk], b0);
-        mma::mma_bf16_16816(vn[2 * jp + 1], sa[kk], b1);
+        uint32_t b[4];
+        tile::frag_b2(b, Wt, ld, 16 * kk, 16 * jp, lane);
+        tile::mma_x2(vn[2 * jp], vn[2 * jp + 1], sa[kk], b);
       }
       if constexpr (kOut) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) ot[2 * jp][e] = ot[2 * jp + 1][e] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < KS; ++kk) {
-          uint32_t b0[2], b1[2];
-          ColB<bf16_t>{pick(s.q, buf), ld}.frag_b2(16 * kk, 16 * jp, lane, b0, b1);
-          mma::mma_bf16_16816(ot[2 * jp], sa[kk], b0);
-          mma::mma_bf16_16816(ot[2 * jp + 1], sa[kk], b1);
+          uint32_t b[4];
+          tile::frag_b2(b, pick(s.q, buf), ld, 16 * kk, 16 * jp, lane);
+          tile::mma_x2(ot[2 * jp], ot[2 * jp + 1], sa[kk], b);
         }
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
@@ -837,17 +828,11 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
     for (int kr = 0; kr < LT / 2; ++kr) {
       if (16 * kr >= n) break;
-      const uint32_t p0 = mma::pack_bf16x2(vn[2 * kr][0], vn[2 * kr][1]);
-      const uint32_t p1 = mma::pack_bf16x2(vn[2 * kr][2], vn[2 * kr][3]);
-      const uint32_t p2 = mma::pack_bf16x2(vn[2 * kr + 1][0], vn[2 * kr + 1][1]);
-      const uint32_t p3 = mma::pack_bf16x2(vn[2 * kr + 1][2], vn[2 * kr + 1][3]);
       if constexpr (kOut) {
-        vb[kr][0] = p0;
-        vb[kr][1] = p1;
-        vb[kr][2] = p2;
-        vb[kr][3] = p3;
+        tile::a_from_c(vb[kr], vn, kr);
       } else {
-        const uint32_t pv[4] = {p0, p1, p2, p3};  // Vn^T's block: as S^T's above
+        uint32_t pv[4];  // Vn^T's block: as S^T's above
+        tile::a_from_c(pv, vn, kr);
         stage.put(kr, pv);
       }
       float dec[4];
@@ -869,10 +854,9 @@ __global__ void __launch_bounds__(128)
         if (16 * jp >= n) break;
 #pragma unroll
         for (int kr = 0; kr <= jp; ++kr) {
-          uint32_t b0[2], b1[2];
-          ColB<bf16_t>{s.P, ldp}.frag_b2(16 * kr, 16 * jp, lane, b0, b1);
-          mma::mma_bf16_16816(ot[2 * jp], vb[kr], b0);
-          mma::mma_bf16_16816(ot[2 * jp + 1], vb[kr], b1);
+          uint32_t b[4];
+          tile::frag_b2(b, s.P, ldp, 16 * kr, 16 * jp, lane);
+          tile::mma_x2(ot[2 * jp], ot[2 * jp + 1], vb[kr], b);
         }
         const int64_t hv = d.H * V;
         store_row_pairs(o_c, hv, 16 * jp + 2 * t, c0 + g,
@@ -895,10 +879,9 @@ __global__ void __launch_bounds__(128)
       if (16 * kr >= n) break;
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
-        uint32_t b0[2], b1[2];
-        RowB<bf16_t>{kt, ld}.frag_b2(16 * kr, 16 * kk, lane, b0, b1);
-        mma::mma_bf16_16816(st[2 * kk], va[kr], b0);
-        mma::mma_bf16_16816(st[2 * kk + 1], va[kr], b1);
+        uint32_t b[4];
+        tile::frag_b2_trans(b, kt, ld, 16 * kr, 16 * kk, lane);
+        tile::mma_x2(st[2 * kk], st[2 * kk + 1], va[kr], b);
       }
     }
     if constexpr (!kOut) stage.flush(Vn_out + row0 * V, V, c0, n);

@@ -65,24 +65,16 @@ __device__ __forceinline__ float bf_hi(uint32_t p) {
 // Register helpers of the fused forms that keep the state in wgmma / mma.sync C fragments
 // (gated_delta_fwd_fused2_cuda.cu, gated_delta_fwd_wgmma_cuda.cu).
 
-// The A fragment (bf16 pairs) of the k step made of the n tiles c0 = [j], c1 = [j + 1] of a C
-// fragment array: a[0] row g, a[1] row g + 8 (of c0), a[2], a[3] the same of c1.
-__device__ __forceinline__ void pack_a(const float (&c0)[4], const float (&c1)[4],
-                                       uint32_t (&a)[4]) {
-  a[0] = mma::pack_bf16x2(c0[0], c0[1]);
-  a[1] = mma::pack_bf16x2(c0[2], c0[3]);
-  a[2] = mma::pack_bf16x2(c1[0], c1[1]);
-  a[3] = mma::pack_bf16x2(c1[2], c1[3]);
-}
+// (The plain packing of a C fragment pair into an A fragment is tile::a_from_c.)
 
-// The A fragment of S^T's k step kk from the state's accumulators: as pack_a, but each pair one
-// cvt.rn.bf16x2 in a volatile asm, which the compiler neither merges nor keeps: Y^T (twice, by
-// halves) and O^T repack the same state, and merged packs would hold 2 K / 8 more registers
-// through the chunk (ptxas: 128 registers with 570 bytes of spills at K 128 before).
+// The A fragment of S^T's k step kk from the state's accumulators: as tile::a_from_c, but each
+// pair one cvt.rn.bf16x2 in a volatile asm, which the compiler neither merges nor keeps: Y^T
+// (twice, by halves) and O^T repack the same state, and merged packs would hold 2 K / 8 more
+// registers through the chunk (ptxas: 128 registers with 570 bytes of spills at K 128 before).
 template <int KN>
 __device__ __forceinline__ void pack_s(const float (&st)[KN][4], int kk, uint32_t (&a)[4]) {
 #ifdef AMOR_CUDA_EMU
-  pack_a(st[2 * kk], st[2 * kk + 1], a);
+  tile::a_from_c(a, st, kk);
 #else
   auto cvt = [](float lo, float hi) {
     uint32_t r;

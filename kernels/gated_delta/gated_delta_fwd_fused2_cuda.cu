@@ -64,7 +64,7 @@ constexpr int kRows = 64;  // the chunk (L = 64)
 template <int K, int NW>
 struct Fused2Smem {
   static constexpr int BV = 16 * NW;
-  static constexpr int ldk = K + 8, ldt = kRows + 8, ldv = BV + 8;  // tile_ld<bf16_t>
+  static constexpr int ldk = K + 8, ldt = kRows + 8, ldv = BV + 8;  // tile::padded_ld<bf16_t>
   bf16_t *k[2], *q[2], *Tm, *v, *P;
   float *gam[2], *beta;
   __host__ __device__ Fused2Smem(Carve& c, const Dims&) {
@@ -160,11 +160,10 @@ __global__ void __launch_bounds__(NW * 32, MinB)
         float p[2][4] = {};
 #pragma unroll
         for (int kk = 0; kk < KS; ++kk) {
-          uint32_t a[4], b0[2], b1[2];
-          RowA<bf16_t>{qt, ldk}.frag_a(16 * mb, 16 * kk, lane, a);
-          ColB<bf16_t>{kt, ldk}.frag_b2(16 * kk, 16 * jb, lane, b0, b1);
-          mma::mma_bf16_16816(p[0], a, b0);
-          mma::mma_bf16_16816(p[1], a, b1);
+          uint32_t a[4], b[4];
+          tile::frag_a(a, qt, ldk, 16 * mb, 16 * kk, lane);
+          tile::frag_b2(b, kt, ldk, 16 * kk, 16 * jb, lane);
+          tile::mma_x2(p[0], p[1], a, b);
         }
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
@@ -205,18 +204,17 @@ __global__ void __launch_bounds__(NW * 32, MinB)
         }
 #pragma unroll
         for (int np = 0; np < kRG; ++np) {
-          uint32_t b0[2], b1[2];
-          ColB<bf16_t>{kt, ldk}.frag_b2(16 * kk, 16 * (kRG * h + np), lane, b0, b1);
-          mma::mma_bf16_16816(y[2 * np], a, b0);
-          mma::mma_bf16_16816(y[2 * np + 1], a, b1);
+          uint32_t b[4];
+          tile::frag_b2(b, kt, ldk, 16 * kk, 16 * (kRG * h + np), lane);
+          tile::mma_x2(y[2 * np], y[2 * np + 1], a, b);
         }
       }
 #pragma unroll
       for (int np = 0; np < kRG; ++np) {
         const int kb = kRG * h + np;  // the chunk's rows 16 kb ..
-        // v^T as C fragments: RowB's transposed read of the v tile gives (v[r][c], v[r+1][c]).
-        uint32_t v0f[2], v1f[2];
-        RowB<bf16_t>{s.v, ldv}.frag_b2(16 * kb, cw, lane, v0f, v1f);
+        // v^T as C fragments: the transposed read of the v tile gives (v[r][c], v[r+1][c]).
+        uint32_t vf[4];  // n tiles cw (vf[0], vf[1]) and cw + 8 (vf[2], vf[3])
+        tile::frag_b2_trans(vf, s.v, ldv, 16 * kb, cw, lane);
         float x[2][4];
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {  // n tile 2 kb + hh: rows 16 kb + 8 hh + 2 t, + 1
@@ -224,13 +222,13 @@ __global__ void __launch_bounds__(NW * 32, MinB)
           const float2 bt = *reinterpret_cast<const float2*>(s.beta + r);
           const float e0 = exp_t<bf16_t>(gm[r]), e1 = exp_t<bf16_t>(gm[r + 1]);
           const float* yy = y[2 * np + hh];
-          const uint32_t vl = v0f[hh], vh = v1f[hh];  // columns g, g + 8
+          const uint32_t vl = vf[hh], vh = vf[2 + hh];  // columns g, g + 8
           x[hh][0] = bt.x * (bf_lo(vl) - e0 * yy[0]);
           x[hh][1] = bt.y * (bf_hi(vl) - e1 * yy[1]);
           x[hh][2] = bt.x * (bf_lo(vh) - e0 * yy[2]);
           x[hh][3] = bt.y * (bf_hi(vh) - e1 * yy[3]);
         }
-        pack_a(x[0], x[1], xa[kb]);
+        tile::a_from_c(xa[kb], x, 0);
       }
     }
 
@@ -242,12 +240,11 @@ __global__ void __launch_bounds__(NW * 32, MinB)
       float acc[2][4] = {};
 #pragma unroll
       for (int kb = 0; kb <= rb; ++kb) {
-        uint32_t b0[2], b1[2];
-        ColB<bf16_t>{s.Tm, ldt}.frag_b2(16 * kb, 16 * rb, lane, b0, b1);
-        mma::mma_bf16_16816(acc[0], xa[kb], b0);
-        mma::mma_bf16_16816(acc[1], xa[kb], b1);
+        uint32_t b[4];
+        tile::frag_b2(b, s.Tm, ldt, 16 * kb, 16 * rb, lane);
+        tile::mma_x2(acc[0], acc[1], xa[kb], b);
       }
-      pack_a(acc[0], acc[1], vn[rb]);
+      tile::a_from_c(vn[rb], acc, 0);
     }
 
     __syncthreads();  // B: P complete; Tm, v and beta of chunk c no longer read
@@ -279,10 +276,9 @@ __global__ void __launch_bounds__(NW * 32, MinB)
           pack_s(st, kk, a);
 #pragma unroll
           for (int np = 0; np < kRG; ++np) {
-            uint32_t b0[2], b1[2];
-            ColB<bf16_t>{qt, ldk}.frag_b2(16 * kk, 16 * (kRG * h + np), lane, b0, b1);
-            mma::mma_bf16_16816(ot[2 * np], a, b0);
-            mma::mma_bf16_16816(ot[2 * np + 1], a, b1);
+            uint32_t b[4];
+            tile::frag_b2(b, qt, ldk, 16 * kk, 16 * (kRG * h + np), lane);
+            tile::mma_x2(ot[2 * np], ot[2 * np + 1], a, b);
           }
         }
 #pragma unroll
@@ -299,10 +295,9 @@ __global__ void __launch_bounds__(NW * 32, MinB)
           const int rb = kRG * h + np;
 #pragma unroll
           for (int kb = 0; kb <= rb; ++kb) {
-            uint32_t b0[2], b1[2];
-            ColB<bf16_t>{s.P, ldt}.frag_b2(16 * kb, 16 * rb, lane, b0, b1);
-            mma::mma_bf16_16816(ot[2 * np], vn[kb], b0);
-            mma::mma_bf16_16816(ot[2 * np + 1], vn[kb], b1);
+            uint32_t b[4];
+            tile::frag_b2(b, s.P, ldt, 16 * kb, 16 * rb, lane);
+            tile::mma_x2(ot[2 * np], ot[2 * np + 1], vn[kb], b);
           }
         }
 #pragma unroll
@@ -337,10 +332,9 @@ __global__ void __launch_bounds__(NW * 32, MinB)
       a[3] = mma::scale_bf16x2(vn[kb][3], dd[2], dd[3]);
 #pragma unroll
       for (int np = 0; np < KS; ++np) {
-        uint32_t b0[2], b1[2];
-        RowB<bf16_t>{kt, ldk}.frag_b2(16 * kb, 16 * np, lane, b0, b1);
-        mma::mma_bf16_16816(st[2 * np], a, b0);
-        mma::mma_bf16_16816(st[2 * np + 1], a, b1);
+        uint32_t b[4];
+        tile::frag_b2_trans(b, kt, ldk, 16 * kb, 16 * np, lane);
+        tile::mma_x2(st[2 * np], st[2 * np + 1], a, b);
       }
     }
   }

@@ -84,7 +84,7 @@ constexpr int kNT = kFCols / 8;
 template <int K>
 struct FusedSmem {
   static constexpr bool kPTile = K > 64;
-  static constexpr int ldk = K + 8, ldv = kFBV + 8, ldt = kFRows + 8;  // tile_ld<bf16_t>
+  static constexpr int ldk = K + 8, ldv = kFBV + 8, ldt = kFRows + 8;  // tile::padded_ld<bf16_t>
   bf16_t *k[2], *q[2], *Tm, *SX[2], *Vn;
   float* gam[2];
   __host__ __device__ FusedSmem(Carve& c, const Dims&) {
@@ -166,11 +166,10 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
     float p[2][4] = {};
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
-      uint32_t a[4], b0[2], b1[2];
-      RowA<bf16_t>{qt, ldk}.frag_a(m0, 16 * kk, lane, a);
-      ColB<bf16_t>{kt, ldk}.frag_b2(16 * kk, 16 * jp, lane, b0, b1);
-      mma::mma_bf16_16816(p[0], a, b0);
-      mma::mma_bf16_16816(p[1], a, b1);
+      uint32_t a[4], b[4];
+      tile::frag_a(a, qt, ldk, m0, 16 * kk, lane);
+      tile::frag_b2(b, kt, ldk, 16 * kk, 16 * jp, lane);
+      tile::mma_x2(p[0], p[1], a, b);
     }
     const float g0 = gm[r0], g1 = gm[r1];
 #pragma unroll
@@ -195,13 +194,12 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
       uint32_t a[4];
-      RowA<bf16_t>{qt, ldk}.frag_a(m0, 16 * kk, lane, a);
+      tile::frag_a(a, qt, ldk, m0, 16 * kk, lane);
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
-        uint32_t b0[2], b1[2];
-        RowB<bf16_t>{St, ldv}.frag_b2(16 * kk, cw + 16 * np, lane, b0, b1);
-        mma::mma_bf16_16816(ot[2 * np], a, b0);
-        mma::mma_bf16_16816(ot[2 * np + 1], a, b1);
+        uint32_t b[4];
+        tile::frag_b2_trans(b, St, ldv, 16 * kk, cw + 16 * np, lane);
+        tile::mma_x2(ot[2 * np], ot[2 * np + 1], a, b);
       }
     }
     const float se0 = scale * exp_t<bf16_t>(gm[r0]), se1 = scale * exp_t<bf16_t>(gm[r1]);
@@ -217,10 +215,9 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
   auto add_p_vn = [&](const uint32_t (&a)[4], int jp, float (&ot)[kNT][4]) {
 #pragma unroll
     for (int np = 0; np < kNT / 2; ++np) {
-      uint32_t b0[2], b1[2];
-      RowB<bf16_t>{s.Vn, ldv}.frag_b2(16 * jp, cw + 16 * np, lane, b0, b1);
-      mma::mma_bf16_16816(ot[2 * np], a, b0);
-      mma::mma_bf16_16816(ot[2 * np + 1], a, b1);
+      uint32_t b[4];
+      tile::frag_b2_trans(b, s.Vn, ldv, 16 * jp, cw + 16 * np, lane);
+      tile::mma_x2(ot[2 * np], ot[2 * np + 1], a, b);
     }
   };
   // The warp's state rows into an S tile (bf16).
@@ -307,13 +304,12 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
         uint32_t a[4];
-        RowA<bf16_t>{kt, ldk}.frag_a(m0, 16 * kk, lane, a);
+        tile::frag_a(a, kt, ldk, m0, 16 * kk, lane);
 #pragma unroll
         for (int np = 0; np < kNT / 2; ++np) {
-          uint32_t b0[2], b1[2];
-          RowB<bf16_t>{St, ldv}.frag_b2(16 * kk, cw + 16 * np, lane, b0, b1);
-          mma::mma_bf16_16816(y[2 * np], a, b0);
-          mma::mma_bf16_16816(y[2 * np + 1], a, b1);
+          uint32_t b[4];
+          tile::frag_b2_trans(b, St, ldv, 16 * kk, cw + 16 * np, lane);
+          tile::mma_x2(y[2 * np], y[2 * np + 1], a, b);
         }
       }
       const float e0 = exp_t<bf16_t>(gm[r0]), e1 = exp_t<bf16_t>(gm[r1]);
@@ -349,13 +345,12 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
       for (int kb = 0; kb < 4; ++kb) {
         if (kb > rb) break;
         uint32_t a[4];
-        RowA<bf16_t>{s.Tm, ldt}.frag_a(m0, 16 * kb, lane, a);
+        tile::frag_a(a, s.Tm, ldt, m0, 16 * kb, lane);
 #pragma unroll
         for (int np = 0; np < kNT / 2; ++np) {
-          uint32_t b0[2], b1[2];
-          RowB<bf16_t>{Xt, ldv}.frag_b2(16 * kb, cw + 16 * np, lane, b0, b1);
-          mma::mma_bf16_16816(vn[2 * np], a, b0);
-          mma::mma_bf16_16816(vn[2 * np + 1], a, b1);
+          uint32_t b[4];
+          tile::frag_b2_trans(b, Xt, ldv, 16 * kb, cw + 16 * np, lane);
+          tile::mma_x2(vn[2 * np], vn[2 * np + 1], a, b);
         }
       }
 #pragma unroll
@@ -421,25 +416,23 @@ __global__ void __launch_bounds__(kFWarps * 32, K > 64 ? 2 : 3)
         const int j = j0 + (u & 1) + 8 * (u >> 1);
         dd[u] = j < n ? exp_t<bf16_t>(glast - gm[j]) : 0.0f;
       }
-      uint32_t bv[kNT / 2][2][2];
+      uint32_t bv[kNT / 2][4];
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np)
-        RowB<bf16_t>{s.Vn, ldv}.frag_b2(16 * jr, cw + 16 * np, lane, bv[np][0], bv[np][1]);
+        tile::frag_b2_trans(bv[np], s.Vn, ldv, 16 * jr, cw + 16 * np, lane);
 #pragma unroll
       for (int i = 0; i < KB; ++i) {
         const int kb = rb + 4 * i;
         if (kb >= KS) break;
         uint32_t a[4];
-        ColA<bf16_t>{kt, ldk}.frag_a(16 * kb, 16 * jr, lane, a);
+        tile::frag_a_trans(a, kt, ldk, 16 * kb, 16 * jr, lane);
         a[0] = mma::scale_bf16x2(a[0], dd[0], dd[1]);
         a[1] = mma::scale_bf16x2(a[1], dd[0], dd[1]);
         a[2] = mma::scale_bf16x2(a[2], dd[2], dd[3]);
         a[3] = mma::scale_bf16x2(a[3], dd[2], dd[3]);
 #pragma unroll
-        for (int np = 0; np < kNT / 2; ++np) {
-          mma::mma_bf16_16816(st[i][2 * np], a, bv[np][0]);
-          mma::mma_bf16_16816(st[i][2 * np + 1], a, bv[np][1]);
-        }
+        for (int np = 0; np < kNT / 2; ++np)
+          tile::mma_x2(st[i][2 * np], st[i][2 * np + 1], a, bv[np]);
       }
     }
     // K 128: the S tile, read only in P1; K 64: X's tile (read only in P2), the next chunk's S.

@@ -201,8 +201,8 @@ __global__ void __launch_bounds__(128, 3)
       uint32_t xa[4][4];
 #pragma unroll
       for (int kb = 0; kb < 4; ++kb) {
-        uint32_t v0f[2], v1f[2];  // v^T as C fragments (columns g, g + 8 of the warp's 16)
-        RowB<bf16_t>{s.v, ldv}.frag_b2(16 * kb, cw, lane, v0f, v1f);
+        uint32_t vf[4];  // v^T as C fragments (columns g: vf[0], vf[1]; g + 8: vf[2], vf[3])
+        tile::frag_b2_trans(vf, s.v, ldv, 16 * kb, cw, lane);
         float x[2][4];
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
@@ -210,13 +210,13 @@ __global__ void __launch_bounds__(128, 3)
           const float2 bt = *reinterpret_cast<const float2*>(s.beta + r);
           const float e0 = exp_t<bf16_t>(gm[r]), e1 = exp_t<bf16_t>(gm[r + 1]);
           const float* yy = y[2 * kb + hh];
-          const uint32_t vl = v0f[hh], vh = v1f[hh];
+          const uint32_t vl = vf[hh], vh = vf[2 + hh];
           x[hh][0] = bt.x * (bf_lo(vl) - e0 * yy[0]);
           x[hh][1] = bt.y * (bf_hi(vl) - e1 * yy[1]);
           x[hh][2] = bt.x * (bf_lo(vh) - e0 * yy[2]);
           x[hh][3] = bt.y * (bf_hi(vh) - e1 * yy[3]);
         }
-        pack_a(x[0], x[1], xa[kb]);
+        tile::a_from_c(xa[kb], x, 0);
       }
       float vacc[8][4];
       wg::fence();
@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(128, 3)
       wg::wait<0>();
       wg::fence_operand(vacc);
 #pragma unroll
-      for (int rb = 0; rb < 4; ++rb) pack_a(vacc[2 * rb], vacc[2 * rb + 1], vn[rb]);
+      for (int rb = 0; rb < 4; ++rb) tile::a_from_c(vn[rb], vacc, rb);
     }
 
     wg::fence_smem();

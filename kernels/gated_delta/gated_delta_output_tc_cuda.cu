@@ -32,7 +32,7 @@ constexpr int kOutWarps = kOutRows / 16;
 
 template <int K, int BV>
 struct OutputTcSmem {
-  static constexpr int ldk = K + 8, ldv = BV + 8;  // tile_ld<bf16_t>
+  static constexpr int ldk = K + 8, ldv = BV + 8;  // tile::padded_ld<bf16_t>
   bf16_t *q, *k, *S, *Vn;
   float* gam;
   __host__ __device__ OutputTcSmem(Carve& c, const Dims&)
@@ -85,14 +85,13 @@ __global__ void __launch_bounds__(32 * kOutWarps)
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
       uint32_t a[4];
-      RowA<bf16_t>{s.q, ldk}.frag_a(m0, 16 * kk, lane, a);
+      tile::frag_a(a, s.q, ldk, m0, 16 * kk, lane);
 #pragma unroll
       for (int jp = 0; jp < kOutWarps; ++jp) {
         if (jp > warp) break;
-        uint32_t b0[2], b1[2];
-        ColB<bf16_t>{s.k, ldk}.frag_b2(16 * kk, 16 * jp, lane, b0, b1);
-        mma::mma_bf16_16816(p[2 * jp], a, b0);
-        mma::mma_bf16_16816(p[2 * jp + 1], a, b1);
+        uint32_t b[4];
+        tile::frag_b2(b, s.k, ldk, 16 * kk, 16 * jp, lane);
+        tile::mma_x2(p[2 * jp], p[2 * jp + 1], a, b);
       }
     }
     // Mask, decay and scale in f32, then bf16 A fragments (k step jp: keys 16 jp .. 16 jp + 15).
@@ -113,10 +112,7 @@ __global__ void __launch_bounds__(32 * kOutWarps)
                          ? scale * p[2 * jp + h2][e] * exp_t<bf16_t>(gr - s.gam[j])
                          : 0.0f;
         }
-      pa[jp][0] = mma::pack_bf16x2(x[0][0], x[0][1]);
-      pa[jp][1] = mma::pack_bf16x2(x[0][2], x[0][3]);
-      pa[jp][2] = mma::pack_bf16x2(x[1][0], x[1][1]);
-      pa[jp][3] = mma::pack_bf16x2(x[1][2], x[1][3]);
+      tile::a_from_c(pa[jp], x, 0);
     }
     // 2. O_w = diag(scale e) Q_w S + P_w Vn.
 #pragma unroll
@@ -126,13 +122,12 @@ __global__ void __launch_bounds__(32 * kOutWarps)
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
       uint32_t a[4];
-      RowA<bf16_t>{s.q, ldk}.frag_a(m0, 16 * kk, lane, a);
+      tile::frag_a(a, s.q, ldk, m0, 16 * kk, lane);
 #pragma unroll
       for (int np = 0; np < VT / 2; ++np) {
-        uint32_t b0[2], b1[2];
-        RowB<bf16_t>{s.S, ldv}.frag_b2(16 * kk, 16 * np, lane, b0, b1);
-        mma::mma_bf16_16816(acc[2 * np], a, b0);
-        mma::mma_bf16_16816(acc[2 * np + 1], a, b1);
+        uint32_t b[4];
+        tile::frag_b2_trans(b, s.S, ldv, 16 * kk, 16 * np, lane);
+        tile::mma_x2(acc[2 * np], acc[2 * np + 1], a, b);
       }
     }
     const float e0 = scale * exp_t<bf16_t>(g0), e1 = scale * exp_t<bf16_t>(g1);
@@ -148,10 +143,9 @@ __global__ void __launch_bounds__(32 * kOutWarps)
       if (jp > warp) break;
 #pragma unroll
       for (int np = 0; np < VT / 2; ++np) {
-        uint32_t b0[2], b1[2];
-        RowB<bf16_t>{s.Vn, ldv}.frag_b2(16 * jp, 16 * np, lane, b0, b1);
-        mma::mma_bf16_16816(acc[2 * np], pa[jp], b0);
-        mma::mma_bf16_16816(acc[2 * np + 1], pa[jp], b1);
+        uint32_t b[4];
+        tile::frag_b2_trans(b, s.Vn, ldv, 16 * jp, 16 * np, lane);
+        tile::mma_x2(acc[2 * np], acc[2 * np + 1], pa[jp], b);
       }
     }
   }

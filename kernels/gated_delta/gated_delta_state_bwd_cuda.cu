@@ -67,7 +67,9 @@ struct StateBwdWideSmem {
   T *k[2], *W[2], *dO[2];
   float *gam[2], *dec;
   __host__ __device__ StateBwdWideSmem(Carve& c, const Dims& d, int warps)
-      : ld(tile_ld<T>(d.K)), ldo(tile_ld<T>(kRegCols * warps)), ldp(tile_ld<T>(reg_rows(d))) {
+      : ld(tile::padded_ld<T>(d.K)),
+        ldo(tile::padded_ld<T>(kRegCols * warps)),
+        ldp(tile::padded_ld<T>(reg_rows(d))) {
     const int64_t R = reg_rows(d);
     q = c.take_as<T>(R * ld);
     qs = c.take_as<T>(R * ld);
@@ -88,7 +90,7 @@ struct StateBwdWideSmem {
 // columns, 16-byte pieces: lane l stores row l / 2, half l % 2). The tile is free on return.
 __device__ __forceinline__ void stage_store(bf16_t* slot, const uint32_t (&p)[4], bf16_t* dst,
                                             int64_t stride, int rows, int lane) {
-  mma::stmatrix_x4_trans(slot + (8 * (lane / 16) + lane % 8) * kStageLd + 8 * ((lane / 8) % 2), p);
+  tile::store_a_trans(slot, kStageLd, 0, 0, lane, p);
   mma::sync_warp();
   const int r = lane / 2, h8 = 8 * (lane % 2);
   const uint4 x = *reinterpret_cast<const uint4*>(slot + r * kStageLd + h8);
@@ -177,11 +179,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1)
           for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < KS; ++kk) {
-          uint32_t a[4], b0[2], b1[2];
-          RowA<bf16_t>{s.q, ld}.frag_a(16 * rb, 16 * kk, lane, a);
-          ColB<bf16_t>{kt, ld}.frag_b2(16 * kk, 16 * cb2, lane, b0, b1);
-          mma::mma_bf16_16816(acc[0], a, b0);
-          mma::mma_bf16_16816(acc[1], a, b1);
+          uint32_t a[4], b[4];
+          tile::frag_a(a, s.q, ld, 16 * rb, 16 * kk, lane);
+          tile::frag_b2(b, kt, ld, 16 * kk, 16 * cb2, lane);
+          tile::mma_x2(acc[0], acc[1], a, b);
         }
 #pragma unroll
         for (int j = 0; j < 2; ++j)
@@ -235,18 +236,15 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1)
         for (int e = 0; e < 4; ++e) dv[j][e] = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
-        const uint32_t sa[4] = {mma::pack_bf16x2(ds[2 * kk][0], ds[2 * kk][1]),
-                                mma::pack_bf16x2(ds[2 * kk][2], ds[2 * kk][3]),
-                                mma::pack_bf16x2(ds[2 * kk + 1][0], ds[2 * kk + 1][1]),
-                                mma::pack_bf16x2(ds[2 * kk + 1][2], ds[2 * kk + 1][3])};
+        uint32_t sa[4];
+        tile::a_from_c(sa, ds, kk);
 #pragma unroll
         for (int q2 = 0; q2 < kJp; ++q2) {
           const int jp = kJp * hf + q2;
           if (16 * jp < np) {
-            uint32_t b0[2], b1[2];
-            ColB<bf16_t>{kt, ld}.frag_b2(16 * kk, 16 * jp, lane, b0, b1);
-            mma::mma_bf16_16816(dv[2 * q2], sa, b0);
-            mma::mma_bf16_16816(dv[2 * q2 + 1], sa, b1);
+            uint32_t b[4];
+            tile::frag_b2(b, kt, ld, 16 * kk, 16 * jp, lane);
+            tile::mma_x2(dv[2 * q2], dv[2 * q2 + 1], sa, b);
           }
         }
         if (hf == 0) stage_store(stage, sa, dso + 16 * kk * V, V, 16, lane);
@@ -267,25 +265,22 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1)
       for (int kr = kJp * hf; kr < LT / 2; ++kr) {
         if (16 * kr >= n) break;
         uint32_t oa[4];
-        ColA<bf16_t>{dOt, ldo}.frag_a(0, 16 * kr, lane, oa);
+        tile::frag_a_trans(oa, dOt, ldo, 0, 16 * kr, lane);
 #pragma unroll
         for (int q2 = 0; q2 < kJp; ++q2) {
           const int jp = kJp * hf + q2;
           if (jp <= kr) {
-            uint32_t b0[2], b1[2];
-            RowB<bf16_t>{s.P, ldp}.frag_b2(16 * kr, 16 * jp, lane, b0, b1);
-            mma::mma_bf16_16816(dv[2 * q2], oa, b0);
-            mma::mma_bf16_16816(dv[2 * q2 + 1], oa, b1);
+            uint32_t b[4];
+            tile::frag_b2_trans(b, s.P, ldp, 16 * kr, 16 * jp, lane);
+            tile::mma_x2(dv[2 * q2], dv[2 * q2 + 1], oa, b);
           }
         }
       }
 #pragma unroll
       for (int q2 = 0; q2 < kJp; ++q2) {
         const int kr = kJp * hf + q2;
-        const uint32_t p[4] = {mma::pack_bf16x2(dv[2 * q2][0], dv[2 * q2][1]),
-                               mma::pack_bf16x2(dv[2 * q2][2], dv[2 * q2][3]),
-                               mma::pack_bf16x2(dv[2 * q2 + 1][0], dv[2 * q2 + 1][1]),
-                               mma::pack_bf16x2(dv[2 * q2 + 1][2], dv[2 * q2 + 1][3])};
+        uint32_t p[4];
+        tile::a_from_c(p, dv, q2);
 #pragma unroll
         for (int e = 0; e < 4; ++e) va[kr][e] = p[e] ^ 0x80008000u;
         if (16 * kr < n) stage_store(stage, p, dvo + 16 * kr * V, V, n - 16 * kr, lane);
@@ -301,16 +296,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1)
     for (int kr = 0; kr < LT / 2; ++kr) {
       if (16 * kr >= n) break;
       uint32_t oa[4];
-      ColA<bf16_t>{dOt, ldo}.frag_a(0, 16 * kr, lane, oa);
+      tile::frag_a_trans(oa, dOt, ldo, 0, 16 * kr, lane);
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk) {
-        uint32_t b0[2], b1[2], w0[2], w1[2];
-        RowB<bf16_t>{s.qs, ld}.frag_b2(16 * kr, 16 * kk, lane, b0, b1);
-        RowB<bf16_t>{Wt, ld}.frag_b2(16 * kr, 16 * kk, lane, w0, w1);
-        mma::mma_bf16_16816(ds[2 * kk], oa, b0);
-        mma::mma_bf16_16816(ds[2 * kk + 1], oa, b1);
-        mma::mma_bf16_16816(ds[2 * kk], va[kr], w0);
-        mma::mma_bf16_16816(ds[2 * kk + 1], va[kr], w1);
+        uint32_t b[4], w[4];
+        tile::frag_b2_trans(b, s.qs, ld, 16 * kr, 16 * kk, lane);
+        tile::frag_b2_trans(w, Wt, ld, 16 * kr, 16 * kk, lane);
+        tile::mma_x2(ds[2 * kk], ds[2 * kk + 1], oa, b);
+        tile::mma_x2(ds[2 * kk], ds[2 * kk + 1], va[kr], w);
       }
     }
   }

@@ -38,6 +38,7 @@
 #include <utility>
 
 #include "kernels/core/mma.cuh"
+#include "kernels/core/tile.cuh"
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
 
 namespace amor::cuda::gdn {
@@ -64,16 +65,12 @@ __device__ __forceinline__ uint32_t load_pair(const float* p) {
 // (pair) where the generic accessors cost two loads and two conversions. Plain accessors too
 // (operator()), for the SIMT path and the tails. pair needs an even ld (checked: pairable).
 //
-// bf16 tiles whose rows are 16-byte aligned (ld a multiple of 8, as tile_ld gives for K, V, L
-// multiples of 8) also load whole fragments with ldmatrix (kernels/core/mma.cuh): frag_a the A
-// fragment of rows m0.. and k0.. (one ldmatrix.x4), frag_b2 the B fragments of two n-tiles
-// n0.., n0 + 8.. (one ldmatrix.x4). block_mma uses them for the k steps whose 16 x 16 (A) or
-// 16 x 16 (B, two n-tiles) block lies entirely inside M, N, Kd; the bit patterns are the ones the
-// pairs would give.
-template <class E>
-__device__ __forceinline__ bool ldsm_ok(const E* x, int64_t ld) {
-  return sizeof(E) == 2 && ld % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-}
+// bf16 tiles whose rows are 16-byte aligned (ld a multiple of 8, as tile::padded_ld gives for K,
+// V, L multiples of 8) also load whole fragments with ldmatrix (kernels/core/tile.cuh): frag_a
+// the A fragment of rows m0.. and k0.., frag_b2 the B fragments b[4] of two n-tiles n0.., n0 + 8..
+// (one ldmatrix.x4 each; ColA, RowB read .trans). block_mma uses them for the k steps whose
+// 16 x 16 (A) or 16 x 16 (B, two n-tiles) block lies entirely inside M, N, Kd; the bit patterns
+// are the ones the pairs would give.
 
 template <class E>
 struct RowA {
@@ -82,10 +79,9 @@ struct RowA {
   __device__ __forceinline__ float operator()(int m, int k) const { return to_f32(x[m * ld + k]); }
   __device__ __forceinline__ uint32_t pair(int m, int k) const { return load_pair(x + m * ld + k); }
   __device__ __forceinline__ bool pairable() const { return ld % 2 == 0; }
-  __device__ __forceinline__ bool ldsm() const { return ldsm_ok(x, ld); }
-  // Lane l: row m0 + l % 16, column k0 + (l / 16) 8 (matrices: rows +0/+8 x columns +0/+8).
+  __device__ __forceinline__ bool ldsm() const { return tile::ldsm_ok(x, ld); }
   __device__ __forceinline__ void frag_a(int m0, int k0, int lane, uint32_t (&af)[4]) const {
-    mma::ldmatrix_x4(af, x + (m0 + lane % 16) * ld + k0 + (lane / 16) * 8);
+    tile::frag_a(af, x, ld, m0, k0, lane);
   }
 };
 template <class E>
@@ -95,18 +91,9 @@ struct ColB {
   __device__ __forceinline__ float operator()(int k, int n) const { return to_f32(x[n * ld + k]); }
   __device__ __forceinline__ uint32_t pair(int k, int n) const { return load_pair(x + n * ld + k); }
   __device__ __forceinline__ bool pairable() const { return ld % 2 == 0; }
-  __device__ __forceinline__ bool ldsm() const { return ldsm_ok(x, ld); }
-  // Matrix i = lane / 8 is rows n0 + (i / 2) 8 .., columns k0 + (i % 2) 8 .. of x: b0[0], b0[1],
-  // b1[0], b1[1] (plain: row g, columns 2t, 2t + 1 = B[2t..][g]).
-  __device__ __forceinline__ void frag_b2(int k0, int n0, int lane, uint32_t (&b0)[2],
-                                          uint32_t (&b1)[2]) const {
-    const int i = lane / 8;
-    uint32_t r[4];
-    mma::ldmatrix_x4(r, x + (n0 + (i / 2) * 8 + lane % 8) * ld + k0 + (i % 2) * 8);
-    b0[0] = r[0];
-    b0[1] = r[1];
-    b1[0] = r[2];
-    b1[1] = r[3];
+  __device__ __forceinline__ bool ldsm() const { return tile::ldsm_ok(x, ld); }
+  __device__ __forceinline__ void frag_b2(int k0, int n0, int lane, uint32_t (&b)[4]) const {
+    tile::frag_b2(b, x, ld, k0, n0, lane);
   }
 };
 
@@ -132,12 +119,9 @@ struct ColA {
     return load_pair(x + k * ld + m, x + (k + 1) * ld + m);
   }
   __device__ __forceinline__ bool pairable() const { return true; }
-  __device__ __forceinline__ bool ldsm() const { return ldsm_ok(x, ld); }
-  // Transposed: matrix i = lane / 8 is rows k0 + (i / 2) 8 .., columns m0 + (i % 2) 8 .. of x, read
-  // .trans (A[g][2t, 2t + 1] = x[k0 + 2t..][m0 + g]).
+  __device__ __forceinline__ bool ldsm() const { return tile::ldsm_ok(x, ld); }
   __device__ __forceinline__ void frag_a(int m0, int k0, int lane, uint32_t (&af)[4]) const {
-    const int i = lane / 8;
-    mma::ldmatrix_x4_trans(af, x + (k0 + (i / 2) * 8 + lane % 8) * ld + m0 + (i % 2) * 8);
+    tile::frag_a_trans(af, x, ld, m0, k0, lane);
   }
 };
 template <class E>
@@ -149,18 +133,9 @@ struct RowB {
     return load_pair(x + k * ld + n, x + (k + 1) * ld + n);
   }
   __device__ __forceinline__ bool pairable() const { return true; }
-  __device__ __forceinline__ bool ldsm() const { return ldsm_ok(x, ld); }
-  // Matrix i = lane / 8 is rows k0 + (i % 2) 8 .., columns n0 + (i / 2) 8 .. of x, read .trans
-  // (B[2t, 2t + 1][g] = x[k0 + 2t..][n0 + g]): b0[0], b0[1], b1[0], b1[1].
-  __device__ __forceinline__ void frag_b2(int k0, int n0, int lane, uint32_t (&b0)[2],
-                                          uint32_t (&b1)[2]) const {
-    const int i = lane / 8;
-    uint32_t r[4];
-    mma::ldmatrix_x4_trans(r, x + (k0 + (i % 2) * 8 + lane % 8) * ld + n0 + (i / 2) * 8);
-    b0[0] = r[0];
-    b0[1] = r[1];
-    b1[0] = r[2];
-    b1[1] = r[3];
+  __device__ __forceinline__ bool ldsm() const { return tile::ldsm_ok(x, ld); }
+  __device__ __forceinline__ void frag_b2(int k0, int n0, int lane, uint32_t (&b)[4]) const {
+    tile::frag_b2_trans(b, x, ld, k0, n0, lane);
   }
 };
 
@@ -210,12 +185,11 @@ struct CatB {
     return b1.pairable() && b2.pairable() && k1 % 2 == 0;
   }
   __device__ __forceinline__ bool ldsm() const { return b1.ldsm() && b2.ldsm() && k1 % 16 == 0; }
-  __device__ __forceinline__ void frag_b2(int k0, int n0, int lane, uint32_t (&f0)[2],
-                                          uint32_t (&f1)[2]) const {
+  __device__ __forceinline__ void frag_b2(int k0, int n0, int lane, uint32_t (&f)[4]) const {
     if (k0 < k1)
-      b1.frag_b2(k0, n0, lane, f0, f1);
+      b1.frag_b2(k0, n0, lane, f);
     else
-      b2.frag_b2(k0 - k1, n0, lane, f0, f1);
+      b2.frag_b2(k0 - k1, n0, lane, f);
   }
 };
 template <class A1, class A2>
@@ -307,10 +281,7 @@ __device__ __forceinline__ void block_mma_nt(int M, int N, int Kd, A a, Bm b, F 
     bool a_full = false, b_full = false;
     if constexpr (requires { a.frag_a(0, 0, 0, std::declval<uint32_t(&)[4]>()); })
       a_full = a_ldsm && m0 + 16 <= M;
-    if constexpr (requires {
-                    b.frag_b2(0, 0, 0, std::declval<uint32_t(&)[2]>(),
-                              std::declval<uint32_t(&)[2]>());
-                  })
+    if constexpr (requires { b.frag_b2(0, 0, 0, std::declval<uint32_t(&)[4]>()); })
       b_full = b_ldsm && n0 + 8 * NT <= N;
     for (int k0 = k_begin; k0 < k_end; k0 += 16) {  // warp-uniform
       const int ka = k0 + 2 * t;
@@ -329,12 +300,21 @@ __device__ __forceinline__ void block_mma_nt(int M, int N, int Kd, A a, Bm b, F 
         af[2] = pa(m0 + g, ka + 8);
         af[3] = pa(m0 + g + 8, ka + 8);
       }
+      // One B fragment per n-tile (the pairs fill them tile by tile); an ldmatrix pair is split
+      // (the pair layout bf[NT / 2][4] with tile::mma_x2 changed the kernels' machine code).
       uint32_t bf[NT][2];
       bool b_done = false;
-      if constexpr (requires { b.frag_b2(0, 0, 0, bf[0], bf[0]); }) {
+      if constexpr (requires { b.frag_b2(0, 0, 0, std::declval<uint32_t(&)[4]>()); }) {
         if (b_full && k_full) {
 #pragma unroll
-          for (int j = 0; j < NT; j += 2) b.frag_b2(k0, n0 + 8 * j, lane, bf[j], bf[j + 1]);
+          for (int j = 0; j < NT; j += 2) {
+            uint32_t r[4];
+            b.frag_b2(k0, n0 + 8 * j, lane, r);
+            bf[j][0] = r[0];
+            bf[j][1] = r[1];
+            bf[j + 1][0] = r[2];
+            bf[j + 1][1] = r[3];
+          }
           b_done = true;
         }
       }
@@ -353,6 +333,8 @@ __device__ __forceinline__ void block_mma_nt(int M, int N, int Kd, A a, Bm b, F 
     for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
+        // The C fragment walk (tile::c_row / c_col), summed in this order: m0 + tile::c_row
+        // reassociates the adds and changes the kernels' machine code.
         const int m = m0 + g + (i >= 2 ? 8 : 0), n = n0 + 8 * j + 2 * t + (i % 2);
         if constexpr (std::is_invocable_v<F&, int, int, float, float>) {
           // (i, i + 1) are columns n, n + 1 of one row: one call for both where both exist.

@@ -10,14 +10,12 @@
 //
 // A warp tile covers (16 MT) x (16 NT) outputs; the 8 warps of a block take the warp tiles of an
 // output in turn. An operand is read either as stored (X[m][k] for A, X[n][k] for B: ldmatrix)
-// or transposed (X[k][m], X[k][n]: ldmatrix .trans), see the fragment layouts in mma.cuh:
-//   A plain:  lane l points at X[m0 + l % 8 + 8 ((l / 8) & 1)][k0 + 8 (l / 16)]
-//   A trans:  lane l points at X[k0 + l % 8 + 8 (l / 16)][m0 + 8 ((l / 8) & 1)]
-//   B plain:  lane l points at X[n0 + l % 8 + 8 (l / 16)][k0 + 8 ((l / 8) & 1)]
-//   B trans:  lane l points at X[k0 + l % 8 + 8 ((l / 8) & 1)][n0 + 8 (l / 16)]
-// (B's four 8 x 8 matrices are: n-tile n0 with k0 and k0 + 8, then n-tile n0 + 8.)
+// or transposed (X[k][m], X[k][n]: ldmatrix .trans): the fragment loads of kernels/core/tile.cuh
+// (frag_a, frag_a_trans, frag_b2, frag_b2_trans; a B load covers the n-tiles n0 and n0 + 8), in
+// their LaneParts form (the lane's parts computed once, the sums in the order these kernels had).
 #pragma once
 #include "kernels/core/mma.cuh"
+#include "kernels/core/tile.cuh"
 #include "kernels/ssd/ssd_tile.cuh"
 
 namespace amor::cuda::ssd::tc {
@@ -28,8 +26,10 @@ constexpr int kWarps = kThreads / 32;
 using mma::kLog2e;
 
 __host__ __device__ inline int pad16(int v) { return (v + 15) / 16 * 16; }
-// Row stride, in elements, of a bf16 tile whose rows hold `width` elements.
-__host__ __device__ inline int stride_of(int width) { return pad16(width) + 8; }
+// Row stride, in elements, of a bf16 tile whose rows hold `width` elements (tile::padded_ld).
+__host__ __device__ inline int stride_of(int width) {
+  return int(tile::padded_ld<bf16_t>(pad16(width)));
+}
 // Bytes of an R x W bf16 tile (R padded to 16), rounded up to 16 so that the next tile stays
 // 16-byte aligned.
 __host__ __device__ inline int64_t tile_bytes(int64_t rows, int64_t width) {
@@ -158,7 +158,7 @@ struct WarpTile {
   template <bool AT, bool BT>
   __device__ __forceinline__ void mac(const bf16_t* Am, int lda, const bf16_t* Bm, int ldb, int k0,
                                       int k1) {
-    const int lane = int(threadIdx.x) % 32, r = lane % 8, q1 = (lane / 8) & 1, q2 = lane / 16;
+    const tile::LaneParts lp = tile::lane_parts(int(threadIdx.x) % 32);
 #pragma unroll
     for (int k = k0; k < k1; k += 16) {
       uint32_t a[MT][4], b[NT][4];
@@ -167,9 +167,9 @@ struct WarpTile {
         const int m = m0 + 16 * i;
         if (m >= M) continue;
         if (AT) {
-          mma::ldmatrix_x4_trans(a[i], Am + (k + r + 8 * q2) * lda + m + 8 * q1);
+          tile::frag_a_trans(a[i], Am, lda, m, k, lp);
         } else {
-          mma::ldmatrix_x4(a[i], Am + (m + r + 8 * q1) * lda + k + 8 * q2);
+          tile::frag_a(a[i], Am, lda, m, k, lp);
         }
       }
 #pragma unroll
@@ -177,9 +177,9 @@ struct WarpTile {
         const int n = n0 + 16 * j;
         if (n >= N) continue;
         if (BT) {
-          mma::ldmatrix_x4_trans(b[j], Bm + (k + r + 8 * q1) * ldb + n + 8 * q2);
+          tile::frag_b2_trans(b[j], Bm, ldb, k, n, lp);
         } else {
-          mma::ldmatrix_x4(b[j], Bm + (n + r + 8 * q2) * ldb + k + 8 * q1);
+          tile::frag_b2(b[j], Bm, ldb, k, n, lp);
         }
       }
 #pragma unroll
@@ -188,9 +188,7 @@ struct WarpTile {
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
           if (n0 + 16 * j >= N) continue;
-          const uint32_t lo[2] = {b[j][0], b[j][1]}, hi[2] = {b[j][2], b[j][3]};
-          mma::mma_bf16_16816(c[i][2 * j], a[i], lo);
-          mma::mma_bf16_16816(c[i][2 * j + 1], a[i], hi);
+          tile::mma_x2(c[i][2 * j], c[i][2 * j + 1], a[i], b[j]);
         }
       }
     }
@@ -423,8 +421,8 @@ __device__ __forceinline__ void scale_rows_bf16(bf16_t* tile, int ld, int R, int
 template <int MT, int NT, class W>
 __device__ __forceinline__ void mac_scaled_rows(WarpTile<MT, NT>& t, const bf16_t* Am, int lda,
                                                 W&& w, const bf16_t* Bm, int ldb, int K) {
-  const int lane = int(threadIdx.x) % 32, r = lane % 8, q1 = (lane / 8) & 1, q2 = lane / 16;
-  const int tq = lane % 4;
+  const int tq = int(threadIdx.x) % 32 % 4;
+  const tile::LaneParts lp = tile::lane_parts(int(threadIdx.x) % 32);
 #pragma unroll
   for (int k = 0; k < K; k += 16) {
     // a[0], a[1] hold k + 2 tq, k + 2 tq + 1; a[2], a[3] the same + 8 (mma.cuh's A layout).
@@ -435,7 +433,7 @@ __device__ __forceinline__ void mac_scaled_rows(WarpTile<MT, NT>& t, const bf16_
     for (int i = 0; i < MT; ++i) {
       const int m = t.m0 + 16 * i;
       if (m >= t.M) continue;
-      mma::ldmatrix_x4_trans(a[i], Am + (k + r + 8 * q2) * lda + m + 8 * q1);
+      tile::frag_a_trans(a[i], Am, lda, m, k, lp);
       a[i][0] = scale_bf16x2(a[i][0], w0, w1);
       a[i][1] = scale_bf16x2(a[i][1], w0, w1);
       a[i][2] = scale_bf16x2(a[i][2], w2, w3);
@@ -445,7 +443,7 @@ __device__ __forceinline__ void mac_scaled_rows(WarpTile<MT, NT>& t, const bf16_
     for (int j = 0; j < NT; ++j) {
       const int n = t.n0 + 16 * j;
       if (n >= t.N) continue;
-      mma::ldmatrix_x4_trans(b[j], Bm + (k + r + 8 * q1) * ldb + n + 8 * q2);
+      tile::frag_b2_trans(b[j], Bm, ldb, k, n, lp);
     }
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
@@ -453,9 +451,7 @@ __device__ __forceinline__ void mac_scaled_rows(WarpTile<MT, NT>& t, const bf16_
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         if (t.n0 + 16 * j >= t.N) continue;
-        const uint32_t lo[2] = {b[j][0], b[j][1]}, hi[2] = {b[j][2], b[j][3]};
-        mma::mma_bf16_16816(t.c[i][2 * j], a[i], lo);
-        mma::mma_bf16_16816(t.c[i][2 * j + 1], a[i], hi);
+        tile::mma_x2(t.c[i][2 * j], t.c[i][2 * j + 1], a[i], b[j]);
       }
     }
   }
@@ -466,8 +462,8 @@ __device__ __forceinline__ void mac_scaled_rows(WarpTile<MT, NT>& t, const bf16_
 template <int MT, int NT, class W>
 __device__ __forceinline__ void mac_scaled_a(WarpTile<MT, NT>& t, const bf16_t* Am, int lda,
                                              W&& w, const bf16_t* Bm, int ldb, int k0, int k1) {
-  const int lane = int(threadIdx.x) % 32, r = lane % 8, q1 = (lane / 8) & 1, q2 = lane / 16;
-  const int g = lane / 4;
+  const int g = int(threadIdx.x) % 32 / 4;
+  const tile::LaneParts lp = tile::lane_parts(int(threadIdx.x) % 32);
   float wr[MT][2];  // a[0], a[2] hold row m + g; a[1], a[3] row m + g + 8 (mma.cuh's A layout)
 #pragma unroll
   for (int i = 0; i < MT; ++i) {
@@ -481,7 +477,7 @@ __device__ __forceinline__ void mac_scaled_a(WarpTile<MT, NT>& t, const bf16_t* 
     for (int i = 0; i < MT; ++i) {
       const int m = t.m0 + 16 * i;
       if (m >= t.M) continue;
-      mma::ldmatrix_x4(a[i], Am + (m + r + 8 * q1) * lda + k + 8 * q2);
+      tile::frag_a(a[i], Am, lda, m, k, lp);
       a[i][0] = scale_bf16x2(a[i][0], wr[i][0], wr[i][0]);
       a[i][1] = scale_bf16x2(a[i][1], wr[i][1], wr[i][1]);
       a[i][2] = scale_bf16x2(a[i][2], wr[i][0], wr[i][0]);
@@ -491,7 +487,7 @@ __device__ __forceinline__ void mac_scaled_a(WarpTile<MT, NT>& t, const bf16_t* 
     for (int j = 0; j < NT; ++j) {
       const int n = t.n0 + 16 * j;
       if (n >= t.N) continue;
-      mma::ldmatrix_x4_trans(b[j], Bm + (k + r + 8 * q1) * ldb + n + 8 * q2);
+      tile::frag_b2_trans(b[j], Bm, ldb, k, n, lp);
     }
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
@@ -499,9 +495,7 @@ __device__ __forceinline__ void mac_scaled_a(WarpTile<MT, NT>& t, const bf16_t* 
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         if (t.n0 + 16 * j >= t.N) continue;
-        const uint32_t lo[2] = {b[j][0], b[j][1]}, hi[2] = {b[j][2], b[j][3]};
-        mma::mma_bf16_16816(t.c[i][2 * j], a[i], lo);
-        mma::mma_bf16_16816(t.c[i][2 * j + 1], a[i], hi);
+        tile::mma_x2(t.c[i][2 * j], t.c[i][2 * j + 1], a[i], b[j]);
       }
     }
   }
