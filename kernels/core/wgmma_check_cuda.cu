@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "kernels/core/cuda_check.h"
+#include "kernels/core/tile.cuh"
 #include "kernels/core/wgmma.cuh"
 
 namespace amor::cuda {
@@ -41,7 +42,7 @@ __global__ void wgmma_check_kernel(const uint16_t* a, const uint16_t* b, bool sw
     wg::fence_operand(d);
     for (int j = 0; j < 8; ++j)
       for (int e = 0; e < 4; ++e)
-        outs[way][(m0 + g + 8 * (e / 2)) * 64 + 8 * j + 2 * t + e % 2] = d[j][e];
+        outs[way][(m0 + tile::c_row(lane, e)) * 64 + 8 * j + tile::c_col(lane, e)] = d[j][e];
   }
   // N = 32 on B's second half (n 32 .., rows 32 .. of the k_major tile: a byte step of four
   // bands of 8 rows): D's columns 32 .. 63.
@@ -53,7 +54,7 @@ __global__ void wgmma_check_kernel(const uint16_t* a, const uint16_t* b, bool sw
   wg::fence_operand(h);
   for (int j = 0; j < 4; ++j)
     for (int e = 0; e < 4; ++e)
-      d_n32[(m0 + g + 8 * (e / 2)) * 32 + 8 * j + 2 * t + e % 2] = h[j][e];
+      d_n32[(m0 + tile::c_row(lane, e)) * 32 + 8 * j + tile::c_col(lane, e)] = h[j][e];
 }
 
 }  // namespace

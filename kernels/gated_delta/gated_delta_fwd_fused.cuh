@@ -101,6 +101,44 @@ __device__ __forceinline__ void store_t(uint32_t x, int g, int row, int col, bf1
   if (r < nrows) *reinterpret_cast<uint32_t*>(dst + r * ld + c) = w;
 }
 
+// The element (8 j + 2 t + e % 2, v0 + cw + g + 8 (e / 2)) of a [K, V] state whose C fragments
+// st[j][e] a warp holds (S^T for its 16 columns from v0 + cw): index into the state of head bh.
+// (The sum in this order: the kernels' machine code depends on it.)
+__device__ __forceinline__ int64_t state_at(int bh, int64_t KV, int V, int v0, int cw, int j,
+                                            int e, int g, int t) {
+  return int64_t(bh) * KV + int64_t(8 * j + 2 * t + e % 2) * V + v0 + cw + g + 8 * (e / 2);
+}
+
+// An A fragment of M^T (M's rows r0 .. r0 + 15; the warp's 16 columns of M^T are M's columns
+// dst points at) stored into row-major M as rows < nrows: its four registers by store_t.
+__device__ __forceinline__ void store_a_rows(const uint32_t (&a)[4], int g, int t, int r0,
+                                             bf16_t* dst, int64_t ld, int nrows) {
+  store_t(a[0], g, r0 + 2 * t, g, dst, ld, nrows);
+  store_t(a[1], g, r0 + 2 * t, g + 8, dst, ld, nrows);
+  store_t(a[2], g, r0 + 8 + 2 * t, g, dst, ld, nrows);
+  store_t(a[3], g, r0 + 8 + 2 * t, g + 8, dst, ld, nrows);
+}
+
+// X~^T = (V^T - Y^T diag(e)) diag(beta) for the chunk's rows 16 kb .. 16 kb + 15 (the n tiles
+// y0, y1 of Y^T; vf: v^T's C fragments of the warp's columns g and g + 8, tile::frag_b2_trans),
+// as C fragments x[hh] (rows 16 kb + 8 hh + 2 t, + 1).
+__device__ __forceinline__ void x_tilde(const float (&y0)[4], const float (&y1)[4],
+                                        const uint32_t (&vf)[4], const float* beta,
+                                        const float* gm, int kb, int t, float (&x)[2][4]) {
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = 16 * kb + 8 * hh + 2 * t;
+    const float2 bt = *reinterpret_cast<const float2*>(beta + r);
+    const float e0 = exp_t<bf16_t>(gm[r]), e1 = exp_t<bf16_t>(gm[r + 1]);
+    const float* yy = hh ? y1 : y0;
+    const uint32_t vl = vf[hh], vh = vf[2 + hh];  // columns g, g + 8
+    x[hh][0] = bt.x * (bf_lo(vl) - e0 * yy[0]);
+    x[hh][1] = bt.y * (bf_hi(vl) - e1 * yy[1]);
+    x[hh][2] = bt.x * (bf_lo(vh) - e0 * yy[2]);
+    x[hh][3] = bt.y * (bf_hi(vh) - e1 * yy[3]);
+  }
+}
+
 // What gdn_prepare_reg_kernel writes (gated_delta_fwd_cuda.cu): gam, W, U (and Tm when asked);
 // gam and Tm; gam, W and Tm.
 enum class PrepOut { kAll, kTm, kWTm };

@@ -132,11 +132,8 @@ __global__ void __launch_bounds__(NW * 32, MinB)
 #pragma unroll
   for (int j = 0; j < KN; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t at = int64_t(bh) * KV + int64_t(8 * j + 2 * t + e % 2) * V + v0 + cw + g +
-                         8 * (e / 2);
-      st[j][e] = s0 ? load_any(s0, at, state_f32) : 0.0f;
-    }
+    for (int e = 0; e < 4; ++e)
+      st[j][e] = s0 ? load_any(s0, state_at(bh, KV, V, v0, cw, j, e, g, t), state_f32) : 0.0f;
   load_kq(0, 0);
   load_tmv(0);
   tile_commit();
@@ -196,11 +193,7 @@ __global__ void __launch_bounds__(NW * 32, MinB)
         uint32_t a[4];
         pack_s(st, kk, a);
         if (h == 0 && S_out) {
-          bf16_t* const so = S_out + (int64_t(bh) * NC + c) * KV + v0 + cw;
-          store_t(a[0], g, 16 * kk + 2 * t, g, so, V, K);
-          store_t(a[1], g, 16 * kk + 2 * t, g + 8, so, V, K);
-          store_t(a[2], g, 16 * kk + 8 + 2 * t, g, so, V, K);
-          store_t(a[3], g, 16 * kk + 8 + 2 * t, g + 8, so, V, K);
+          store_a_rows(a, g, t, 16 * kk, S_out + (int64_t(bh) * NC + c) * KV + v0 + cw, V, K);
         }
 #pragma unroll
         for (int np = 0; np < kRG; ++np) {
@@ -216,18 +209,7 @@ __global__ void __launch_bounds__(NW * 32, MinB)
         uint32_t vf[4];  // n tiles cw (vf[0], vf[1]) and cw + 8 (vf[2], vf[3])
         tile::frag_b2_trans(vf, s.v, ldv, 16 * kb, cw, lane);
         float x[2][4];
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {  // n tile 2 kb + hh: rows 16 kb + 8 hh + 2 t, + 1
-          const int r = 16 * kb + 8 * hh + 2 * t;
-          const float2 bt = *reinterpret_cast<const float2*>(s.beta + r);
-          const float e0 = exp_t<bf16_t>(gm[r]), e1 = exp_t<bf16_t>(gm[r + 1]);
-          const float* yy = y[2 * np + hh];
-          const uint32_t vl = vf[hh], vh = vf[2 + hh];  // columns g, g + 8
-          x[hh][0] = bt.x * (bf_lo(vl) - e0 * yy[0]);
-          x[hh][1] = bt.y * (bf_hi(vl) - e1 * yy[1]);
-          x[hh][2] = bt.x * (bf_lo(vh) - e0 * yy[2]);
-          x[hh][3] = bt.y * (bf_hi(vh) - e1 * yy[3]);
-        }
+        x_tilde(y[2 * np], y[2 * np + 1], vf, s.beta, gm, kb, t, x);
         tile::a_from_c(xa[kb], x, 0);
       }
     }
@@ -255,12 +237,7 @@ __global__ void __launch_bounds__(NW * 32, MinB)
     if (Vn_out) {
       bf16_t* const vo = Vn_out + (int64_t(bh) * T + c * kRows) * V + v0 + cw;
 #pragma unroll
-      for (int rb = 0; rb < 4; ++rb) {
-        store_t(vn[rb][0], g, 16 * rb + 2 * t, g, vo, V, n);
-        store_t(vn[rb][1], g, 16 * rb + 2 * t, g + 8, vo, V, n);
-        store_t(vn[rb][2], g, 16 * rb + 8 + 2 * t, g, vo, V, n);
-        store_t(vn[rb][3], g, 16 * rb + 8 + 2 * t, g + 8, vo, V, n);
-      }
+      for (int rb = 0; rb < 4; ++rb) store_a_rows(vn[rb], g, t, 16 * rb, vo, V, n);
     }
 
     // O^T = scale S^T Q^T diag(e) + Vn^T P^T by groups of kRG 16-row blocks of the chunk (n tiles
@@ -343,8 +320,7 @@ __global__ void __launch_bounds__(NW * 32, MinB)
     for (int j = 0; j < KN; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        s_final[int64_t(bh) * KV + int64_t(8 * j + 2 * t + e % 2) * V + v0 + cw + g + 8 * (e / 2)] =
-            st[j][e];
+        s_final[state_at(bh, KV, V, v0, cw, j, e, g, t)] = st[j][e];
   }
 }
 

@@ -4,19 +4,13 @@
 // the operands' two strides exchanged must fail (it reads the tiles in another order): if it
 // passes and the straight one fails, the descriptor's LBO and SBO are the other way round.
 #include <cmath>
-#include <cstring>
 
+#include "kernels/core/dtype.h"
 #include "kernels/core/wgmma_check.h"
 #include "tests/cuda/parity.h"
 
 namespace amor::parity {
 namespace {
-
-uint16_t bf16_bits(float x) {  // x is exactly representable (small integers / 8)
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return uint16_t(u >> 16);
-}
 
 double max_error(const std::vector<float>& d, const std::vector<double>& ref) {
   double e = 0;
@@ -30,11 +24,11 @@ TEST(CudaParity, WgmmaLayouts) {
   std::vector<double> fa(a.size()), fb(b.size()), ref(64 * 64, 0.0);
   for (size_t i = 0; i < a.size(); ++i) {  // distinct small values: any misplaced element shows
     fa[i] = double(int((i * 37 + 11) % 17) - 8) / 8.0;
-    a[i] = bf16_bits(float(fa[i]));
+    a[i] = bf16(float(fa[i])).bits;  // exact: small integers / 8
   }
   for (size_t i = 0; i < b.size(); ++i) {
     fb[i] = double(int((i * 53 + 5) % 19) - 9) / 8.0;
-    b[i] = bf16_bits(float(fb[i]));
+    b[i] = bf16(float(fb[i])).bits;
   }
   for (int m = 0; m < 64; ++m)
     for (int n = 0; n < 64; ++n)
