@@ -4,6 +4,8 @@
 // the operands' two strides exchanged must fail (it reads the tiles in another order): if it
 // passes and the straight one fails, the descriptor's LBO and SBO are the other way round.
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/core/dtype.h"
 #include "kernels/core/wgmma_check.h"
@@ -19,6 +21,13 @@ double max_error(const std::vector<float>& d, const std::vector<double>& ref) {
 }
 
 TEST(CudaParity, WgmmaLayouts) {
+  // Wrong operand sizes are refused before anything reaches the GPU.
+  try {
+    cuda::wgmma_layout_check(std::vector<uint16_t>(64 * 15), std::vector<uint16_t>(16 * 64), false);
+    ADD_FAILURE() << "a 64 x 15 A was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("A is [64][16] and B [16][64]"), std::string::npos);
+  }
   AMOR_REQUIRE_GPU();
   std::vector<uint16_t> a(64 * 16), b(16 * 64);
   std::vector<double> fa(a.size()), fb(b.size()), ref(64 * 64, 0.0);
