@@ -14,8 +14,13 @@ namespace {
 
 __global__ void wgmma_check_kernel(const uint16_t* a, const uint16_t* b, bool swap, float* d_rs,
                                    float* d_rs_trans, float* d_ss, float* d_n32) {
-  alignas(128) __shared__ wg::bf16 sa[64 * 16], sbk[64 * 16], sbm[16 * 64];
+  // The three tiles at the start of a zeroed pool: the run with the strides exchanged reads up to
+  // 8 bands x 1024 bytes past a tile's start (mn_major's SBO becomes 1024), which must stay inside
+  // shared memory (past the block's allocation the hardware faults: session 11's first GPU run).
+  alignas(128) __shared__ wg::bf16 pool[12 * 1024];
+  wg::bf16 *sa = pool, *sbk = pool + 1024, *sbm = pool + 2048;
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+  for (int i = 3 * 1024 + tid; i < 12 * 1024; i += 128) reinterpret_cast<uint16_t*>(pool)[i] = 0;
   for (int i = tid; i < 64 * 16; i += 128) {
     const int m = i / 16, k = i % 16;  // A [m][k]
     reinterpret_cast<uint16_t*>(sa)[wg::core_offset(m, k, 16)] = a[i];
