@@ -47,6 +47,7 @@ inline void perturb_amor_weights(ParamStore& ps, uint64_t seed) {
   };
   for (auto& p : ps.params()) {
     Tensor& v = p->value;
+    ++p->version;  // a write (param_store.h); the weights not rewritten below lose nothing by it
     if (p->name.rfind("amor.", 0) == 0 && ends_with(p->name, "o_proj.weight")) {
       for (int64_t i = 0; i < v.numel(); ++i) v.set_item(i, 0.5 * n(rng));
     } else if (ends_with(p->name, ".alpha")) {

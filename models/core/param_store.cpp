@@ -45,7 +45,10 @@ Param* ParamStore::add(const std::string& name, const Shape& shape, InitFn init,
 
 void ParamStore::initialize(uint64_t seed) {
   std::mt19937_64 rng(seed);
-  for (auto& p : params_) p->init(p->value, rng);
+  for (auto& p : params_) {
+    p->init(p->value, rng);
+    ++p->version;
+  }
 }
 
 void ParamStore::zero_grad() {

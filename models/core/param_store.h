@@ -28,6 +28,11 @@ struct Param {
   bool weight_decay = true;
   InitFn init;
   int unit = 0;
+  // Counts changes of value: whatever writes into value or replaces it increments it (initialize,
+  // a weights load, the optimizer step, FSDP's gathered views, a move to another device). What a
+  // module derives from a parameter and keeps between calls is keyed on it (AmorBlock's alpha at
+  // inference: design §2's bitwise decode depends on it), so a write must not skip it.
+  uint64_t version = 0;
 };
 
 class ParamStore {

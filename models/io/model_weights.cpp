@@ -58,7 +58,10 @@ std::map<std::string, std::string> load_model_weights(const std::string& path, P
       msg += fmt::format("\n  ... and {} more", problems.size() - kMaxListed);
     throw Error(msg);
   }
-  for (auto& [p, t] : matched) p->value.copy_from(t->dtype() == ps.dtype() ? *t : t->to(ps.dtype()));
+  for (auto& [p, t] : matched) {
+    p->value.copy_from(t->dtype() == ps.dtype() ? *t : t->to(ps.dtype()));
+    ++p->version;  // in place: the same storage holds other values
+  }
   return file.metadata;
 }
 

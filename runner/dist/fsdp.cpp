@@ -126,11 +126,17 @@ void Fsdp::check_in_pass(const char* hook, int unit) const {
 void Fsdp::set_value_views(int unit) {
   const FlatUnit& fu = units_[static_cast<size_t>(unit)];
   const Tensor& full = shards_[static_cast<size_t>(unit)].full;
-  for (const FlatParam& fp : fu.params) fp.param->value = full.slice_flat(fp.offset, fp.shape);
+  for (const FlatParam& fp : fu.params) {
+    fp.param->value = full.slice_flat(fp.offset, fp.shape);
+    ++fp.param->version;  // a gather may land where the last one did, with other values
+  }
 }
 
 void Fsdp::clear_value_views(int unit) {
-  for (const FlatParam& fp : units_[static_cast<size_t>(unit)].params) fp.param->value = Tensor();
+  for (const FlatParam& fp : units_[static_cast<size_t>(unit)].params) {
+    fp.param->value = Tensor();
+    ++fp.param->version;
+  }
 }
 
 void Fsdp::start_prefetch(int unit) {
@@ -333,6 +339,8 @@ double Fsdp::step(double lr) {
       adamw_step(p, g, m, v, opt_step_, lr, opt_.beta1, opt_.beta2, opt_.eps,
                  seg.weight_decay ? opt_.weight_decay : 0.0);
     }
+    // The values changed (a gathered view of a single rank's f32 master may be the master itself).
+    for (const FlatParam& fp : units_[u].params) ++fp.param->version;
   }
   return norm;
 }

@@ -38,6 +38,7 @@ std::unique_ptr<model::LanguageModel> eval_replica(const config::RunConfig& cfg,
     // In the replica's dtype (eval.dtype), rounded as the training's gathers round the masters;
     // cast() hands back the tensor itself when it already is.
     params[i]->value = cast(full[i].second.to(dev), dtype);
+    ++params[i]->version;
   }
   replica->restore_checkpoint_state(trained.checkpoint_state(), /*required=*/true);
   if (!cfg.eval.router.empty()) replica->use_entropy_router(cfg.eval.router);  // AMOR's fitted router

@@ -62,7 +62,10 @@ void Trainer::setup() {
     }
   }
   if (dev_ != Device::CPU)
-    for (auto& p : model_->params().params()) p->value = p->value.to(dev_);
+    for (auto& p : model_->params().params()) {
+      p->value = p->value.to(dev_);
+      ++p->version;
+    }
   model_->set_run_seed(static_cast<uint64_t>(cfg_.train.seed));
   dist::FsdpOptions fo;
   fo.beta1 = cfg_.train.beta1;
