@@ -1,6 +1,7 @@
 #include "models/amor/amor_block.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/lm_head_loss/lm_head_loss.h"
@@ -61,13 +62,40 @@ Tensor AmorBlock::alpha_vector(const Tensor& like) const {
   return a.to(like.device());
 }
 
+// alpha_vector reads raw_alpha back to the host, computes there and uploads: on the GPU a copy
+// each way and a wait for the stream, per block per decode step. The parameter does not change
+// between decode steps, so inference keeps the result and recomputes it (the same host formula,
+// so the same bits) only when raw_alpha's storage or version (param_store.h: every write of a
+// parameter increments it) or the device differs from the last call's. On the cpu the values it
+// came from are kept too and compared (no copy back there): a write that skipped the version is
+// reported as the bug it is instead of decoding with a stale alpha; every CPU test checks this.
+const Tensor& AmorBlock::inference_alpha(const Tensor& like) {
+  const Tensor& raw = raw_alpha->value;
+  const AlphaKey key{raw.raw_data(), raw_alpha->version, raw.dtype(), like.device()};
+  if (infer_alpha_.defined() && key == infer_alpha_key_) {
+    AMOR_CHECK(!raw.is_cpu() ||
+                   std::memcmp(raw.raw_data(), infer_alpha_raw_.raw_data(), raw.nbytes()) == 0,
+               "AmorBlock::infer: {} changed without its Param::version being incremented (a "
+               "write of a parameter must increment it: param_store.h)",
+               raw_alpha->name);
+    return infer_alpha_;
+  }
+  infer_alpha_ = alpha_vector(like);
+  infer_alpha_key_ = key;
+  infer_alpha_raw_ = raw.is_cpu() ? raw.clone() : Tensor();
+  return infer_alpha_;
+}
+
 AmorBlock::InferOut AmorBlock::infer(const Tensor& hn, const Tensor& W, KvCache& cache) {
   InferOut r;
   r.entropy = gate_entropy(hn, W, /*training=*/false);
   GateDecision g = gate_.decide(r.entropy, /*training=*/false);  // frozen: no EMA update
   r.gate = g.gate;
   r.tau = gate_.tau();  // frozen: a host copy the gate keeps, read back once after training
-  r.delta = channel_scale_forward(attn_.infer(hn, r.gate, cache), alpha_vector(hn));
+  // Nothing fired: y is 0, so delta would be alpha * 0 = +0 everywhere; say so with an undefined
+  // delta instead of allocating zeros and launching the scale (and the caller's add).
+  Tensor y = attn_.infer(hn, r.gate, cache);
+  if (y.defined()) r.delta = channel_scale_forward(y, inference_alpha(hn));
   return r;
 }
 

@@ -45,9 +45,10 @@ class AmorBlock {
 
   // Inference over the next T tokens hn [B,T,d] with the block's KV cache: the gate decided from
   // the same entropy as forward with the frozen threshold, the attention sparse
-  // (AmorAttention::infer). Nothing saved; last_projection_rows() counts this call's rows.
+  // (AmorAttention::infer). Nothing saved; last_projection_rows() counts this call's rows. alpha
+  // is computed once and reused while raw_alpha is unchanged (Param::version).
   struct InferOut {
-    Tensor delta;    // [B,T,d]
+    Tensor delta;    // [B,T,d]; undefined when no row fired (delta would be +0 everywhere)
     Tensor gate;     // u8 [B,T]
     Tensor entropy;  // [B,T]
     double tau = 0;
@@ -96,6 +97,19 @@ class AmorBlock {
   Tensor gate_entropy(const Tensor& hn, const Tensor& W, bool training) const;
 
   Tensor alpha_vector(const Tensor& like) const;  // sigmoid(max(raw, -1)) on like's device
+
+  // infer()'s alpha: alpha_vector(like), recomputed only when this key changes (see the .cpp).
+  struct AlphaKey {
+    const void* data = nullptr;  // raw_alpha's storage
+    uint64_t version = 0;        // raw_alpha->version
+    DType dtype = DType::F32;
+    Device device = Device::CPU;  // where alpha goes
+    bool operator==(const AlphaKey&) const = default;
+  };
+  const Tensor& inference_alpha(const Tensor& like);
+  Tensor infer_alpha_;
+  AlphaKey infer_alpha_key_;
+  Tensor infer_alpha_raw_;  // cpu: the raw values infer_alpha_ came from (a check, see the .cpp)
 };
 
 }  // namespace amor::model
