@@ -40,8 +40,9 @@ class AmorAttention {
   void drop_saved();
   // Inference over the next T tokens hn [B,T,d] with the block's KV cache: K and V at every
   // token (appended to the cache, rotated at their positions), Q, attention and O only at the
-  // firing rows of gate u8 [B,T] (the sparse form, at positions cache length + t). Nothing is
-  // saved; last_rows() counts this call's rows.
+  // firing rows of gate u8 [B,T] (the sparse form, at positions cache length + t). Returns y
+  // [B,T,d], or an undefined tensor when no row fires (y would be all zeros: the common decode
+  // step, so no zeros are made). Nothing is saved; last_rows() counts this call's rows.
   Tensor infer(const Tensor& hn, const Tensor& gate, KvCache& cache);
 
   // How many rows each projection computed in the last forward (what sparse execution saves).

@@ -217,7 +217,9 @@ Tensor AmorModel::body_infer(const Tensor& h0, InferenceState& state, StepOutput
     gather(block_units_[i]);
     Tensor hn = i > 0 ? block_norms_[i]->apply(h) : classic_ ? h : norm_f_->apply(h);
     AmorBlock::InferOut r = blocks_[i]->infer(hn, W, s->blocks[i]);
-    h = add(h, r.delta);
+    // No delta: nothing fired, and h + (+0) is h (bit for bit, except that the add would turn a
+    // -0 entry into +0, an equal value).
+    if (r.delta.defined()) h = add(h, r.delta);
     out.gates.push_back(r.gate);
     out.gate_entropy.push_back(r.entropy);
     out.tau.push_back(r.tau);
@@ -233,7 +235,8 @@ Tensor AmorModel::body_infer(const Tensor& h0, InferenceState& state, StepOutput
 
 // Not capturable (decode_graph.h): each block's gated attention reads its firing rows back to the
 // host (firing_rows: the gate's decision decides the kernels' shapes) and attends over a KV cache
-// whose length is a launch argument; alpha is computed on the host.
+// whose length is a launch argument; alpha is computed on the host (once, while raw_alpha is
+// unchanged).
 std::string AmorModel::body_graph_blocker() const {
   return "model.kind 'amor': the gated attention reads its firing rows back to the host each step "
          "(data-dependent shapes) and its KV length is a launch argument";

@@ -135,6 +135,9 @@ Tensor KvCache::attend(const Tensor& q, const Tensor& gate, const std::vector<in
     for (size_t i = 0; i < only->size(); ++i)
       AMOR_CHECK((*only)[i] >= 0 && (*only)[i] < B && (i == 0 || (*only)[i] > (*only)[i - 1]),
                  "{}: sequences must be sorted, distinct and below {}", op, B);
+  // Every sequence listed (at batch 1, any AMOR step that fires): the same as none, without
+  // zeroing an output that every sequence then overwrites.
+  if (only && only->size() == static_cast<size_t>(B)) only = nullptr;
   if (B == 1 && !only) return attention_forward(q, keys(0), values(0), gate).o;
   Tensor o = only ? Tensor::zeros(q.shape(), q.dtype(), q.device()) : Tensor::empty(q.shape(), q.dtype(), q.device());
   const int64_t n = Tq * H * D;
