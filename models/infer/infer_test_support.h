@@ -91,7 +91,8 @@ inline double calibrate_eval_gates(AmorModel& model, const Batch& batch) {
     model.set_gate_state(state);
     StepOutput probe = model.forward(batch, /*training=*/false);
     std::vector<double> H;
-    for (int64_t j = 0; j < probe.gate_entropy[i].numel(); ++j) H.push_back(probe.gate_entropy[i].item(j));
+    const Tensor Hi = probe.gate_entropy[i].to(Device::CPU);  // the model may sit on the GPU
+    for (int64_t j = 0; j < Hi.numel(); ++j) H.push_back(Hi.item(j));
     std::sort(H.begin(), H.end());
     size_t lo = H.size() / 4, hi = 3 * H.size() / 4, best = lo;
     for (size_t j = lo; j < hi; ++j)
@@ -101,9 +102,10 @@ inline double calibrate_eval_gates(AmorModel& model, const Batch& batch) {
   model.set_gate_state(state);
   StepOutput out = model.forward(batch, false);
   double margin = 1e300;
-  for (int64_t i = 0; i < model.num_blocks(); ++i)
-    for (int64_t j = 0; j < out.gate_entropy[i].numel(); ++j)
-      margin = std::min(margin, std::abs(out.gate_entropy[i].item(j) - out.tau[i]));
+  for (int64_t i = 0; i < model.num_blocks(); ++i) {
+    const Tensor Hi = out.gate_entropy[i].to(Device::CPU);
+    for (int64_t j = 0; j < Hi.numel(); ++j) margin = std::min(margin, std::abs(Hi.item(j) - out.tau[i]));
+  }
   return margin;
 }
 
@@ -151,13 +153,13 @@ inline Decoded decode(LanguageModel& model, const Batch& batch, const std::vecto
     for (size_t k = 0; k < K; ++k) {
       d.step_q_rows[k] += amor->block(static_cast<int64_t>(k)).last_projection_rows().q;
       d.step_o_rows[k] += amor->block(static_cast<int64_t>(k)).last_projection_rows().o;
-      for (uint8_t g : parts.back().gates[k].to_vector<uint8_t>()) d.step_fired[k] += g;
+      for (uint8_t g : parts.back().gates[k].to(Device::CPU).to_vector<uint8_t>()) d.step_fired[k] += g;
     }
   }
   EXPECT_EQ(session.length(), T);
   auto gather_field = [&](auto field) {
     std::vector<Tensor> v;
-    for (const StepOutput& p : parts) v.push_back(field(p));
+    for (const StepOutput& p : parts) v.push_back(field(p).to(Device::CPU));
     return concat_time(v);
   };
   d.out.token_loss = gather_field([](const StepOutput& p) { return p.token_loss; });
@@ -177,7 +179,8 @@ inline Decoded decode(LanguageModel& model, const Batch& batch, const std::vecto
 }
 
 // max |a - b| / max(1, |b|) over all entries.
-inline double max_rel_diff(const Tensor& a, const Tensor& b) {
+inline double max_rel_diff(const Tensor& a_any, const Tensor& b_any) {
+  const Tensor a = a_any.to(Device::CPU), b = b_any.to(Device::CPU);
   EXPECT_EQ(a.shape(), b.shape());
   double m = 0;
   for (int64_t i = 0; i < b.numel(); ++i)
@@ -186,7 +189,8 @@ inline double max_rel_diff(const Tensor& a, const Tensor& b) {
 }
 
 // The number of entries where two equally shaped tensors differ.
-inline int64_t mismatches(const Tensor& a, const Tensor& b) {
+inline int64_t mismatches(const Tensor& a_any, const Tensor& b_any) {
+  const Tensor a = a_any.to(Device::CPU), b = b_any.to(Device::CPU);
   EXPECT_EQ(a.shape(), b.shape());
   int64_t n = 0;
   for (int64_t i = 0; i < b.numel(); ++i) n += a.item(i) != b.item(i);

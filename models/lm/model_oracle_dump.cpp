@@ -49,7 +49,10 @@ void dump(const std::string& root, const std::string& name, const ModelConfig& c
     for (auto& p : model->params().params()) {
       bool all_zero = true;
       for (int64_t i = 0; i < p->value.numel() && all_zero; ++i) all_zero = p->value.item(i) == 0.0;
-      if (all_zero) p->value.copy_from(testing::randn(p->value.shape(), ++k, DType::F64, 0.3));
+      if (all_zero) {
+        p->value.copy_from(testing::randn(p->value.shape(), ++k, DType::F64, 0.3));
+        ++p->version;  // param_store.h: every write of a value counts
+      }
     }
   }
   const int64_t B = 2, T = 9;
