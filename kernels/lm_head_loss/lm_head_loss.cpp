@@ -126,6 +126,13 @@ LmHeadLossGrads lm_head_loss_backward(const Tensor& h, const Tensor& W, const Te
   return g;
 }
 
+int64_t inference_vocab_chunk(int64_t rows, int64_t V, int64_t vocab_chunk) {
+  constexpr int64_t kWholeVocabLogits = int64_t(1) << 22;
+  AMOR_CHECK(rows >= 0 && V >= 1 && vocab_chunk >= 1,
+             "inference_vocab_chunk: rows {}, V {}, vocab_chunk {}", rows, V, vocab_chunk);
+  return rows <= kWholeVocabLogits / V ? V : vocab_chunk;
+}
+
 Tensor lm_head_entropy(const Tensor& h, const Tensor& W, int64_t vocab_chunk) {
   const char* op = "lm_head_entropy";
   check_head(op, h, W, vocab_chunk);

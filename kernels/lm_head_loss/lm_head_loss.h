@@ -43,4 +43,13 @@ LmHeadLossGrads lm_head_loss_backward(const Tensor& h, const Tensor& W, const Te
 // Normalised entropy [N] only, for AMOR's gates (no targets, no gradient).
 Tensor lm_head_entropy(const Tensor& h, const Tensor& W, int64_t vocab_chunk = 8192);
 
+// The vocabulary per pass for an inference call over `rows` rows (a decode step: one row per
+// sequence). The chunks bound the [rows, chunk] logits' memory at training sizes; at a few rows
+// they only cost launches (at V = 50K and chunk 8192 a head is 7 GEMMs and 7 row passes, each
+// waited on by the next, for 200 KB of logits per row), so while rows * V <= 4M (16 MB of f32
+// logits: 83 rows at V = 50K, 32 at V = 128K) one pass covers the vocabulary; else vocab_chunk.
+// Used by the inference paths only (LanguageModel::infer, AmorBlock::infer): their records equal
+// the forward's to rounding (one chunk sums in another order), as they already did.
+int64_t inference_vocab_chunk(int64_t rows, int64_t V, int64_t vocab_chunk);
+
 }  // namespace amor

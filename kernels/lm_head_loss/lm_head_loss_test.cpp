@@ -262,3 +262,16 @@ TEST(LmHeadLoss, BadInputsNameTheOpAndShapes) {
 
 }  // namespace
 }  // namespace amor
+
+// Decode steps' few rows take the whole vocabulary in one pass; from 4M logits on, the chunks.
+TEST(LmHeadLoss, InferenceVocabChunk) {
+  EXPECT_EQ(amor::inference_vocab_chunk(1, 50277, 8192), 50277);
+  EXPECT_EQ(amor::inference_vocab_chunk(83, 50277, 8192), 50277);   // 4.17M logits
+  EXPECT_EQ(amor::inference_vocab_chunk(84, 50277, 8192), 8192);    // 4.22M: over 4M
+  EXPECT_EQ(amor::inference_vocab_chunk(32, 128256, 8192), 128256);
+  EXPECT_EQ(amor::inference_vocab_chunk(33, 128256, 8192), 8192);
+  EXPECT_EQ(amor::inference_vocab_chunk(16000, 260, 64), 260);      // a byte vocabulary: one pass
+  EXPECT_EQ(amor::inference_vocab_chunk(16384, 260, 64), 64);       // 4.26M
+  EXPECT_EQ(amor::inference_vocab_chunk(0, 13, 4), 13);
+  EXPECT_THROW(amor::inference_vocab_chunk(1, 0, 8192), amor::Error);
+}

@@ -44,10 +44,13 @@ Tensor AmorBlock::forward(const Tensor& hn, const Tensor& W, bool training) {
   return delta;
 }
 
-Tensor AmorBlock::gate_entropy(const Tensor& hn, const Tensor& W, bool training) const {
+Tensor AmorBlock::gate_entropy(const Tensor& hn, const Tensor& W, bool training,
+                               bool inference) const {
   const int64_t B = hn.size(0), T = hn.size(1), d = hn.size(2);
   if (router_ && !training) return router_->predict(router_index_, hn);  // [B,T], hn's dtype
-  return lm_head_entropy(hn.view({B * T, d}), W, vocab_chunk_).view({B, T});
+  // infer(): a decode step's few rows in one pass over the vocabulary (inference_vocab_chunk).
+  const int64_t chunk = inference ? inference_vocab_chunk(B * T, W.size(0), vocab_chunk_) : vocab_chunk_;
+  return lm_head_entropy(hn.view({B * T, d}), W, chunk).view({B, T});
 }
 
 double AmorBlock::last_tau() const {
@@ -88,7 +91,7 @@ const Tensor& AmorBlock::inference_alpha(const Tensor& like) {
 
 AmorBlock::InferOut AmorBlock::infer(const Tensor& hn, const Tensor& W, KvCache& cache) {
   InferOut r;
-  r.entropy = gate_entropy(hn, W, /*training=*/false);
+  r.entropy = gate_entropy(hn, W, /*training=*/false, /*inference=*/true);
   GateDecision g = gate_.decide(r.entropy, /*training=*/false);  // frozen: no EMA update
   r.gate = g.gate;
   r.tau = gate_.tau();  // frozen: a host copy the gate keeps, read back once after training

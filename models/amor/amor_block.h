@@ -94,7 +94,7 @@ class AmorBlock {
   int64_t router_index_ = 0;
 
   // The gate's input: the LM head's normalised entropy, or (outside training) the router's.
-  Tensor gate_entropy(const Tensor& hn, const Tensor& W, bool training) const;
+  Tensor gate_entropy(const Tensor& hn, const Tensor& W, bool training, bool inference = false) const;
 
   Tensor alpha_vector(const Tensor& like) const;  // sigmoid(max(raw, -1)) on like's device
 

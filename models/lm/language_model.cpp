@@ -243,11 +243,12 @@ StepOutput LanguageModel::infer(const Tensor& tokens, const Tensor& targets, Inf
   gather(embed_->unit);
   tg = tg.to(dev);
   Tensor h = body_infer(embedding_forward(tokens.to(dev), embed_->value), state, out).view({B * T, d});
-  LmHeadLossOut head = lm_head_loss_forward(h, embed_->value, tg.view({B * T}), cfg_.vocab_chunk);
+  const int64_t chunk = inference_vocab_chunk(B * T, cfg_.vocab, cfg_.vocab_chunk);
+  LmHeadLossOut head = lm_head_loss_forward(h, embed_->value, tg.view({B * T}), chunk);
   out.token_loss = head.loss.view({B, T});
   out.entropy = head.entropy.view({B, T});
-  out.predictions = lm_head_argmax(h, embed_->value, cfg_.vocab_chunk).view({B, T});
-  exclude_at_last(h, embed_->value, cfg_.vocab_chunk, excluded, out.predictions);
+  out.predictions = lm_head_argmax(h, embed_->value, chunk).view({B, T});
+  exclude_at_last(h, embed_->value, chunk, excluded, out.predictions);
   release(embed_->unit);
   count_loss(tg, head.loss, out);
   state.advance(T);
@@ -262,11 +263,12 @@ StepOutput LanguageModel::infer_on_device(const Tensor& tokens, InferenceState& 
   Tensor h = body_infer(embedding_forward(tokens, embed_->value), state, out).view({B * T, d});
   // Entropy and greedy prediction in one pass over the vocabulary, no targets read back; no
   // target means no loss: token_loss is zeros, n_valid and loss_sum 0 (count_loss's result).
-  LmHeadDecodeOut head = lm_head_decode(h, embed_->value, cfg_.vocab_chunk);
+  const int64_t chunk = inference_vocab_chunk(B * T, cfg_.vocab, cfg_.vocab_chunk);
+  LmHeadDecodeOut head = lm_head_decode(h, embed_->value, chunk);
   out.entropy = head.entropy.view({B, T});
   out.predictions = head.argmax.view({B, T});
   out.token_loss = Tensor::zeros({B, T}, head.entropy.dtype(), head.entropy.device());
-  exclude_at_last(h, embed_->value, cfg_.vocab_chunk, exclude_next, out.predictions);
+  exclude_at_last(h, embed_->value, chunk, exclude_next, out.predictions);
   release(embed_->unit);
   return out;
 }
