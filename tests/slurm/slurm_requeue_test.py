@@ -205,6 +205,7 @@ def main():
     conf = os.path.join(TMP, "slurm.conf")
     os.makedirs(os.path.join(TMP, "state"))
     os.makedirs(os.path.join(TMP, "spool"))
+    os.makedirs(os.path.join(TMP, "tmpfs"))
     with open(conf, "w") as f:
         f.write(f"""ClusterName=amortest
 SlurmctldHost={host}
@@ -218,6 +219,10 @@ CredType=cred/munge
 AuthInfo=socket={sock},cred_expire=30
 StateSaveLocation={TMP}/state
 SlurmdSpoolDir={TMP}/spool
+# the steps' scratch (srun --mpi=pmix makes spmix_appdir_<uid>_<job>.<step> there): this test's
+# own folder, since job ids restart at 1 with every test's fresh slurmctld and a folder left in
+# /tmp by a killed earlier run made that step's launch fail ("task 0 launch failed")
+TmpFS={TMP}/tmpfs
 SlurmctldPidFile={TMP}/slurmctld.pid
 SlurmdPidFile={TMP}/slurmd.pid
 SlurmctldLogFile={TMP}/slurmctld.log
