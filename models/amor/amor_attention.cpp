@@ -120,7 +120,7 @@ Tensor AmorAttention::backward(const Tensor& dy) {
   return dx;
 }
 
-Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache) {
+Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache, bool sparse) {
   const char* op = "AmorAttention::infer";
   check_dim(op, "hn", hn, 3);
   const int64_t B = hn.size(0), T = hn.size(1), d = hn.size(2), BT = B * T;
@@ -132,6 +132,18 @@ Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache
   cache.append(rope_forward_at(k_.apply(hn).view({B, T, Hkv, D}), at, rope_base_),
                v_.apply(hn).view({B, T, Hkv, D}));
   rows_seen_.k = rows_seen_.v = BT;
+
+  if (!sparse) {
+    // Every row's Q (rotated at the cache's positions, as K was) and O: at a decode step these
+    // projections read their weights once whatever the row count, and the attention skips the
+    // gated-off rows itself, so the step needs no read-back of the gate (the first condition of a
+    // capturable AMOR step; the KV length as a launch argument is the other).
+    Tensor q = rope_forward_at(row_stable_linear(hn.view({BT, d}), q_w_->value).view({B, T, H, D}),
+                               at, rope_base_);
+    Tensor o = cache.attend(q, gate);
+    rows_seen_.q = rows_seen_.o = BT;
+    return row_stable_linear(o.view({BT, H * D}), o_w_->value).view({B, T, d});
+  }
 
   // The one read back to the host per block and step: which rows fire decides the shapes below.
   const std::vector<int64_t> rows = firing_rows(gate);

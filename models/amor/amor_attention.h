@@ -39,11 +39,15 @@ class AmorAttention {
   Tensor backward(const Tensor& dy);
   void drop_saved();
   // Inference over the next T tokens hn [B,T,d] with the block's KV cache: K and V at every
-  // token (appended to the cache, rotated at their positions), Q, attention and O only at the
-  // firing rows of gate u8 [B,T] (the sparse form, at positions cache length + t). Returns y
-  // [B,T,d], or an undefined tensor when no row fires (y would be all zeros: the common decode
-  // step, so no zeros are made). Nothing is saved; last_rows() counts this call's rows.
-  Tensor infer(const Tensor& hn, const Tensor& gate, KvCache& cache);
+  // token (appended to the cache, rotated at their positions). Sparse (the default): Q, attention
+  // and O only at the firing rows of gate u8 [B,T] (read back to the host: they decide the
+  // shapes), at positions cache length + t; returns y [B,T,d], or an undefined tensor when no row
+  // fires (y would be all zeros: the common decode step, so no zeros are made). Dense: Q and O
+  // at every row and the gated attention over all of them (its kernels do no work at gated-off
+  // rows, whose output is exactly 0, so O gives 0 there), nothing read back to the host; y
+  // always defined, equal as numbers to the sparse form's (bitwise up to the sign of zeros).
+  // Nothing is saved; last_rows() counts this call's rows.
+  Tensor infer(const Tensor& hn, const Tensor& gate, KvCache& cache, bool sparse = true);
 
   // How many rows each projection computed in the last forward (what sparse execution saves).
   struct Rows {

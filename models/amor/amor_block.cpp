@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/core/env_switch.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/lm_head_loss/lm_head_loss.h"
 
@@ -14,11 +15,19 @@ constexpr double kAlphaFloor = -1.0;  // raw alpha is clamped below here: alpha 
 
 double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
 
+// AMOR_BLOCK_INFERENCE=sparse|dense (unset or empty: sparse): the attention's form outside
+// training (amor_attention.h), read once per process; set_sparse_inference overrides it per model.
+bool sparse_inference_from_env() {
+  static const bool sparse = env_choice("AMOR_BLOCK_INFERENCE", {"sparse", "dense"}, "sparse") == "sparse";
+  return sparse;
+}
+
 }  // namespace
 
 AmorBlock::AmorBlock(ParamStore& ps, const std::string& prefix, const ModelConfig& cfg)
     : vocab_chunk_(cfg.vocab_chunk),
       recompute_(cfg.recompute),
+      sparse_inference_(sparse_inference_from_env()),
       gate_(cfg.amor),
       attn_(ps, prefix + ".attn", cfg) {
   raw_alpha = ps.add(prefix + ".alpha", {cfg.d_model}, init_constant(0.0), /*weight_decay=*/false);
@@ -97,7 +106,7 @@ AmorBlock::InferOut AmorBlock::infer(const Tensor& hn, const Tensor& W, KvCache&
   r.tau = gate_.tau();  // frozen: a host copy the gate keeps, read back once after training
   // Nothing fired: y is 0, so delta would be alpha * 0 = +0 everywhere; say so with an undefined
   // delta instead of allocating zeros and launching the scale (and the caller's add).
-  Tensor y = attn_.infer(hn, r.gate, cache);
+  Tensor y = attn_.infer(hn, r.gate, cache, sparse_inference_);
   if (y.defined()) r.delta = channel_scale_forward(y, inference_alpha(hn));
   return r;
 }

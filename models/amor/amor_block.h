@@ -69,7 +69,9 @@ class AmorBlock {
   const Tensor& last_attention() const { return y_; }
   // Rows each projection of the last forward computed (sparse inference: Q and O n_fire only).
   const AmorAttention::Rows& last_projection_rows() const { return attn_.last_rows(); }
-  // Inference form of the attention: sparse (default) or dense masked (a reference).
+  // Inference form of the attention, in forward(training = false) and infer(): sparse (the
+  // default, or AMOR_BLOCK_INFERENCE=sparse|dense) or dense masked (a reference in forward; in
+  // infer() the form without the gate's read-back, amor_attention.h).
   void set_sparse_inference(bool on) { sparse_inference_ = on; }
   // Outside training, gate on router->predict(index, hn) (entropy_router.h) instead of the LM
   // head's entropy (null: the LM head, the default). Training always uses the LM head.
@@ -83,7 +85,7 @@ class AmorBlock {
  private:
   int64_t vocab_chunk_;
   bool recompute_;
-  bool sparse_inference_ = true;
+  bool sparse_inference_;
   bool sparse_ = false;  // the form the last forward used
   AmorGate gate_;
   AmorAttention attn_;

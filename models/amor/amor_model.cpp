@@ -233,13 +233,14 @@ Tensor AmorModel::body_infer(const Tensor& h0, InferenceState& state, StepOutput
   return h;
 }
 
-// Not capturable (decode_graph.h): each block's gated attention reads its firing rows back to the
-// host (firing_rows: the gate's decision decides the kernels' shapes) and attends over a KV cache
-// whose length is a launch argument; alpha is computed on the host (once, while raw_alpha is
-// unchanged).
+// Not capturable (decode_graph.h): in the sparse inference form each block's gated attention
+// reads its firing rows back to the host (firing_rows: the gate's decision decides the kernels'
+// shapes); in both forms it attends over a KV cache whose length is a launch argument. alpha is
+// computed on the host (once, while raw_alpha is unchanged).
 std::string AmorModel::body_graph_blocker() const {
-  return "model.kind 'amor': the gated attention reads its firing rows back to the host each step "
-         "(data-dependent shapes) and its KV length is a launch argument";
+  return "model.kind 'amor': the gated attention attends over a KV cache whose length is a launch "
+         "argument (and in its default sparse form reads its firing rows back to the host each "
+         "step: data-dependent shapes)";
 }
 
 Tensor AmorModel::body_backward(const Tensor& dy) {

@@ -16,6 +16,8 @@
 #include "kernels/linear/linear.h"
 #include "models/amor/amor_test_support.h"
 #include "models/amor/row_ops.h"
+#include "models/infer/inference_session.h"
+#include "kernels/core/backend.h"
 #include "tests/common/gradcheck.h"
 
 namespace amor::model {
@@ -266,6 +268,79 @@ TEST(AmorSparse, NoneAndAllFiring) {
             << n;
     }
   }
+}
+
+// Decode with caches in the two inference forms (amor_attention.h): the dense one (every row's Q
+// and O, the gate never read back) gives the sparse one's records at every step, with Q and O at
+// every row where the sparse one computes them at the fired rows only. On the CPU equal as
+// numbers (row_stable_linear); on the GPU (tol > 0) to tol, gates equal.
+void check_decode_forms(DType dt, const char* backbone, Device device, double tol, uint64_t seed) {
+  SCOPED_TRACE(std::string(backbone) + (dt == DType::F64 ? " f64" : " f32"));
+  ModelConfig cfg = sparse_config("classic", 3, backbone);
+  AmorModel probe(cfg, DType::F64), m(cfg, dt);
+  probe.params().initialize(seed);
+  perturb_amor_weights(probe.params(), seed + 1);
+  for (auto& p : m.params().params()) {
+    p->value = probe.params().find(p->name)->value.to(dt).to(device);
+    ++p->version;
+  }
+  const int64_t B = 3, T = 12, P = 4;
+  Batch batch = tiny_batch(cfg, B, T, seed + 2);
+  m.set_gate_state(calibrate_gates(probe, batch, /*training=*/false).state);
+  struct Run {
+    std::vector<StepOutput> out;
+    std::vector<AmorAttention::Rows> rows;  // per decode step and block
+  };
+  auto decode = [&](bool sparse) {
+    m.set_sparse_inference(sparse);
+    InferenceSession session(m, B);
+    Run r;
+    r.out.push_back(session.prefill(columns(batch.tokens, 0, P)));
+    for (int64_t t = P; t < T; ++t) {
+      r.out.push_back(session.step(columns(batch.tokens, t, 1).view({B})));
+      for (int64_t i = 0; i < m.num_blocks(); ++i) r.rows.push_back(m.block(i).last_projection_rows());
+    }
+    return r;
+  };
+  const Run sparse = decode(true), dense = decode(false);
+  auto same = [&](const Tensor& a, const Tensor& b) {
+    const Tensor x = a.to(Device::CPU), y = b.to(Device::CPU);
+    return tol > 0 ? testing::max_abs_diff(x.to(DType::F64), y.to(DType::F64)) <= tol : values_equal(x, y);
+  };
+  int64_t fired = 0, skipped = 0;
+  for (size_t s = 0; s < sparse.out.size(); ++s) {
+    const StepOutput &a = dense.out[s], &b = sparse.out[s];
+    EXPECT_TRUE(same(a.entropy, b.entropy)) << "step " << s;
+    EXPECT_TRUE(values_equal(a.predictions.to(Device::CPU), b.predictions.to(Device::CPU))) << "step " << s;
+    for (int64_t i = 0; i < m.num_blocks(); ++i) {
+      const Tensor gb = b.gates[i].to(Device::CPU);
+      EXPECT_TRUE(bitwise_equal(a.gates[i].to(Device::CPU), gb)) << "step " << s << " block " << i;
+      EXPECT_TRUE(same(a.gate_entropy[i], b.gate_entropy[i])) << "step " << s << " block " << i;
+      if (s == 0) continue;  // the prefill
+      const int64_t n = count_fired(gb);
+      fired += n;
+      skipped += B - n;
+      const size_t k = (s - 1) * size_t(m.num_blocks()) + size_t(i);
+      EXPECT_EQ(sparse.rows[k].q, n);
+      EXPECT_EQ(sparse.rows[k].o, n);
+      EXPECT_EQ(dense.rows[k].q, B);
+      EXPECT_EQ(dense.rows[k].o, B);
+    }
+  }
+  EXPECT_GT(fired, 0);  // both paths of the sparse form were compared
+  EXPECT_GT(skipped, 0);
+}
+
+TEST(AmorSparse, DecodeDenseFormEqualsSparse) {
+  uint64_t seed = 400;
+  for (DType dt : {DType::F64, DType::F32})
+    for (const char* backbone : {"gdn", "mamba2"}) check_decode_forms(dt, backbone, Device::CPU, 0, seed += 10);
+}
+
+TEST(AmorSparse, GpuDecodeDenseFormEqualsSparse) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU here";
+  uint64_t seed = 500;
+  for (const char* backbone : {"gdn", "mamba2"}) check_decode_forms(DType::F32, backbone, Device::CUDA, 1e-5, seed += 10);
 }
 
 TEST(AmorSparse, AttentionChecksItsGate) {
