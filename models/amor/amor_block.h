@@ -73,6 +73,7 @@ class AmorBlock {
   // default, or AMOR_BLOCK_INFERENCE=sparse|dense) or dense masked (a reference in forward; in
   // infer() the form without the gate's read-back, amor_attention.h).
   void set_sparse_inference(bool on) { sparse_inference_ = on; }
+  bool sparse_inference() const { return sparse_inference_; }
   // Outside training, gate on router->predict(index, hn) (entropy_router.h) instead of the LM
   // head's entropy (null: the LM head, the default). Training always uses the LM head.
   void set_entropy_router(std::shared_ptr<const EntropyRouter> router, int64_t index) {

@@ -117,6 +117,8 @@ void AmorModel::set_sparse_inference(bool on) {
   for (auto& b : blocks_) b->set_sparse_inference(on);
 }
 
+bool AmorModel::sparse_inference() const { return blocks_.empty() || blocks_[0]->sparse_inference(); }
+
 void AmorModel::set_entropy_router(std::shared_ptr<const EntropyRouter> router) {
   if (router) {
     AMOR_CHECK(static_cast<int64_t>(router->blocks.size()) == num_blocks() && router->d() == cfg_.d_model,

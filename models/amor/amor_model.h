@@ -65,6 +65,8 @@ class AmorModel final : public LanguageModel {
   // Outside training the blocks run sparse (Q, attention, O only at firing rows; default) or, as
   // a reference, in the dense masked form of training (amor_attention.h). Same values on the CPU.
   void set_sparse_inference(bool on);
+  // The blocks' form (they share it: set_sparse_inference, AMOR_BLOCK_INFERENCE).
+  bool sparse_inference() const;
   // Outside training, every block gates on the fitted router's predicted entropy instead of the
   // LM head's (entropy_router.h); null: the LM head again. Checked against the blocks and width.
   void set_entropy_router(std::shared_ptr<const EntropyRouter> router);

@@ -32,7 +32,8 @@ namespace fs = std::filesystem;
 const char* kUsage =
     "usage: amor-run bench-decode SWEEP.yaml [--batch 1,64] [--context 1024,4096,...] [--steps N]\n"
     "                             [--prefill-chunk N] [--fire-rate 0.22[,...]] [--device cuda|cpu]\n"
-    "                             [--dtype bf16|f32] [--graphs] [--out FILE.csv] [key=value ...]\n"
+    "                             [--dtype bf16|f32] [--graphs] [--amor-form sparse,dense]\n"
+    "                             [--out FILE.csv] [key=value ...]\n"
     "  Prefill and greedy-decode speed of every run's model (random weights); see\n"
     "  runner/app/bench_decode.h.\n";
 
@@ -51,6 +52,7 @@ struct Options {
   std::vector<double> fire_rates{0.22};
   std::string device, dtype, out = "bench_decode.csv";
   bool graphs = false;  // also time the decode steps replayed from CUDA graphs
+  std::vector<std::string> amor_forms;  // AMOR's inference forms to time (empty: the model's own)
 };
 
 int64_t parse_int(const std::string& flag, const std::string& s) {
@@ -105,6 +107,10 @@ Options parse(const std::vector<std::string>& args) {
       if (o.dtype != "bf16" && o.dtype != "f32") throw Usage("--dtype '" + o.dtype + "': use bf16 or f32");
     } else if (a == "--graphs") {
       o.graphs = true;
+    } else if (a == "--amor-form") {
+      o.amor_forms = split_commas(a, value());
+      for (const std::string& f : o.amor_forms)
+        if (f != "sparse" && f != "dense") throw Usage("--amor-form '" + f + "': use sparse or dense");
     } else if (a == "--out") {
       o.out = value();
     } else if (a == "--help" || a == "-h") {
@@ -216,7 +222,7 @@ void initialize_in_parallel(model::LanguageModel& m, uint64_t seed) {
 }
 
 struct Row {
-  std::string run, kind, device, dtype, note;
+  std::string run, kind, device, dtype, note, amor_form;
   int64_t params = 0, batch = 0, context = 0;
   double fire_target = NAN, prefill_ms = NAN, prefill_tok_s = NAN, decode_ms = NAN, decode_tok_s = NAN,
          fire_decode = NAN, graph_ms = NAN, graph_tok_s = NAN;
@@ -225,14 +231,15 @@ struct Row {
 std::string num(double x, int digits) { return std::isnan(x) ? "" : fmt::format("{:.{}f}", x, digits); }
 
 void print_header(std::ostream& out) {
-  out << fmt::format("{:<34} {:>6} {:>8} {:>6} {:>11} {:>12} {:>10} {:>12} {:>6} {:>9} {:>12}  {}\n", "run",
-                     "batch", "context", "fire", "prefill_ms", "prefill_t/s", "decode_ms", "decode_t/s", "fired",
-                     "graph_ms", "graph_t/s", "note");
+  out << fmt::format("{:<34} {:>6} {:>8} {:>6} {:>6} {:>11} {:>12} {:>10} {:>12} {:>6} {:>9} {:>12}  {}\n",
+                     "run", "batch", "context", "fire", "form", "prefill_ms", "prefill_t/s", "decode_ms",
+                     "decode_t/s", "fired", "graph_ms", "graph_t/s", "note");
 }
 
 void print_row(std::ostream& out, const Row& r) {
-  out << fmt::format("{:<34} {:>6} {:>8} {:>6} {:>11} {:>12} {:>10} {:>12} {:>6} {:>9} {:>12}  {}\n", r.run,
-                     r.batch, r.context, num(r.fire_target, 2), num(r.prefill_ms, 1), num(r.prefill_tok_s, 0),
+  out << fmt::format("{:<34} {:>6} {:>8} {:>6} {:>6} {:>11} {:>12} {:>10} {:>12} {:>6} {:>9} {:>12}  {}\n",
+                     r.run, r.batch, r.context, num(r.fire_target, 2), r.amor_form, num(r.prefill_ms, 1),
+                     num(r.prefill_tok_s, 0),
                      num(r.decode_ms, 3), num(r.decode_tok_s, 1), num(r.fire_decode, 3), num(r.graph_ms, 3),
                      num(r.graph_tok_s, 1), r.note);
   out.flush();
@@ -244,12 +251,12 @@ void write_csv(const std::string& path, const std::vector<Row>& rows) {
     std::ofstream f(tmp);
     AMOR_CHECK(f, "bench-decode: cannot write '{}'", tmp);
     f << "run,kind,params,device,dtype,batch,context,fire_target,prefill_ms,prefill_tok_s,decode_ms,"
-         "decode_tok_s,fire_decode,graph_ms,graph_tok_s,note\n";
+         "decode_tok_s,fire_decode,graph_ms,graph_tok_s,note,amor_form\n";
     for (const Row& r : rows)
-      f << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"\n", r.run, r.kind, r.params, r.device,
-                       r.dtype, r.batch, r.context, num(r.fire_target, 4), num(r.prefill_ms, 3),
+      f << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\",{}\n", r.run, r.kind, r.params,
+                       r.device, r.dtype, r.batch, r.context, num(r.fire_target, 4), num(r.prefill_ms, 3),
                        num(r.prefill_tok_s, 1), num(r.decode_ms, 4), num(r.decode_tok_s, 2), num(r.fire_decode, 4),
-                       num(r.graph_ms, 4), num(r.graph_tok_s, 2), r.note);
+                       num(r.graph_ms, 4), num(r.graph_tok_s, 2), r.note, r.amor_form);
     AMOR_CHECK(f.good(), "bench-decode: writing '{}' failed", tmp);
   }
   fs::rename(tmp, path);
@@ -353,8 +360,16 @@ int run(const Options& o, std::ostream& out) {
     }
     auto* amor_m = dynamic_cast<model::AmorModel*>(m.get());
     const std::vector<double> rates = amor_m ? o.fire_rates : std::vector<double>{NAN};
+    std::vector<std::string> forms{""};
+    if (amor_m) forms = !o.amor_forms.empty() ? o.amor_forms
+                                              : std::vector<std::string>{amor_m->sparse_inference() ? "sparse" : "dense"};
+    for (const std::string& form : forms)
     for (double rate : rates) {
-      if (amor_m) calibrate_gates(*amor_m, rate, dev, mc);
+      if (amor_m) {
+        // The gates are calibrated in the form timed (both give the same entropies).
+        amor_m->set_sparse_inference(form == "sparse");
+        calibrate_gates(*amor_m, rate, dev, mc);
+      }
       for (int64_t B : o.batches) {
         warm_up(*m, o, dev, B);
         for (int64_t C : o.contexts) {
@@ -367,6 +382,7 @@ int run(const Options& o, std::ostream& out) {
           r.batch = B;
           r.context = C;
           r.fire_target = rate;
+          r.amor_form = form;
           bool stop = false;
           try {
             measure(*m, o, dev, r);

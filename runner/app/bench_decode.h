@@ -3,7 +3,8 @@
 //
 //   amor-run bench-decode SWEEP.yaml [--batch 1,64] [--context 1024,4096,...] [--steps N]
 //                         [--prefill-chunk N] [--fire-rate 0.22[,...]] [--device cuda|cpu]
-//                         [--dtype bf16|f32] [--graphs] [--out FILE.csv] [key=value ...]
+//                         [--dtype bf16|f32] [--graphs] [--amor-form sparse,dense]
+//                         [--out FILE.csv] [key=value ...]
 //
 // Each run of the sweep (expanded as amor-run does, presets resolved, key=value overrides applied;
 // experiments/bench-decode.yaml) gives one model, built with random weights (drawn from its
@@ -29,12 +30,16 @@
 // a 64-token prompt, random tokens as in the timed steps; block by block, each block
 // calibrated with the earlier ones already set); r = 0 sets tau = +inf (the gate's own cost:
 // every LM-head gate runs, no attention does), r = 1 -inf. The
-// rate measured over the timed decode steps is reported next to it. A context that does not fit
+// rate measured over the timed decode steps is reported next to it. --amor-form times AMOR in each
+// inference form listed (models/amor/amor_attention.h: sparse reads the gate back and runs Q and O
+// at the fired rows; dense runs them at every row with nothing read back), default the model's own
+// (AMOR_BLOCK_INFERENCE, sparse when unset). A context that does not fit
 // (an out-of-memory error) ends that batch size's sweep of contexts with a row saying so.
 //
 // Writes FILE.csv (default bench_decode.csv; temp + rename) with one row per (run, batch,
 // context, fire rate): run, kind, params, device, dtype, batch, context, fire_target, prefill_ms,
-// prefill_tok_s, decode_ms, decode_tok_s, fire_decode, graph_ms, graph_tok_s, note. Prints the
+// prefill_tok_s, decode_ms, decode_tok_s, fire_decode, graph_ms, graph_tok_s, note, amor_form
+// (sparse or dense for AMOR, empty for the other kinds). Prints the
 // same as a table.
 // Exit status: 0 done, 1 failure (message on err), 2 usage error.
 #pragma once

@@ -46,6 +46,7 @@ std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
     std::stringstream ss(line);
     std::string c;
     while (std::getline(ss, c, ',')) cells.push_back(c);
+    if (!line.empty() && line.back() == ',') cells.push_back("");  // an empty last column
     rows.push_back(cells);
   }
   return rows;
@@ -64,7 +65,7 @@ TEST(BenchDecode, RowsPerRunBatchContextAndRate) {
   const std::vector<std::string> header{"run", "kind", "params", "device", "dtype", "batch", "context",
                                         "fire_target", "prefill_ms", "prefill_tok_s", "decode_ms",
                                         "decode_tok_s", "fire_decode", "graph_ms", "graph_tok_s",
-                                        "note"};
+                                        "note", "amor_form"};
   EXPECT_EQ(rows[0], header);
   // transformer: 2 batches x 2 contexts; amor: 3 rates x 2 x 2.
   ASSERT_EQ(rows.size(), 1u + 4u + 12u);
@@ -79,12 +80,14 @@ TEST(BenchDecode, RowsPerRunBatchContextAndRate) {
     if (i <= 4) {
       EXPECT_EQ(r[1], "transformer");
       EXPECT_EQ(r[12], "");  // no gates
+      EXPECT_EQ(r[16], "");  // no AMOR form
       // contexts ascending whatever order they were given in
       EXPECT_EQ(r[6], (i % 2 == 1) ? "9" : "20");
       continue;
     }
     ++amor_rows;
     EXPECT_EQ(r[1], "amor");
+    EXPECT_EQ(r[16], "sparse");  // the default form
     const double target = std::stod(r[7]), fired = std::stod(r[12]);
     if (target == 0.0) {
       EXPECT_EQ(fired, 0.0);
@@ -114,11 +117,37 @@ TEST(BenchDecode, GraphsColumnsEmptyWithTheReasonOnTheCpu) {
   const auto rows = read_csv(dir / "b.csv");
   ASSERT_EQ(rows.size(), 3u);
   for (size_t i = 1; i < rows.size(); ++i) {
-    ASSERT_EQ(rows[i].size(), 16u) << i;
+    ASSERT_EQ(rows[i].size(), 17u) << i;
     EXPECT_GT(std::stod(rows[i][10]), 0.0);  // the eager decode_ms
     EXPECT_EQ(rows[i][13], "");              // graph_ms
     EXPECT_NE(rows[i][15].find("graphs: the model is on the cpu"), std::string::npos) << rows[i][15];
   }
+  fs::remove_all(dir);
+}
+
+// --amor-form sparse,dense: AMOR's rows once per form (the form in the last column), the gates
+// calibrated in each to the same rates; the other kinds once, with no form.
+TEST(BenchDecode, AmorFormsEachTimed) {
+  const fs::path dir = write_sweep("forms");
+  std::ostringstream out, err;
+  const int rc = bench_decode_main({(dir / "sweep.yaml").string(), "--device", "cpu", "--batch", "2",
+                                    "--context", "9", "--steps", "4", "--fire-rate", "0,1",
+                                    "--amor-form", "sparse,dense", "--out", (dir / "b.csv").string()},
+                                   out, err);
+  ASSERT_EQ(rc, 0) << err.str() << out.str();
+  const auto rows = read_csv(dir / "b.csv");
+  ASSERT_EQ(rows.size(), 1u + 1u + 4u);  // transformer once; amor 2 forms x 2 rates
+  EXPECT_EQ(rows[1][16], "");
+  const std::vector<std::pair<std::string, std::string>> want{{"sparse", "0.0000"}, {"sparse", "1.0000"},
+                                                              {"dense", "0.0000"}, {"dense", "1.0000"}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto& r = rows[2 + i];
+    ASSERT_EQ(r.size(), 17u);
+    EXPECT_EQ(r[16], want[i].first) << i;
+    EXPECT_EQ(r[7], want[i].second) << i;
+    EXPECT_EQ(std::stod(r[12]), std::stod(want[i].second)) << i;  // fired as calibrated
+  }
+  EXPECT_NE(out.str().find(" dense "), std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -127,7 +156,8 @@ TEST(BenchDecode, UsageErrorsExitTwo) {
   const std::string sweep = (dir / "sweep.yaml").string();
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{}, {sweep, "--batch", "0"}, {sweep, "--context", "1,,2"},
-        {sweep, "--fire-rate", "1.5"}, {sweep, "--dtype", "f16"}, {sweep, "--bogus"}, {sweep, sweep}}) {
+        {sweep, "--fire-rate", "1.5"}, {sweep, "--dtype", "f16"}, {sweep, "--bogus"}, {sweep, sweep},
+        {sweep, "--amor-form", "sparse,fast"}}) {
     std::ostringstream out, err;
     EXPECT_EQ(bench_decode_main(args, out, err), 2) << err.str();
     EXPECT_NE(err.str().find("usage: amor-run bench-decode"), std::string::npos);
