@@ -51,6 +51,13 @@ void ParamStore::initialize(uint64_t seed) {
   }
 }
 
+void ParamStore::to(Device device) {
+  for (auto& p : params_) {
+    p->value = p->value.to(device);
+    ++p->version;
+  }
+}
+
 void ParamStore::zero_grad() {
   for (auto& p : params_) p->grad.zero_();
 }

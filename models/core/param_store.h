@@ -48,6 +48,8 @@ class ParamStore {
   // Runs every parameter's init in order from one RNG seeded with seed: same seed, same model.
   void initialize(uint64_t seed);
   void zero_grad();
+  // Moves every parameter's value to `device` (a write: each version is incremented).
+  void to(Device device);
 
   DType dtype() const { return dtype_; }
   const std::vector<std::unique_ptr<Param>>& params() const { return params_; }

@@ -42,11 +42,7 @@ int64_t prefill_len(const Split& s) {
 void check_kind(const KindCase& kc, DType dtype, double tol, uint64_t seed,
                 Device device = Device::CPU) {
   std::unique_ptr<LanguageModel> model = make_model(kc.cfg, dtype, seed);
-  if (device != Device::CPU)
-    for (const auto& p : model->params().params()) {
-      p->value = p->value.to(device);
-      ++p->version;
-    }
+  if (device != Device::CPU) model->params().to(device);
   Batch batch{amor::testing::randint({kB, kT}, seed + 2, kc.cfg.vocab),
               amor::testing::randint({kB, kT}, seed + 3, kc.cfg.vocab)};
   batch.targets.data<int32_t>()[4] = -100;  // an ignored position

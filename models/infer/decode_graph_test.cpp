@@ -40,7 +40,7 @@ TEST(DecodeGraph, BlockersNameTheReason) {
   if (!cuda_available()) return;
   auto on_gpu = [](const ModelConfig& cfg) {
     auto m = make_model(cfg, DType::F32, 1);
-    for (const auto& p : m->params().params()) p->value = p->value.to(Device::CUDA);
+    m->params().to(Device::CUDA);
     return m->decode_graph_blocker();
   };
   EXPECT_EQ(on_gpu(tiny("mamba2")), "");
@@ -324,7 +324,7 @@ TEST(DecodeGraph, GpuGreedyDecodeEqualsEagerBitwise) {
       for (int64_t B : {1, 3}) {
         SCOPED_TRACE(c.name + " " + dtype_name(dt) + " B=" + std::to_string(B));
         auto m = make_model(c.cfg, dt, 11);
-        for (const auto& p : m->params().params()) p->value = p->value.to(Device::CUDA);
+        m->params().to(Device::CUDA);
         ASSERT_EQ(m->decode_graph_blocker(), "");
         const Trace eager = greedy(*m, B, steps, false, plan);
         const Trace graphed = greedy(*m, B, steps, true, plan);
@@ -350,7 +350,7 @@ TEST(DecodeGraph, GpuExcludingStepsReplayAndEqualEagerBitwise) {
       for (int64_t B : {1, 3}) {
         SCOPED_TRACE(c.name + " " + dtype_name(dt) + " B=" + std::to_string(B));
         auto m = make_model(c.cfg, dt, 13);
-        for (const auto& p : m->params().params()) p->value = p->value.to(Device::CUDA);
+        m->params().to(Device::CUDA);
         const Trace eager = greedy(*m, B, kScheduleSteps, false, exclusion_schedule());
         const Trace graphed = greedy(*m, B, kScheduleSteps, true, exclusion_schedule());
         EXPECT_EQ(eager.graphed, 0);
@@ -369,7 +369,7 @@ TEST(DecodeGraph, GpuExcludingStepsReplayAndEqualEagerBitwise) {
 TEST(DecodeGraph, GpuGraphWithExclusionEqualsInferBitwise) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU here";
   auto m = make_model(gpu_tiny("gdn"), DType::BF16, 17);
-  for (const auto& p : m->params().params()) p->value = p->value.to(Device::CUDA);
+  m->params().to(Device::CUDA);
   const int64_t B = 2, V = 260;
   const std::vector<int32_t> ban = ban_range(0, 200);
   std::unique_ptr<InferenceState> es = m->new_inference_state(B), gs = m->new_inference_state(B);
@@ -405,7 +405,7 @@ TEST(DecodeGraph, GpuGraphWithExclusionEqualsInferBitwise) {
 TEST(DecodeGraph, GpuPoolReleasedWithTheSession) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU here";
   auto m = make_model(gpu_tiny("mamba2"), DType::BF16, 5);
-  for (const auto& p : m->params().params()) p->value = p->value.to(Device::CUDA);
+  m->params().to(Device::CUDA);
   {
     InferenceSession s(*m, 2);
     s.use_graphs(true);

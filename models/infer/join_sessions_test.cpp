@@ -53,7 +53,7 @@ void check_join(const ModelConfig& cfg, DType dtype, Device device, double tol, 
     calibrate_eval_gates(*amor, probe);
   }
   if (device == Device::CUDA)
-    for (const auto& p : model->params().params()) p->value = p->value.to(Device::CUDA);
+    model->params().to(Device::CUDA);
   // Sequences [b0, b0 + n_seq) from position t0, n tokens, and the next ones as targets.
   auto part = [&](int64_t b0, int64_t n_seq, int64_t t0, int64_t n) {
     return std::pair{columns(rows(tokens, b0, n_seq), t0, n), columns(rows(tokens, b0, n_seq), t0 + 1, n)};

@@ -354,10 +354,7 @@ int run(const Options& o, std::ostream& out) {
     const model::ModelConfig& mc = spec.config.model;
     auto m = model::build_model(mc, dt);
     initialize_in_parallel(*m, static_cast<uint64_t>(spec.config.train.seed));
-    for (const auto& p : m->params().params()) {
-      p->value = p->value.to(dev);
-      ++p->version;
-    }
+    m->params().to(dev);
     auto* amor_m = dynamic_cast<model::AmorModel*>(m.get());
     const std::vector<double> rates = amor_m ? o.fire_rates : std::vector<double>{NAN};
     std::vector<std::string> forms{""};

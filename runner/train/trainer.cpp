@@ -61,11 +61,7 @@ void Trainer::setup() {
       throw Error(fmt::format("eval.weights: {}", e.what()));
     }
   }
-  if (dev_ != Device::CPU)
-    for (auto& p : model_->params().params()) {
-      p->value = p->value.to(dev_);
-      ++p->version;
-    }
+  if (dev_ != Device::CPU) model_->params().to(dev_);
   model_->set_run_seed(static_cast<uint64_t>(cfg_.train.seed));
   dist::FsdpOptions fo;
   fo.beta1 = cfg_.train.beta1;
