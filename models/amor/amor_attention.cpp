@@ -133,42 +133,35 @@ Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache
                v_.apply(hn).view({B, T, Hkv, D}));
   rows_seen_.k = rows_seen_.v = BT;
 
-  if (!sparse) {
-    // Every row's Q (rotated at the cache's positions, as K was) and O: at a decode step these
-    // projections read their weights once whatever the row count, and the attention skips the
-    // gated-off rows itself, so the step needs no read-back of the gate (the first condition of a
-    // capturable AMOR step; the KV length as a launch argument is the other).
+  // Every row's Q (rotated at the cache's positions, as K was) and O: at a decode step these
+  // projections read their weights once whatever the row count, and the attention skips the
+  // gated-off rows itself, so the step needs no read-back of the gate (the first condition of a
+  // capturable AMOR step; the KV length as a launch argument is the other).
+  auto every_row = [&] {
     Tensor q = rope_forward_at(row_stable_linear(hn.view({BT, d}), q_w_->value).view({B, T, H, D}),
                                at, rope_base_);
     Tensor o = cache.attend(q, gate);
     rows_seen_.q = rows_seen_.o = BT;
     return row_stable_linear(o.view({BT, H * D}), o_w_->value).view({B, T, d});
-  }
+  };
+  if (!sparse) return every_row();
 
   // The one read back to the host per block and step: which rows fire decides the shapes below.
   const std::vector<int64_t> rows = firing_rows(gate);
   const int64_t n = static_cast<int64_t>(rows.size());
   if (n == 0) return Tensor();
-  // Every row fires (at batch 1, any firing step): gathering all rows is a copy of the same
-  // values, so use the tensor itself, and rotate at the cache's positions as K was (the same
-  // positions, so the same rotation) instead of building them on the host and uploading them.
-  const bool all = n == BT;
-  auto pick = [&](const Tensor& x) { return all ? x : gather_rows(x, rows); };
-  Tensor qc;
-  if (all) {
-    qc = rope_forward_at(row_stable_linear(hn.view({BT, d}), q_w_->value).view({B, T, H, D}), at,
-                         rope_base_);
-  } else {
-    Tensor positions = Tensor::empty({1, n}, DType::I64);
-    for (int64_t i = 0; i < n; ++i) {  // row r is token r % T of sequence r / T
-      const int64_t r = rows[static_cast<size_t>(i)];
-      positions.data<int64_t>()[i] =
-          at.per_sequence.defined() ? at.per_sequence.data<int64_t>()[r] : at.offset + r % T;
-    }
-    qc = rope_forward_positions(
-        row_stable_linear(gather_rows(hn.view({BT, d}), rows), q_w_->value).view({1, n, H, D}),
-        positions, rope_base_);
+  // Every row fires (at batch 1, any firing step): the sparse form's gathers and scatters would
+  // copy all rows and its positions equal the cache's, so it is the dense form's work.
+  if (n == BT) return every_row();
+  Tensor positions = Tensor::empty({1, n}, DType::I64);
+  for (int64_t i = 0; i < n; ++i) {  // row r is token r % T of sequence r / T
+    const int64_t r = rows[static_cast<size_t>(i)];
+    positions.data<int64_t>()[i] =
+        at.per_sequence.defined() ? at.per_sequence.data<int64_t>()[r] : at.offset + r % T;
   }
+  Tensor qc = rope_forward_positions(
+      row_stable_linear(gather_rows(hn.view({BT, d}), rows), q_w_->value).view({1, n, H, D}),
+      positions, rope_base_);
   Tensor qr = scatter_rows(qc.view({n, H * D}), rows, BT).view({B, T, H, D});
   // Only the sequences with a firing row attend (at decode, batch B and ~22% firing, most do not).
   std::vector<int64_t> sequences;
@@ -176,7 +169,7 @@ Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache
     if (sequences.empty() || sequences.back() != r / T) sequences.push_back(r / T);
   Tensor o = cache.attend(qr, gate, &sequences);  // reads the firing rows of qr only
   rows_seen_.q = rows_seen_.o = n;
-  return scatter_rows(row_stable_linear(pick(o.view({BT, H * D})), o_w_->value), rows, BT)
+  return scatter_rows(row_stable_linear(gather_rows(o.view({BT, H * D}), rows), o_w_->value), rows, BT)
       .view({B, T, d});
 }
 
