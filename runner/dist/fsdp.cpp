@@ -133,10 +133,7 @@ void Fsdp::set_value_views(int unit) {
 }
 
 void Fsdp::clear_value_views(int unit) {
-  for (const FlatParam& fp : units_[static_cast<size_t>(unit)].params) {
-    fp.param->value = Tensor();
-    ++fp.param->version;
-  }
+  for (const FlatParam& fp : units_[static_cast<size_t>(unit)].params) fp.param->value = Tensor();
 }
 
 void Fsdp::start_prefetch(int unit) {
