@@ -68,18 +68,20 @@ def short_name(name):
 
 
 def read(path):
+    """(header, units, launches): the units row (under the header) may be absent."""
     with open(path, newline="") as f:
         rows = [r for r in csv.reader(f)]
     header = next((r for r in rows if any(n in r for n in NAME_COLUMNS)), None)
     if header is None:
-        return None, []
+        return None, None, []
     start = rows.index(header) + 1
     data = [r for r in rows[start:] if len(r) == len(header)]
-    # the units row (under the header: no launch ID, no kernel name)
+    # the units row: no launch ID, no kernel name
     name_col = next(header.index(n) for n in NAME_COLUMNS if n in header)
+    units = None
     if data and not data[0][name_col].strip():
-        data = data[1:]
-    return header, data
+        units, data = data[0], data[1:]
+    return header, units, data
 
 
 def summarise(header, row, top, unit_scale=None):
@@ -111,19 +113,16 @@ def main(argv):
     top = 5
     if "--top" in argv:
         top = int(argv[argv.index("--top") + 1])
-    header, data = read(argv[1])
+    header, units, data = read(argv[1])
     if not data:
         print("ncu_sections.py: %s holds no kernel launch (expected ncu --page raw --csv)" % argv[1],
               file=sys.stderr)
         return 1
-    # The duration's unit (the row under the header): ncu writes ns, usecond, msecond ...
+    # The duration's unit: ncu writes ns, usecond, msecond ...
     scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
     unit_scale = {}
-    with open(argv[1], newline="") as f:
-        rows = list(csv.reader(f))
-    i = rows.index(header)
-    if i + 1 < len(rows) and "gpu__time_duration.sum" in header:
-        unit = rows[i + 1][header.index("gpu__time_duration.sum")].strip()
+    if units and "gpu__time_duration.sum" in header:
+        unit = units[header.index("gpu__time_duration.sum")].strip()
         unit_scale["gpu__time_duration.sum"] = scale.get(unit, 1.0)
     labels = [m[0] for m in METRICS]
     print("%-64s " % "kernel" + " ".join("%7s" % l for l in labels) + "  top stalls (cycles per issue, share)")
