@@ -16,10 +16,9 @@ constexpr double kAlphaFloor = -1.0;  // raw alpha is clamped below here: alpha 
 double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
 
 // AMOR_BLOCK_INFERENCE=sparse|dense (unset or empty: sparse): the attention's form outside
-// training (amor_attention.h), read once per process; set_sparse_inference overrides it per model.
+// training (amor_attention.h), read when a block is built; set_sparse_inference overrides it.
 bool sparse_inference_from_env() {
-  static const bool sparse = env_choice("AMOR_BLOCK_INFERENCE", {"sparse", "dense"}, "sparse") == "sparse";
-  return sparse;
+  return env_choice("AMOR_BLOCK_INFERENCE", {"sparse", "dense"}, "sparse") == "sparse";
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 //  - no firing row and every row firing.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/linear/linear.h"
@@ -341,6 +342,20 @@ TEST(AmorSparse, GpuDecodeDenseFormEqualsSparse) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU here";
   uint64_t seed = 500;
   for (const char* backbone : {"gdn", "mamba2"}) check_decode_forms(DType::F32, backbone, Device::CUDA, 1e-5, seed += 10);
+}
+
+// AMOR_BLOCK_INFERENCE picks the form when the model is built; a value it does not list is
+// refused, naming the variable, the value and what it accepts.
+TEST(AmorSparse, BlockInferenceSwitch) {
+  const ModelConfig cfg = sparse_config("classic", 1, "gdn");
+  EXPECT_TRUE(AmorModel(cfg, DType::F64).sparse_inference());
+  setenv("AMOR_BLOCK_INFERENCE", "dense", 1);
+  EXPECT_FALSE(AmorModel(cfg, DType::F64).sparse_inference());
+  setenv("AMOR_BLOCK_INFERENCE", "sparce", 1);
+  expect_error_containing([&] { AmorModel m(cfg, DType::F64); },
+                          "AMOR_BLOCK_INFERENCE is 'sparce'; it accepts sparse or dense");
+  unsetenv("AMOR_BLOCK_INFERENCE");
+  EXPECT_TRUE(AmorModel(cfg, DType::F64).sparse_inference());
 }
 
 TEST(AmorSparse, AttentionChecksItsGate) {
