@@ -323,6 +323,56 @@ AttentionOutput attention_forward(const Tensor& q, const Tensor& k, const Tensor
   return out;
 }
 
+AttentionOutput attention_forward_cache(const Tensor& q, const Tensor& k_cache,
+                                        const Tensor& v_cache, const Tensor& lengths,
+                                        const Tensor& gate, std::optional<double> scale) {
+  const char* op = "attention_forward_cache";
+  double s = 0;
+  // The storage as the keys (Tk = C): the same checks of shapes, dtypes, heads and gate.
+  ref::AttentionDims n = check_attention_args(op, q, k_cache, v_cache, gate, scale, &s);
+  check_dtype(op, "lengths", lengths, DType::I32);
+  check_shape(op, "lengths", lengths, {n.B});
+  AMOR_CHECK(lengths.device() == q.device(),
+             "{}: lengths {} must be on the device of q {} (they are read there)", op,
+             lengths.str(), q.str());
+  if (!q.is_cpu()) {
+    check_attention_cuda(op, q, k_cache, n);
+    AMOR_ON_CUDA(op, q, {
+      AttentionOutput out{Tensor::empty(q.shape(), q.dtype(), q.device()),
+                          Tensor::empty({n.B, n.H, n.Tq}, DType::F32, q.device())};
+      const cuda::AttnDims cn{n.B, n.Tq, n.Tk, n.H, n.Hkv, n.D};
+      const int64_t floats = cuda::attention_cache_scratch_floats(q.dtype(), cn);
+      Tensor scratch = floats > 0 ? Tensor::empty({floats}, DType::F32, q.device()) : Tensor();
+      cuda::attention_forward_cache(q.dtype(), q.raw_data(), k_cache.raw_data(),
+                                    v_cache.raw_data(), lengths.data<int32_t>(), gate_ptr(gate),
+                                    static_cast<float>(s), out.o.raw_data(),
+                                    out.lse.data<float>(),
+                                    floats > 0 ? scratch.data<float>() : nullptr, cn);
+      return out;
+    });
+  }
+  // The reference: attention_forward per sequence on the views of its rows.
+  const int32_t* len = lengths.data<int32_t>();
+  for (int64_t b = 0; b < n.B; ++b)
+    AMOR_CHECK(len[b] >= n.Tq && len[b] <= n.Tk,
+               "{}: sequence {} holds {} keys; it needs {} <= keys <= the storage's {} rows (q is "
+               "{})",
+               op, b, len[b], n.Tq, n.Tk, q.str());
+  AttentionOutput out{Tensor::empty(q.shape(), q.dtype(), q.device()),
+                      Tensor::empty({n.B, n.H, n.Tq}, q.dtype(), q.device())};
+  const int64_t qn = n.Tq * n.H * n.D, kn = n.Tk * n.Hkv * n.D, ln = n.H * n.Tq;
+  for (int64_t b = 0; b < n.B; ++b) {
+    const Shape ks{1, len[b], n.Hkv, n.D};
+    AttentionOutput r = attention_forward(
+        q.slice_flat(b * qn, {1, n.Tq, n.H, n.D}), k_cache.slice_flat(b * kn, ks),
+        v_cache.slice_flat(b * kn, ks), gate.defined() ? gate.slice_flat(b * n.Tq, {1, n.Tq}) : Tensor(),
+        s);
+    out.o.slice_flat(b * qn, {1, n.Tq, n.H, n.D}).copy_from(r.o);
+    out.lse.slice_flat(b * ln, {1, n.H, n.Tq}).copy_from(r.lse);
+  }
+  return out;
+}
+
 AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& gate, const Tensor& o, const Tensor& lse,
                                   const Tensor& dout, std::optional<double> scale) {

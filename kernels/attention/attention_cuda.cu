@@ -21,6 +21,9 @@
 //  - anything else (f32, other head dims, unaligned views): SIMT kernels below, one warp per
 //    (query row, head) or (key, kv head), f32 arithmetic throughout; they exist for exactness
 //    checks and odd shapes, not for speed.
+//  - over a KV cache's storage with per-sequence lengths on the device (attention_forward_cache:
+//    a decode step of every sequence in one launch, capturable in a CUDA graph): the split-KV
+//    kernel for bf16, head dim 64/128, Tq <= 4, planned for the capacity; else the SIMT forward.
 //
 // The gate (AMOR: Q, attention and O only at firing rows): compact_firing_rows writes, per
 // sequence, the indices of its firing rows in increasing order and their count (then its
@@ -284,15 +287,18 @@ __device__ __forceinline__ float dot_row(const float* a_shared, const T* b, int 
 
 // Forward, block (i, h, b): pass 1 finds lse (each lane an online max/sum over keys lane, lane +
 // 32, ..., then combined), pass 2 adds p_j v_j with p_j = exp(s_j - lse) in chunks of 32 keys.
+// lengths (over a KV cache's storage, attention_forward_cache): null, or i32 [B] on the device,
+// sequence b's keys being the first lengths[b] of its Tk rows.
 template <class T>
 __global__ void __launch_bounds__(32)
     simt_forward_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                        const uint8_t* __restrict__ gate, int Tq, int Tk, int H, int Hkv, int D,
-                        float scale, T* __restrict__ o, float* __restrict__ lse) {
+                        const uint8_t* __restrict__ gate, const int32_t* __restrict__ lengths,
+                        int Tq, int Tk, int H, int Hkv, int D, float scale, T* __restrict__ o,
+                        float* __restrict__ lse) {
   __shared__ float s_q[kMaxD];
   __shared__ float s_p[32];
   const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, lane = threadIdx.x;
-  const int g = h / (H / Hkv), last = i + Tk - Tq;
+  const int g = h / (H / Hkv), last = i + (lengths != nullptr ? lengths[b] : Tk) - Tq;
   const int64_t row = ((int64_t(b) * Tq + i) * H + h) * D;
   const int64_t lse_at = (int64_t(b) * H + h) * Tq + i;
   if (gate && gate[int64_t(b) * Tq + i] == 0) {
@@ -519,8 +525,8 @@ void attention_forward(DType t, const void* q, const void* k, const void* v, con
   if (attention_uses_tensor_cores(t, n.D, ptrs, 4) && fwd_scratch != nullptr &&
       decode_path(t, n)) {
     attn::forward_decode(static_cast<const bf16_t*>(q), static_cast<const bf16_t*>(k),
-                         static_cast<const bf16_t*>(v), gate, scale, static_cast<bf16_t*>(o), lse,
-                         fwd_scratch, n, s);
+                         static_cast<const bf16_t*>(v), gate, nullptr, scale,
+                         static_cast<bf16_t*>(o), lse, fwd_scratch, n, s);
     return;
   }
   if (attention_uses_tensor_cores(t, n.D, ptrs, 4)) {
@@ -547,7 +553,36 @@ void attention_forward(DType t, const void* q, const void* k, const void* v, con
     using T = decltype(tag);
     simt_forward_kernel<T><<<row_grid(n.Tq, n.H, n.B), 32, 0, s>>>(
         static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), gate,
-        int(n.Tq), int(n.Tk), int(n.H), int(n.Hkv), int(n.D), scale, static_cast<T*>(o), lse);
+        nullptr, int(n.Tq), int(n.Tk), int(n.H), int(n.Hkv), int(n.D), scale,
+        static_cast<T*>(o), lse);
+    AMOR_CUDA_CHECK_LAUNCH();
+  });
+}
+
+int64_t attention_cache_scratch_floats(DType t, const AttnDims& n) {
+  return t == DType::BF16 ? attn::decode_scratch_floats(n) : 0;
+}
+
+// The split-KV kernel where it takes the shape (planned for n.Tk = the capacity), else the SIMT
+// kernel; both read the lengths on the device, and neither launch depends on them.
+void attention_forward_cache(DType t, const void* q, const void* k, const void* v,
+                             const int32_t* lengths, const uint8_t* gate, float scale, void* o,
+                             float* lse, float* scratch, const AttnDims& n, cudaStream_t s) {
+  if (n.B == 0 || n.Tq == 0 || n.H == 0) return;
+  const void* ptrs[] = {q, k, v, o};
+  if (scratch != nullptr && attention_uses_tensor_cores(t, n.D, ptrs, 4) &&
+      attn::decode_plan(n).rows != 0) {
+    attn::forward_decode(static_cast<const bf16_t*>(q), static_cast<const bf16_t*>(k),
+                         static_cast<const bf16_t*>(v), gate, lengths, scale,
+                         static_cast<bf16_t*>(o), lse, scratch, n, s);
+    return;
+  }
+  dispatch_storage(t, "attention_forward_cache", [&](auto tag) {
+    using T = decltype(tag);
+    simt_forward_kernel<T><<<row_grid(n.Tq, n.H, n.B), 32, 0, s>>>(
+        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), gate,
+        lengths, int(n.Tq), int(n.Tk), int(n.H), int(n.Hkv), int(n.D), scale,
+        static_cast<T*>(o), lse);
     AMOR_CUDA_CHECK_LAUNCH();
   });
 }

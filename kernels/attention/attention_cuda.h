@@ -34,6 +34,15 @@ void attention_forward(DType t, const void* q, const void* k, const void* v, con
                        float scale, void* o, float* lse, int32_t* row_scratch,
                        float* fwd_scratch, const AttnDims& n, cudaStream_t s = 0);
 
+// attention_forward over a KV cache's storage (attention.h, attention_forward_cache): k, v
+// [B, n.Tk, Hkv, D] with n.Tk the capacity, lengths i32 [B] on the device (sequence b's keys are
+// its first lengths[b] rows; its queries the last Tq of them). Nothing in the launch depends on
+// the lengths. scratch holds attention_cache_scratch_floats floats (null: the SIMT kernel runs).
+int64_t attention_cache_scratch_floats(DType t, const AttnDims& n);
+void attention_forward_cache(DType t, const void* q, const void* k, const void* v,
+                             const int32_t* lengths, const uint8_t* gate, float scale, void* o,
+                             float* lse, float* scratch, const AttnDims& n, cudaStream_t s = 0);
+
 // dq [B,Tq,H,D] (0 at gated-off rows), dk and dv [B,Tk,Hkv,D] (summed over each kv head's query
 // heads). delta is f32 scratch of attention_delta_scratch_floats floats. Deterministic (no
 // atomics) except the opt-in gated layouts AMOR_ATTENTION_GATED=fused and fused64 (dq by f32

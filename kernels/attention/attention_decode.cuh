@@ -30,9 +30,11 @@ int64_t decode_scratch_floats(const AttnDims& n);
 
 // o [B,Tq,H,D] bf16, lse [B,H,Tq] f32 (natural log; 0 and o = 0 at gated-off rows) from q
 // [B,Tq,H,D], k, v [B,Tk,Hkv,D] bf16 (16-byte aligned), gate u8 [B,Tq] or null; scratch holds
-// decode_scratch_floats(n) floats.
+// decode_scratch_floats(n) floats. lengths: null (every sequence has Tk keys), or i32 [B] on the
+// device over a KV cache's storage: sequence b's keys are its first lengths[b] <= Tk rows (the
+// plan stays Tk's: see attention_decode_cuda.cu).
 void forward_decode(const bf16_t* q, const bf16_t* k, const bf16_t* v, const uint8_t* gate,
-                    float scale, bf16_t* o, float* lse, float* scratch, const AttnDims& n,
-                    cudaStream_t s);
+                    const int32_t* lengths, float scale, bf16_t* o, float* lse, float* scratch,
+                    const AttnDims& n, cudaStream_t s);
 
 }  // namespace amor::cuda::attn

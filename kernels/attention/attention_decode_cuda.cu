@@ -26,7 +26,15 @@
 //   lse = (M + log2 L) ln 2                       (natural log, as the tile kernels write)
 //
 // and o = 0, lse = 0 at gated-off rows. Every row sees key 0, so L > 0 at a firing row. Fixed
-// order everywhere: deterministic.
+// order everywhere: deterministic. A block none of whose rows sees a key of its range (all gated
+// off, or, over a KV cache, a range past the sequence's length) writes only (m, l) = (-inf, 0)
+// and exits.
+//
+// Over a KV cache (attention_forward_cache, models/infer/kv_cache.h): k, v are the cache's
+// storage [B, C, Hkv, D] and sequence b's keys are its first lengths[b] rows, lengths i32 [B] read
+// on the device. The plan (ranges, blocks) is made for Tk = C, not for the lengths, so the launch
+// is the same at every decode step while the cache fills (a CUDA graph replays it); the ranges a
+// sequence has not reached yet cost a block that exits. Row (b, t)'s limit is lengths[b] - Tq + t.
 //
 // Memory: K and V tiles (BN keys x D, 8 KB each: BN = 64 at D = 64, 32 at D = 128) stream through
 // a 3-stage cp.async ring (16-byte copies, two tiles in flight while one is used), rows padded by
@@ -92,10 +100,10 @@ __device__ __forceinline__ void bf16x8_to_f32(const uint4& raw, float (&f)[8]) {
 template <int D, int R>
 __global__ void __launch_bounds__(kThreads)
     decode_split_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
-                        const bf16_t* __restrict__ v, const uint8_t* __restrict__ gate, int Tq,
-                        int Tk, int H, int Hkv, int chunks, int split_len, int splits,
-                        float scale_log2, float* __restrict__ part_o,
-                        float* __restrict__ part_ml) {
+                        const bf16_t* __restrict__ v, const uint8_t* __restrict__ gate,
+                        const int32_t* __restrict__ lengths, int Tq, int Tk, int H, int Hkv,
+                        int chunks, int split_len, int splits, float scale_log2,
+                        float* __restrict__ part_o, float* __restrict__ part_ml) {
   constexpr int BN = kKeys<D>, LD = kLd<D>, KG = kKeyGroups<D>;
   constexpr int RG = kThreads / BN, RPT = (R + RG - 1) / RG;  // scores: row groups, rows each
   extern __shared__ uint4 smem_raw[];
@@ -111,6 +119,8 @@ __global__ void __launch_bounds__(kThreads)
   const int split = blockIdx.x, g = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
   const int b = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int G = H / Hkv;
+  // The sequence's keys: Tk (also its storage's rows), or over a KV cache lengths[b] of Tk rows.
+  const int Tkb = lengths != nullptr ? lengths[b] : Tk;
   if (tid < R) {
     const int rr = chunk * R + tid;  // row in the group: (query head in group) Tq + t
     int lim = -1;
@@ -118,7 +128,7 @@ __global__ void __launch_bounds__(kThreads)
     if (rr < G * Tq) {
       const int t = rr % Tq, h = g * G + rr / Tq;
       row = (int64_t(b) * H + h) * Tq + t;
-      if (gate == nullptr || gate[int64_t(b) * Tq + t] != 0) lim = Tk - Tq + t;
+      if (gate == nullptr || gate[int64_t(b) * Tq + t] != 0) lim = Tkb - Tq + t;
     }
     s_lim[tid] = lim;
     s_row[tid] = row;
@@ -139,7 +149,16 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int i = 0; i < R; ++i) max_lim = s_lim[i] > max_lim ? s_lim[i] : max_lim;
   const int start = split * split_len;
-  int end = start + split_len < Tk ? start + split_len : Tk;
+  // No row sees a key of this range (it lies past the sequence's keys, or every row is gated
+  // off): the neutral statistics (l = 0, which the combine skips, never reading O) and no more.
+  if (start > max_lim) {
+    if (tid < R && s_row[tid] >= 0) {
+      part_ml[(s_row[tid] * splits + split) * 2] = -INFINITY;
+      part_ml[(s_row[tid] * splits + split) * 2 + 1] = 0.0f;
+    }
+    return;
+  }
+  int end = start + split_len < Tkb ? start + split_len : Tkb;
   end = end < max_lim + 1 ? end : max_lim + 1;  // no row sees a key past max_lim
   const int ntiles = end > start ? (end - start + BN - 1) / BN : 0;
 
@@ -314,30 +333,30 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int D, int R>
 void launch_split(const bf16_t* q, const bf16_t* k, const bf16_t* v, const uint8_t* gate,
-                  float scale, const DecodePlan& p, float* part_o, float* part_ml,
-                  const AttnDims& n, cudaStream_t s) {
+                  const int32_t* lengths, float scale, const DecodePlan& p, float* part_o,
+                  float* part_ml, const AttnDims& n, cudaStream_t s) {
   constexpr int kSmem = smem_bytes<D>();
   AMOR_CUDA_CHECK(cudaFuncSetAttribute(decode_split_kernel<D, R>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   const dim3 grid(unsigned(p.splits), unsigned(n.Hkv * p.chunks), unsigned(n.B));
   decode_split_kernel<D, R><<<grid, kThreads, kSmem, s>>>(
-      q, k, v, gate, int(n.Tq), int(n.Tk), int(n.H), int(n.Hkv), p.chunks, int(p.split_len),
-      p.splits, scale * kLog2e, part_o, part_ml);
+      q, k, v, gate, lengths, int(n.Tq), int(n.Tk), int(n.H), int(n.Hkv), p.chunks,
+      int(p.split_len), p.splits, scale * kLog2e, part_o, part_ml);
   AMOR_CUDA_CHECK_LAUNCH();
 }
 
 template <int D>
 void launch_decode(const bf16_t* q, const bf16_t* k, const bf16_t* v, const uint8_t* gate,
-                   float scale, bf16_t* o, float* lse, float* scratch, const DecodePlan& p,
-                   const AttnDims& n, cudaStream_t s) {
+                   const int32_t* lengths, float scale, bf16_t* o, float* lse, float* scratch,
+                   const DecodePlan& p, const AttnDims& n, cudaStream_t s) {
   const int64_t nrows = n.B * n.H * n.Tq;
   float* part_o = scratch;
   float* part_ml = scratch + nrows * p.splits * D;
   switch (p.rows) {
-    case 1: launch_split<D, 1>(q, k, v, gate, scale, p, part_o, part_ml, n, s); break;
-    case 2: launch_split<D, 2>(q, k, v, gate, scale, p, part_o, part_ml, n, s); break;
-    case 4: launch_split<D, 4>(q, k, v, gate, scale, p, part_o, part_ml, n, s); break;
-    default: launch_split<D, 8>(q, k, v, gate, scale, p, part_o, part_ml, n, s); break;
+    case 1: launch_split<D, 1>(q, k, v, gate, lengths, scale, p, part_o, part_ml, n, s); break;
+    case 2: launch_split<D, 2>(q, k, v, gate, lengths, scale, p, part_o, part_ml, n, s); break;
+    case 4: launch_split<D, 4>(q, k, v, gate, lengths, scale, p, part_o, part_ml, n, s); break;
+    default: launch_split<D, 8>(q, k, v, gate, lengths, scale, p, part_o, part_ml, n, s); break;
   }
   decode_combine_kernel<D><<<unsigned(ceil_div(nrows, kWarps)), kThreads, 0, s>>>(
       part_o, part_ml, gate, nrows, int(n.Tq), int(n.H), p.splits, o, lse);
@@ -373,15 +392,15 @@ int64_t decode_scratch_floats(const AttnDims& n) {
 }
 
 void forward_decode(const bf16_t* q, const bf16_t* k, const bf16_t* v, const uint8_t* gate,
-                    float scale, bf16_t* o, float* lse, float* scratch, const AttnDims& n,
-                    cudaStream_t s) {
+                    const int32_t* lengths, float scale, bf16_t* o, float* lse, float* scratch,
+                    const AttnDims& n, cudaStream_t s) {
   const DecodePlan p = decode_plan(n);
   if (p.rows == 0)
     ::amor::cuda_fail(__FILE__, __LINE__, "attn::forward_decode", "shape outside the split kernel");
   if (n.D == 64) {
-    launch_decode<64>(q, k, v, gate, scale, o, lse, scratch, p, n, s);
+    launch_decode<64>(q, k, v, gate, lengths, scale, o, lse, scratch, p, n, s);
   } else {
-    launch_decode<128>(q, k, v, gate, scale, o, lse, scratch, p, n, s);
+    launch_decode<128>(q, k, v, gate, lengths, scale, o, lse, scratch, p, n, s);
   }
 }
 

@@ -217,6 +217,48 @@ TEST(Attention, FloatMatchesDouble) {
   EXPECT_LT(testing::rel_rms(gf.dv, gd.dv), 1e-5);
 }
 
+// attention_forward_cache (a decode step of every sequence over a KV cache's storage) is
+// attention_forward per sequence on the views of its first lengths[b] rows, exactly: GQA, Tq 1
+// and 2, a gate, sequences of different lengths (one filling the storage), f64 and f32. The rows
+// past each length hold NaN: never read.
+TEST(Attention, CacheEqualsPerSequenceAttention) {
+  const int64_t B = 3, C = 9, H = 4, Hkv = 2, D = 6;
+  const std::vector<int32_t> lens = {5, 9, 2};
+  for (DType dt : {DType::F64, DType::F32}) {
+    for (int64_t Tq : {1, 2}) {
+      for (bool gated : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " Tq=" << Tq << " gated=" << gated);
+        Tensor kc = randn({B, C, Hkv, D}, 11).to(dt), vc = randn({B, C, Hkv, D}, 12).to(dt);
+        const int64_t kn = C * Hkv * D;
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t e = lens[size_t(b)] * Hkv * D; e < kn; ++e) {
+            kc.set_item(b * kn + e, std::numeric_limits<double>::quiet_NaN());
+            vc.set_item(b * kn + e, std::numeric_limits<double>::quiet_NaN());
+          }
+        Tensor q = randn({B, Tq, H, D}, 13).to(dt);
+        Tensor gate = gated ? mixed_gate(B, Tq, 14) : Tensor();
+        AttentionOutput got =
+            attention_forward_cache(q, kc, vc, Tensor::from_vector<int32_t>({B}, lens), gate);
+        for (int64_t b = 0; b < B; ++b) {
+          const Shape ks{1, lens[size_t(b)], Hkv, D};
+          AttentionOutput want = attention_forward(
+              q.slice_flat(b * Tq * H * D, {1, Tq, H, D}), kc.slice_flat(b * kn, ks),
+              vc.slice_flat(b * kn, ks), gated ? gate.slice_flat(b * Tq, {1, Tq}) : Tensor());
+          EXPECT_EQ(max_abs_diff(got.o.slice_flat(b * Tq * H * D, {1, Tq, H, D}), want.o), 0.0) << b;
+          EXPECT_EQ(max_abs_diff(got.lse.slice_flat(b * H * Tq, {1, H, Tq}), want.lse), 0.0) << b;
+        }
+      }
+    }
+  }
+  Tensor q = randn({2, 1, 2, 4}, 1), kc = randn({2, 5, 2, 4}, 2);
+  EXPECT_NO_THROW(attention_forward_cache(q, kc, kc, Tensor::from_vector<int32_t>({2}, {1, 5})));
+  // A length outside [Tq, C], lengths of the wrong dtype or shape.
+  EXPECT_THROW(attention_forward_cache(q, kc, kc, Tensor::from_vector<int32_t>({2}, {0, 3})), Error);
+  EXPECT_THROW(attention_forward_cache(q, kc, kc, Tensor::from_vector<int32_t>({2}, {6, 3})), Error);
+  EXPECT_THROW(attention_forward_cache(q, kc, kc, Tensor::from_vector<int64_t>({2}, {1, 3})), Error);
+  EXPECT_THROW(attention_forward_cache(q, kc, kc, Tensor::from_vector<int32_t>({1}, {1})), Error);
+}
+
 TEST(Attention, BadInputsNameTheOpAndShapes) {
   Tensor q = Tensor::zeros({2, 5, 4, 8}, DType::F32);
   Tensor k = Tensor::zeros({2, 6, 2, 8}, DType::F32), v = k;

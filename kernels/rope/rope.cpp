@@ -127,4 +127,29 @@ Tensor rope_backward_positions(const Tensor& dy, const Tensor& positions, double
   return rotate(op, dy, explicit_positions(op, dy, positions), base, true);
 }
 
+Tensor rope_forward_lengths(const Tensor& x, const Tensor& lengths, double base) {
+  const char* op = "rope_forward_lengths";
+  check_x(op, "x", x, base);
+  check_dtype(op, "lengths", lengths, DType::I32);
+  const int64_t B = x.size(0), T = x.size(1);
+  check_shape(op, "lengths", lengths, {B});
+  AMOR_CHECK(lengths.device() == x.device(),
+             "{}: lengths {} must be on the device of x {} (they are read there)", op,
+             lengths.str(), x.str());
+  if (!x.is_cpu()) {
+    AMOR_ON_CUDA(op, x, Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+                 cuda::rope_rotate_lengths(x.dtype(), x.raw_data(), y.raw_data(),
+                                           lengths.data<int32_t>(), B, T, x.size(2), x.size(3),
+                                           base, false);
+                 return y);
+  }
+  const int32_t* len = lengths.data<int32_t>();
+  std::vector<int64_t> pos(static_cast<size_t>(B * T));
+  for (int64_t b = 0; b < B; ++b) {
+    AMOR_CHECK(len[b] >= 0, "{}: length {} of sequence {} is negative", op, len[b], b);
+    for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(b * T + t)] = int64_t(len[b]) + t;
+  }
+  return rotate(op, x, pos, base, false);
+}
+
 }  // namespace amor

@@ -19,4 +19,11 @@ Tensor rope_backward(const Tensor& dy, int64_t position_offset = 0, double base 
 Tensor rope_forward_positions(const Tensor& x, const Tensor& positions, double base = 10000.0);
 Tensor rope_backward_positions(const Tensor& dy, const Tensor& positions, double base = 10000.0);
 
+// A decode step over a KV cache (models/infer/kv_cache.h): token t of sequence b at position
+// lengths[b] + t, lengths i32 [B] on x's device. On cuda the kernel reads the lengths where they
+// are (nothing passes through the host, so a captured CUDA graph replays the call while the
+// lengths advance on the device; values are not checked there); the cpu checks them (>= 0).
+// Bitwise the rotation rope_forward_positions gives at those positions, on either device.
+Tensor rope_forward_lengths(const Tensor& x, const Tensor& lengths, double base = 10000.0);
+
 }  // namespace amor

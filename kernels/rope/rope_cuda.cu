@@ -1,5 +1,5 @@
 // RoPE on the GPU, half-split rotation (math as rope_ref.h). For token n = b*T + t at position p
-// (positions[n], or offset + t) and i in [0, Dh/2):
+// (positions[n], or lengths[b] + t, or offset + t) and i in [0, Dh/2):
 //
 //   theta_i = base^(-2i/Dh),  a = p * theta_i
 //   y1 = x1 cos(a) - x2 sin(a),  y2 = x2 cos(a) + x1 sin(a)      (x1 = x[i], x2 = x[i + Dh/2])
@@ -24,8 +24,8 @@ constexpr int kMaxTableFloats = 4096;  // cos and sin: 2 * tok * half floats, 16
 template <class T, int V>
 __global__ void __launch_bounds__(kThreads)
     rope_kernel(const T* __restrict__ x, T* __restrict__ y, const int64_t* __restrict__ positions,
-                int64_t offset, int64_t ntokens, int64_t Tn, int H, int Dh, int tok, double base,
-                bool inverse) {
+                const int32_t* __restrict__ lengths, int64_t offset, int64_t ntokens, int64_t Tn,
+                int H, int Dh, int tok, double base, bool inverse) {
   extern __shared__ float table[];  // cos [tok][half], then sin [tok][half]
   const int half = Dh / 2;
   const int vecs = half / V;  // vector pairs per head
@@ -35,7 +35,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int k = threadIdx.x; k < ntok * half; k += blockDim.x) {
       const int64_t n = n0 + k / half;
       const int i = k % half;
-      const int64_t p = positions ? positions[n] : offset + n % Tn;
+      const int64_t p =
+          positions ? positions[n] : (lengths ? int64_t(lengths[n / Tn]) : offset) + n % Tn;
       const double a = double(p) * pow(base, -2.0 * double(i) / double(Dh));
       const double reduced = a - kTwoPi * rint(a / kTwoPi);  // in [-pi, pi]
       float sn, cs;
@@ -65,11 +66,9 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-}  // namespace
-
-void rope_rotate(DType t, const void* x, void* y, const int64_t* positions, int64_t offset,
-                 int64_t B, int64_t T, int64_t H, int64_t Dh, double base, bool inverse,
-                 cudaStream_t s) {
+void launch_rope(DType t, const void* x, void* y, const int64_t* positions,
+                 const int32_t* lengths, int64_t offset, int64_t B, int64_t T, int64_t H,
+                 int64_t Dh, double base, bool inverse, cudaStream_t s) {
   const int64_t ntokens = B * T;
   if (ntokens == 0 || H == 0 || Dh == 0) return;
   const int64_t half = Dh / 2;
@@ -91,8 +90,8 @@ void rope_rotate(DType t, const void* x, void* y, const int64_t* positions, int6
         AMOR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem)));
       kernel<<<grid, kThreads, smem, s>>>(static_cast<const T_*>(x), static_cast<T_*>(y),
-                                          positions, offset, ntokens, T, int(H), int(Dh), int(tok),
-                                          base, inverse);
+                                          positions, lengths, offset, ntokens, T, int(H), int(Dh),
+                                          int(tok), base, inverse);
       AMOR_CUDA_CHECK_LAUNCH();
     };
     if (vec) {
@@ -101,6 +100,20 @@ void rope_rotate(DType t, const void* x, void* y, const int64_t* positions, int6
       launch(rope_kernel<T_, 1>);
     }
   });
+}
+
+}  // namespace
+
+void rope_rotate(DType t, const void* x, void* y, const int64_t* positions, int64_t offset,
+                 int64_t B, int64_t T, int64_t H, int64_t Dh, double base, bool inverse,
+                 cudaStream_t s) {
+  launch_rope(t, x, y, positions, nullptr, offset, B, T, H, Dh, base, inverse, s);
+}
+
+void rope_rotate_lengths(DType t, const void* x, void* y, const int32_t* lengths, int64_t B,
+                         int64_t T, int64_t H, int64_t Dh, double base, bool inverse,
+                         cudaStream_t s) {
+  launch_rope(t, x, y, nullptr, lengths, 0, B, T, H, Dh, base, inverse, s);
 }
 
 }  // namespace amor::cuda

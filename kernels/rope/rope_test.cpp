@@ -52,6 +52,26 @@ TEST(Rope, OffsetEqualsExplicitPositions) {
   EXPECT_EQ(testing::max_abs_diff(rope_backward(x, 40), rope_backward_positions(x, pos)), 0.0);
 }
 
+// A decode step's rotation at each sequence's cache length (lengths i32 [B]: token t of sequence
+// b at lengths[b] + t) is exactly the explicit positions' (and the offset's when they agree), in
+// f64 and f32; bad lengths are refused.
+TEST(Rope, LengthsEqualExplicitPositions) {
+  for (DType dt : {DType::F64, DType::F32}) {
+    Tensor x = randn({3, 2, 2, 10}, 9).to(dt);
+    Tensor lengths = Tensor::from_vector<int32_t>({3}, {0, 17, 5000});
+    Tensor pos = Tensor::from_vector<int64_t>({3, 2}, {0, 1, 17, 18, 5000, 5001});
+    EXPECT_EQ(testing::max_abs_diff(rope_forward_lengths(x, lengths), rope_forward_positions(x, pos)), 0.0);
+    EXPECT_EQ(testing::max_abs_diff(rope_forward_lengths(x, lengths, 500.0),
+                                    rope_forward_positions(x, pos, 500.0)), 0.0);
+    Tensor same = Tensor::from_vector<int32_t>({3}, {40, 40, 40});
+    EXPECT_EQ(testing::max_abs_diff(rope_forward_lengths(x, same), rope_forward(x, 40)), 0.0);
+  }
+  Tensor x = Tensor::zeros({2, 1, 3, 8}, DType::F32);
+  EXPECT_THROW(rope_forward_lengths(x, Tensor::from_vector<int32_t>({2}, {0, -1})), Error);
+  EXPECT_THROW(rope_forward_lengths(x, Tensor::zeros({3}, DType::I32)), Error);
+  EXPECT_THROW(rope_forward_lengths(x, Tensor::zeros({2}, DType::I64)), Error);
+}
+
 // The point of RoPE: <rope(q, m), rope(k, n)> depends only on m - n.
 TEST(Rope, DotProductDependsOnlyOnRelativePosition) {
   const int64_t dh = 12;

@@ -241,6 +241,119 @@ TEST(CudaParity, AttentionSmallDecodeSplit) {
   }
 }
 
+// A decode step of every sequence over a KV cache's storage in one launch
+// (attention_forward_cache; models/infer/kv_cache.h): sequence b's keys are the first lens[b] of
+// the storage's C rows (given on the device), its queries the last Tq of its positions.
+struct CacheCase {
+  int64_t Tq, C, H, Hkv, D;
+  std::vector<int32_t> lens;  // one per sequence
+  Gate gate;
+  int64_t fired = 0;  // Gate::Spread
+};
+
+std::string name(const CacheCase& c) {
+  std::string l;
+  for (int32_t n : c.lens) l += (l.empty() ? "" : ",") + std::to_string(n);
+  const char* g[] = {"", " gate 22%", " gate all off", " gate all on", " gate fires "};
+  return "attention_forward_cache B" + std::to_string(c.lens.size()) + " Tq" + std::to_string(c.Tq) +
+         " C" + std::to_string(c.C) + " lens " + l + " H" + std::to_string(c.H) + "/" +
+         std::to_string(c.Hkv) + " D" + std::to_string(c.D) + g[int(c.gate)] +
+         (c.gate == Gate::Spread ? std::to_string(c.fired) : std::string());
+}
+
+// Against the cpu reference (attention_forward per sequence on the views of its rows), the
+// storage past every length NaN on both sides (so a kernel reading a key it should not fails),
+// o and lse poisoned; gated-off rows exactly 0.
+void check_cache_case(const CacheCase& c, DType dt, uint64_t seed) {
+  const std::string op = name(c);
+  const int64_t B = int64_t(c.lens.size());
+  const Shape qs{B, c.Tq, c.H, c.D}, ks{B, c.C, c.Hkv, c.D};
+  Tensor q = input(qs, seed + 1, dt), k = input(ks, seed + 2, dt), v = input(ks, seed + 3, dt);
+  const int64_t per = c.C * c.Hkv * c.D;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t e = int64_t(c.lens[size_t(b)]) * c.Hkv * c.D; e < per; ++e) {
+      k.data<float>()[b * per + e] = NAN;
+      v.data<float>()[b * per + e] = NAN;
+    }
+  Tensor lengths = Tensor::from_vector<int32_t>({B}, c.lens);
+  Tensor gate, ggate;
+  if (c.gate != Gate::None) {
+    gate = make_gate({B, c.Tq, c.C, c.H, c.Hkv, c.D, c.gate, c.fired}, seed + 5);
+    ggate = gate.to(Device::CUDA);
+  }
+  AttentionOutput r = attention_forward_cache(q, k, v, lengths, gate);
+  poison({{qs, dt}, {{B, c.H, c.Tq}, DType::F32}});
+  AttentionOutput g = attention_forward_cache(up(q, dt), up(k, dt), up(v, dt),
+                                              lengths.to(Device::CUDA), ggate);
+  const double tol = dt == DType::F32 ? 1e-5 * std::max(1.0, std::sqrt(double(c.C) / 256.0)) : out_tol(dt);
+  expect_close(op, "o", g.o, r.o, tol);
+  expect_close(op, "lse", g.lse, r.lse, std::max(kF32Tol, dt == DType::F32 ? tol : 0.0));
+  if (c.gate != Gate::None) {
+    Tensor go = down(g.o);
+    const uint8_t* gp = gate.data<uint8_t>();
+    const int64_t row = c.H * c.D;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < B * c.Tq; ++i)
+      if (!gp[i])
+        for (int64_t e = 0; e < row; ++e) bad += go.data<float>()[i * row + e] != 0.0f;
+    EXPECT_EQ(bad, 0) << op << ": nonzero o at gated-off rows";
+  }
+}
+
+void run_cache_cases(const std::vector<CacheCase>& cases, const std::vector<DType>& dtypes,
+                     uint64_t seed) {
+  for (const CacheCase& c : cases)
+    for (DType dt : dtypes) check_cache_case(c, dt, seed += 10);
+}
+
+// Emulator sized: bf16 at head dim 64 and 128 (the split-KV kernel, its plan made for C), f32
+// and bf16 at head dim 32 (the SIMT kernel); sequences far shorter than the storage (most key
+// ranges past them: blocks that exit), one filling it, one holding a single key (row 0 of Tq 1
+// sees key 0 only), Tq 2 and 4 (rows whose first keys only some see), GQA groups of 1 to 4, and
+// gates (22%, all off, rows 0 and 2 of 3). Forced split counts: 8 ranges of 64 keys at C 450 (most past the
+// shorter lengths) and one.
+TEST(CudaParity, AttentionSmallDecodeCache) {
+  AMOR_REQUIRE_GPU();
+  run_cache_cases({{1, 300, 2, 1, 64, {300, 17, 1, 129}, Gate::None},
+                   {2, 200, 4, 1, 64, {2, 200, 65}, Gate::None},
+                   {1, 160, 2, 2, 128, {33, 160}, Gate::Amor},
+                   {4, 90, 2, 1, 64, {4, 90, 37}, Gate::None},
+                   {1, 70, 2, 2, 64, {70, 3}, Gate::AllOff},
+                   {1, 100, 2, 1, 32, {100, 1, 42}, Gate::Amor}},
+                  {DType::BF16}, 9700);
+  run_cache_cases({{1, 80, 2, 1, 64, {80, 5, 1}, Gate::None},
+                   {2, 50, 4, 2, 32, {2, 50}, Gate::Amor}},
+                  {DType::F32}, 9800);
+  {
+    ScopedDecode many("auto", "8");  // at C 450, D 64: 8 ranges of 64 keys
+    run_cache_cases({{1, 450, 2, 2, 64, {450, 70, 130}, Gate::None},
+                     {3, 450, 4, 2, 64, {3, 200}, Gate::Spread, 2}},
+                    {DType::BF16}, 9900);
+  }
+  {
+    ScopedDecode one("auto", "1");
+    run_cache_cases({{1, 300, 2, 1, 128, {300, 9}, Gate::None}}, {DType::BF16}, 9950);
+  }
+}
+
+// The same at decode's realistic sizes (GPU only): batch 1 over a long reservation barely used,
+// batch 64 of mixed lengths (the serial-1.5b case of issue #18: one launch instead of 64), GQA,
+// head dim 128, AMOR's gate.
+TEST(CudaParity, AttentionDecodeCache) {
+  AMOR_REQUIRE_GPU();
+  std::vector<int32_t> mixed;
+  for (int i = 0; i < 64; ++i) mixed.push_back(int32_t(1 + (i * 977) % 4096));
+  std::vector<int32_t> eight;
+  for (int i = 0; i < 8; ++i) eight.push_back(int32_t(100 + i * 1111));
+  run_cache_cases({{1, 32768, 32, 32, 64, {300}, Gate::None},
+                   {1, 32768, 32, 32, 64, {32768}, Gate::None},
+                   {1, 4096, 32, 8, 64, mixed, Gate::None},
+                   {1, 8192, 16, 4, 128, eight, Gate::Amor},
+                   {1, 4096, 16, 16, 64, mixed, Gate::Amor}},
+                  {DType::BF16}, 9600);
+  run_cache_cases({{1, 2048, 8, 2, 64, {5, 2048, 1000}, Gate::None}}, {DType::F32}, 9650);
+}
+
 // The split-KV decode forward at long caches (GPU only): the default choice (auto, Tk >= 1024)
 // and forced, batch 1 and 8, MHA and GQA, head dim 128, the gate.
 TEST(CudaParity, AttentionDecodeSplit) {

@@ -1,4 +1,5 @@
-// CUDA == cpu reference for the ops along the sequence: RoPE (offsets and explicit positions),
+// CUDA == cpu reference for the ops along the sequence: RoPE (offsets, explicit positions and a
+// decode step's device lengths),
 // the causal depthwise conv1d (forward, backward, decode step) and the token embedding.
 #include "kernels/conv1d/conv1d.h"
 #include "kernels/embedding/embedding.h"
@@ -59,6 +60,31 @@ TEST(CudaParity, RopeWithPositions) {
       poison({{shape, dt}});
       expect_close("rope_backward_positions", "dx", rope_backward_positions(up(x, dt), pos),
                    rope_backward_positions(x, host_pos), grad_tol(dt));
+    }
+  }
+}
+
+// A decode step's rotation at each sequence's cache length, read on the device (KV cache decode
+// steps in CUDA graphs, models/infer/kv_cache.h): against the cpu reference, and bitwise equal to
+// the GPU's explicit positions (lengths[b] + t): a step rotated either way gives the same keys.
+// Emulator sized (T 1 as at decode, and 3; an odd head dim: the scalar path).
+TEST(CudaParity, RopeLengths) {
+  AMOR_REQUIRE_GPU();
+  uint64_t seed = 2200;
+  for (const Shape& shape : {Shape{3, 1, 4, 64}, Shape{2, 3, 3, 10}}) {
+    const int64_t B = shape[0], T = shape[1];
+    const std::vector<int32_t> lens = {0, 16383, 7};
+    Tensor lengths = Tensor::from_vector<int32_t>({B}, std::vector<int32_t>(lens.begin(), lens.begin() + B));
+    Tensor pos = Tensor::empty({B, T}, DType::I64);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) pos.data<int64_t>()[b * T + t] = lens[size_t(b)] + t;
+    for (DType dt : kDtypes) {
+      Tensor x = input(shape, ++seed, dt);
+      poison({{shape, dt}});
+      const Tensor y = rope_forward_lengths(up(x, dt), lengths.to(Device::CUDA));
+      expect_close("rope_forward_lengths", "y", y, rope_forward_lengths(x, lengths), out_tol(dt));
+      expect_equal("rope_forward_lengths", "y == positions'", y,
+                   down(rope_forward_positions(up(x, dt), pos)));
     }
   }
 }
