@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <mutex>
@@ -33,6 +34,7 @@ const char* kUsage =
     "usage: amor-run bench-decode SWEEP.yaml [--batch 1,64] [--context 1024,4096,...] [--steps N]\n"
     "                             [--prefill-chunk N] [--fire-rate 0.22[,...]] [--device cuda|cpu]\n"
     "                             [--dtype bf16|f32] [--graphs] [--amor-form sparse,dense]\n"
+    "                             [--gate lm-head,router]\n"
     "                             [--out FILE.csv] [key=value ...]\n"
     "  Prefill and greedy-decode speed of every run's model (random weights); see\n"
     "  runner/app/bench_decode.h.\n";
@@ -53,7 +55,13 @@ struct Options {
   std::string device, dtype, out = "bench_decode.csv";
   bool graphs = false;  // also time the decode steps replayed from CUDA graphs
   std::vector<std::string> amor_forms;  // AMOR's inference forms to time (empty: the model's own)
+  std::vector<std::string> gates{"lm-head"};  // AMOR's gate inputs to time
 };
+
+// The router's width (the paper's, fit-router's default) and its output bias: the normalised
+// entropies it stands in for lie in [0, 1].
+constexpr int64_t kRouterWidth = 512;
+constexpr double kRouterBias = 0.5;
 
 int64_t parse_int(const std::string& flag, const std::string& s) {
   const std::optional<int64_t> v = whole_integer(s);
@@ -111,6 +119,10 @@ Options parse(const std::vector<std::string>& args) {
       o.amor_forms = split_commas(a, value());
       for (const std::string& f : o.amor_forms)
         if (f != "sparse" && f != "dense") throw Usage("--amor-form '" + f + "': use sparse or dense");
+    } else if (a == "--gate") {
+      o.gates = split_commas(a, value());
+      for (const std::string& g : o.gates)
+        if (g != "lm-head" && g != "router") throw Usage("--gate '" + g + "': use lm-head or router");
     } else if (a == "--out") {
       o.out = value();
     } else if (a == "--help" || a == "-h") {
@@ -192,6 +204,15 @@ void calibrate_gates(model::AmorModel& m, double rate, Device dev, const model::
   }
 }
 
+// Every block's router with random weights (router_init; the width of the paper's fitted router).
+std::shared_ptr<const model::EntropyRouter> random_router(const model::AmorModel& m, const model::ModelConfig& cfg,
+                                                          uint64_t seed) {
+  auto r = std::make_shared<model::EntropyRouter>();
+  for (int64_t k = 0; k < m.num_blocks(); ++k)
+    r->blocks.push_back(model::router_init(cfg.d_model, kRouterWidth, seed + 1000 + static_cast<uint64_t>(k), kRouterBias));
+  return r;
+}
+
 // The weights drawn from each parameter's own init distribution, one RNG stream per parameter
 // (seeded by seed and its index) so that the parameters can be drawn on every core: a 1.5B model
 // draws in seconds instead of the tens of seconds ParamStore::initialize's one stream takes.
@@ -222,7 +243,7 @@ void initialize_in_parallel(model::LanguageModel& m, uint64_t seed) {
 }
 
 struct Row {
-  std::string run, kind, device, dtype, note, amor_form;
+  std::string run, kind, device, dtype, note, amor_form, gate;
   int64_t params = 0, batch = 0, context = 0;
   double fire_target = NAN, prefill_ms = NAN, prefill_tok_s = NAN, decode_ms = NAN, decode_tok_s = NAN,
          fire_decode = NAN, graph_ms = NAN, graph_tok_s = NAN;
@@ -231,14 +252,14 @@ struct Row {
 std::string num(double x, int digits) { return std::isnan(x) ? "" : fmt::format("{:.{}f}", x, digits); }
 
 void print_header(std::ostream& out) {
-  out << fmt::format("{:<34} {:>6} {:>8} {:>6} {:>6} {:>11} {:>12} {:>10} {:>12} {:>6} {:>9} {:>12}  {}\n",
-                     "run", "batch", "context", "fire", "form", "prefill_ms", "prefill_t/s", "decode_ms",
+  out << fmt::format("{:<34} {:>6} {:>8} {:>6} {:>6} {:>7} {:>11} {:>12} {:>10} {:>12} {:>6} {:>9} {:>12}  {}\n",
+                     "run", "batch", "context", "fire", "form", "gate", "prefill_ms", "prefill_t/s", "decode_ms",
                      "decode_t/s", "fired", "graph_ms", "graph_t/s", "note");
 }
 
 void print_row(std::ostream& out, const Row& r) {
-  out << fmt::format("{:<34} {:>6} {:>8} {:>6} {:>6} {:>11} {:>12} {:>10} {:>12} {:>6} {:>9} {:>12}  {}\n",
-                     r.run, r.batch, r.context, num(r.fire_target, 2), r.amor_form, num(r.prefill_ms, 1),
+  out << fmt::format("{:<34} {:>6} {:>8} {:>6} {:>6} {:>7} {:>11} {:>12} {:>10} {:>12} {:>6} {:>9} {:>12}  {}\n",
+                     r.run, r.batch, r.context, num(r.fire_target, 2), r.amor_form, r.gate, num(r.prefill_ms, 1),
                      num(r.prefill_tok_s, 0),
                      num(r.decode_ms, 3), num(r.decode_tok_s, 1), num(r.fire_decode, 3), num(r.graph_ms, 3),
                      num(r.graph_tok_s, 1), r.note);
@@ -251,12 +272,12 @@ void write_csv(const std::string& path, const std::vector<Row>& rows) {
     std::ofstream f(tmp);
     AMOR_CHECK(f, "bench-decode: cannot write '{}'", tmp);
     f << "run,kind,params,device,dtype,batch,context,fire_target,prefill_ms,prefill_tok_s,decode_ms,"
-         "decode_tok_s,fire_decode,graph_ms,graph_tok_s,note,amor_form\n";
+         "decode_tok_s,fire_decode,graph_ms,graph_tok_s,note,amor_form,gate\n";
     for (const Row& r : rows)
-      f << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\",{}\n", r.run, r.kind, r.params,
+      f << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\",{},{}\n", r.run, r.kind, r.params,
                        r.device, r.dtype, r.batch, r.context, num(r.fire_target, 4), num(r.prefill_ms, 3),
                        num(r.prefill_tok_s, 1), num(r.decode_ms, 4), num(r.decode_tok_s, 2), num(r.fire_decode, 4),
-                       num(r.graph_ms, 4), num(r.graph_tok_s, 2), r.note, r.amor_form);
+                       num(r.graph_ms, 4), num(r.graph_tok_s, 2), r.note, r.amor_form, r.gate);
     AMOR_CHECK(f.good(), "bench-decode: writing '{}' failed", tmp);
   }
   fs::rename(tmp, path);
@@ -360,9 +381,15 @@ int run(const Options& o, std::ostream& out) {
     std::vector<std::string> forms{""};
     if (amor_m) forms = !o.amor_forms.empty() ? o.amor_forms
                                               : std::vector<std::string>{amor_m->sparse_inference() ? "sparse" : "dense"};
+    const std::vector<std::string> gates = amor_m ? o.gates : std::vector<std::string>{""};
+    for (const std::string& gate : gates)
     for (const std::string& form : forms)
     for (double rate : rates) {
       if (amor_m) {
+        // A random router (the fitted one's shape: its cost does not depend on its values), its
+        // thresholds calibrated on its own predictions as the LM-head gate's are on its entropies.
+        amor_m->set_entropy_router(gate == "router" ? random_router(*amor_m, mc, spec.config.train.seed)
+                                                    : nullptr);
         // The gates are calibrated in the form timed (both give the same entropies).
         amor_m->set_sparse_inference(form == "sparse");
         calibrate_gates(*amor_m, rate, dev, mc);
@@ -380,6 +407,7 @@ int run(const Options& o, std::ostream& out) {
           r.context = C;
           r.fire_target = rate;
           r.amor_form = form;
+          r.gate = gate;
           bool stop = false;
           try {
             measure(*m, o, dev, r);

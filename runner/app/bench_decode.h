@@ -4,7 +4,7 @@
 //   amor-run bench-decode SWEEP.yaml [--batch 1,64] [--context 1024,4096,...] [--steps N]
 //                         [--prefill-chunk N] [--fire-rate 0.22[,...]] [--device cuda|cpu]
 //                         [--dtype bf16|f32] [--graphs] [--amor-form sparse,dense]
-//                         [--out FILE.csv] [key=value ...]
+//                         [--gate lm-head,router] [--out FILE.csv] [key=value ...]
 //
 // Each run of the sweep (expanded as amor-run does, presets resolved, key=value overrides applied;
 // experiments/bench-decode.yaml) gives one model, built with random weights (drawn from its
@@ -33,13 +33,17 @@
 // rate measured over the timed decode steps is reported next to it. --amor-form times AMOR in each
 // inference form listed (models/amor/amor_attention.h: sparse reads the gate back and runs Q and O
 // at the fired rows; dense runs them at every row with nothing read back), default the model's own
-// (AMOR_BLOCK_INFERENCE, sparse when unset). A context that does not fit
+// (AMOR_BLOCK_INFERENCE, sparse when unset). --gate times AMOR with each gate input listed:
+// lm-head (the default: the tied LM head's normalised entropy, one [V x d] pass per block and
+// token) or router (the paper's fitted router, models/amor/entropy_router.h: a width-512 MLP per
+// block in its place; here with random weights, router_init, since its cost does not depend on
+// them, and the thresholds calibrated on its predictions as above). A context that does not fit
 // (an out-of-memory error) ends that batch size's sweep of contexts with a row saying so.
 //
 // Writes FILE.csv (default bench_decode.csv; temp + rename) with one row per (run, batch,
 // context, fire rate): run, kind, params, device, dtype, batch, context, fire_target, prefill_ms,
-// prefill_tok_s, decode_ms, decode_tok_s, fire_decode, graph_ms, graph_tok_s, note, amor_form
-// (sparse or dense for AMOR, empty for the other kinds). Prints the
+// prefill_tok_s, decode_ms, decode_tok_s, fire_decode, graph_ms, graph_tok_s, note, amor_form,
+// gate (sparse or dense, lm-head or router for AMOR; empty for the other kinds). Prints the
 // same as a table.
 // Exit status: 0 done, 1 failure (message on err), 2 usage error.
 #pragma once

@@ -65,7 +65,7 @@ TEST(BenchDecode, RowsPerRunBatchContextAndRate) {
   const std::vector<std::string> header{"run", "kind", "params", "device", "dtype", "batch", "context",
                                         "fire_target", "prefill_ms", "prefill_tok_s", "decode_ms",
                                         "decode_tok_s", "fire_decode", "graph_ms", "graph_tok_s",
-                                        "note", "amor_form"};
+                                        "note", "amor_form", "gate"};
   EXPECT_EQ(rows[0], header);
   // transformer: 2 batches x 2 contexts; amor: 3 rates x 2 x 2.
   ASSERT_EQ(rows.size(), 1u + 4u + 12u);
@@ -81,6 +81,7 @@ TEST(BenchDecode, RowsPerRunBatchContextAndRate) {
       EXPECT_EQ(r[1], "transformer");
       EXPECT_EQ(r[12], "");  // no gates
       EXPECT_EQ(r[16], "");  // no AMOR form
+      EXPECT_EQ(r[17], "");  // no gate
       // contexts ascending whatever order they were given in
       EXPECT_EQ(r[6], (i % 2 == 1) ? "9" : "20");
       continue;
@@ -88,6 +89,7 @@ TEST(BenchDecode, RowsPerRunBatchContextAndRate) {
     ++amor_rows;
     EXPECT_EQ(r[1], "amor");
     EXPECT_EQ(r[16], "sparse");  // the default form
+    EXPECT_EQ(r[17], "lm-head");  // the default gate
     const double target = std::stod(r[7]), fired = std::stod(r[12]);
     if (target == 0.0) {
       EXPECT_EQ(fired, 0.0);
@@ -117,7 +119,7 @@ TEST(BenchDecode, GraphsColumnsEmptyWithTheReasonOnTheCpu) {
   const auto rows = read_csv(dir / "b.csv");
   ASSERT_EQ(rows.size(), 3u);
   for (size_t i = 1; i < rows.size(); ++i) {
-    ASSERT_EQ(rows[i].size(), 17u) << i;
+    ASSERT_EQ(rows[i].size(), 18u) << i;
     EXPECT_GT(std::stod(rows[i][10]), 0.0);  // the eager decode_ms
     EXPECT_EQ(rows[i][13], "");              // graph_ms
     EXPECT_NE(rows[i][15].find("graphs: the model is on the cpu"), std::string::npos) << rows[i][15];
@@ -142,12 +144,42 @@ TEST(BenchDecode, AmorFormsEachTimed) {
                                                               {"dense", "0.0000"}, {"dense", "1.0000"}};
   for (size_t i = 0; i < want.size(); ++i) {
     const auto& r = rows[2 + i];
-    ASSERT_EQ(r.size(), 17u);
+    ASSERT_EQ(r.size(), 18u);
     EXPECT_EQ(r[16], want[i].first) << i;
     EXPECT_EQ(r[7], want[i].second) << i;
     EXPECT_EQ(std::stod(r[12]), std::stod(want[i].second)) << i;  // fired as calibrated
   }
   EXPECT_NE(out.str().find(" dense "), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// --gate lm-head,router: AMOR's rows once per gate input (the gate in the last column), each
+// calibrated on its own gate values: none fires at 0, every token at 1, some at 0.5 (the random
+// router's predictions differ from token to token).
+TEST(BenchDecode, AmorGatesEachTimed) {
+  const fs::path dir = write_sweep("gates");
+  std::ostringstream out, err;
+  const int rc = bench_decode_main({(dir / "sweep.yaml").string(), "--device", "cpu", "--batch", "2",
+                                    "--context", "9", "--steps", "8", "--fire-rate", "0,0.5,1",
+                                    "--gate", "lm-head,router", "--out", (dir / "b.csv").string()},
+                                   out, err);
+  ASSERT_EQ(rc, 0) << err.str() << out.str();
+  const auto rows = read_csv(dir / "b.csv");
+  ASSERT_EQ(rows.size(), 1u + 1u + 6u);  // transformer once; amor 2 gates x 3 rates
+  EXPECT_EQ(rows[1][17], "");
+  for (size_t i = 0; i < 6; ++i) {
+    const auto& r = rows[2 + i];
+    ASSERT_EQ(r.size(), 18u);
+    EXPECT_EQ(r[17], i < 3 ? "lm-head" : "router") << i;
+    const double target = std::stod(r[7]), fired = std::stod(r[12]);
+    if (target == 0.5) {
+      EXPECT_GT(fired, 0.0) << i;
+      EXPECT_LT(fired, 1.0) << i;
+    } else {
+      EXPECT_EQ(fired, target) << i;
+    }
+  }
+  EXPECT_NE(out.str().find(" router "), std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -157,7 +189,7 @@ TEST(BenchDecode, UsageErrorsExitTwo) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{}, {sweep, "--batch", "0"}, {sweep, "--context", "1,,2"},
         {sweep, "--fire-rate", "1.5"}, {sweep, "--dtype", "f16"}, {sweep, "--bogus"}, {sweep, sweep},
-        {sweep, "--amor-form", "sparse,fast"}}) {
+        {sweep, "--amor-form", "sparse,fast"}, {sweep, "--gate", "lm-head,mlp"}}) {
     std::ostringstream out, err;
     EXPECT_EQ(bench_decode_main(args, out, err), 2) << err.str();
     EXPECT_NE(err.str().find("usage: amor-run bench-decode"), std::string::npos);
