@@ -128,23 +128,28 @@ Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache
   check_dtype(op, "gate", gate, DType::U8);
   check_shape(op, "gate", gate, {B, T});
   rows_seen_ = Rows{};
-  const NextPositions at = cache.next_positions(T);
-  cache.append(rope_forward_at(k_.apply(hn).view({B, T, Hkv, D}), at, rope_base_),
+  // Every row's Q (the dense form's) and K are rotated at the cache's next positions before the
+  // append moves them (on the step path, T = 1 on the GPU, at the lengths on the device:
+  // kv_cache.h); the sparse form's firing rows at those positions from the host.
+  auto every_q = [&] {
+    return row_stable_linear(hn.view({BT, d}), q_w_->value).view({B, T, H, D});
+  };
+  const Tensor q_dense = sparse ? Tensor() : cache.rotate_next(every_q(), rope_base_);
+  const NextPositions at = sparse ? cache.next_positions(T) : NextPositions();
+  cache.append(cache.rotate_next(k_.apply(hn).view({B, T, Hkv, D}), rope_base_),
                v_.apply(hn).view({B, T, Hkv, D}));
   rows_seen_.k = rows_seen_.v = BT;
 
-  // Every row's Q (rotated at the cache's positions, as K was) and O: at a decode step these
-  // projections read their weights once whatever the row count, and the attention skips the
-  // gated-off rows itself, so the step needs no read-back of the gate (the first condition of a
-  // capturable AMOR step; the KV length as a launch argument is the other).
-  auto every_row = [&] {
-    Tensor q = rope_forward_at(row_stable_linear(hn.view({BT, d}), q_w_->value).view({B, T, H, D}),
-                               at, rope_base_);
+  // Every row's Q and O: at a decode step these projections read their weights once whatever
+  // the row count, and the attention skips the gated-off rows itself, so the step needs no
+  // read-back of the gate; with the KV cache's step path (lengths on the device) nothing in the
+  // dense form's step changes its launches from step to step: a CUDA graph can capture it.
+  auto every_row = [&](const Tensor& q) {
     Tensor o = cache.attend(q, gate);
     rows_seen_.q = rows_seen_.o = BT;
     return row_stable_linear(o.view({BT, H * D}), o_w_->value).view({B, T, d});
   };
-  if (!sparse) return every_row();
+  if (!sparse) return every_row(q_dense);
 
   // The one read back to the host per block and step: which rows fire decides the shapes below.
   const std::vector<int64_t> rows = firing_rows(gate);
@@ -152,7 +157,7 @@ Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache
   if (n == 0) return Tensor();
   // Every row fires (at batch 1, any firing step): the sparse form's gathers and scatters would
   // copy all rows and its positions equal the cache's, so it is the dense form's work.
-  if (n == BT) return every_row();
+  if (n == BT) return every_row(rope_forward_at(every_q(), at, rope_base_));
   Tensor positions = Tensor::empty({1, n}, DType::I64);
   for (int64_t i = 0; i < n; ++i) {  // row r is token r % T of sequence r / T
     const int64_t r = rows[static_cast<size_t>(i)];

@@ -80,6 +80,7 @@ class AmorBlock {
     router_ = std::move(router);
     router_index_ = index;
   }
+  bool has_entropy_router() const { return router_ != nullptr; }
 
   Param* raw_alpha;
 

@@ -186,6 +186,10 @@ struct AmorInferenceState final : InferenceState {
     for (auto& l : layers) l->reserve_tokens(tokens);
     for (KvCache& b : blocks) b.reserve_tokens(tokens);
   }
+  void kv_caches(std::vector<KvCache*>& out) override {
+    for (auto& l : layers) l->kv_caches(out);
+    for (KvCache& b : blocks) out.push_back(&b);
+  }
 
  protected:
   void append_body_rows(InferenceState& other) override {
@@ -235,14 +239,25 @@ Tensor AmorModel::body_infer(const Tensor& h0, InferenceState& state, StepOutput
   return h;
 }
 
-// Not capturable (decode_graph.h): in the sparse inference form each block's gated attention
-// reads its firing rows back to the host (firing_rows: the gate's decision decides the kernels'
-// shapes); in both forms it attends over a KV cache whose length is a launch argument. alpha is
-// computed on the host (once, while raw_alpha is unchanged).
+// Capturable (decode_graph.h) in the dense inference form only: the backbone's recurrent steps,
+// and per block the gate's entropy head, the frozen gate (its state uploaded at the first step),
+// K and V appended to the block's KV cache and Q, the gated attention and O at every row, all on
+// the KV cache's step path (lengths on the device: kv_cache.h), alpha kept from the first step
+// (AmorBlock::inference_alpha). Not capturable: the sparse form (the default) reads each block's
+// firing rows back to the host every step (they decide the kernels' shapes); the fitted entropy
+// router uploads a column of ones at every call (router_forward_ops); a block observer is host
+// code that a replay would skip.
 std::string AmorModel::body_graph_blocker() const {
-  return "model.kind 'amor': the gated attention attends over a KV cache whose length is a launch "
-         "argument (and in its default sparse form reads its firing rows back to the host each "
-         "step: data-dependent shapes)";
+  if (sparse_inference())
+    return "model.kind 'amor' in its sparse inference form: each block reads its firing rows back "
+           "to the host every step (data-dependent shapes); the dense form "
+           "(AMOR_BLOCK_INFERENCE=dense, set_sparse_inference(false)) can be captured";
+  for (const auto& b : blocks_)
+    if (b->has_entropy_router())
+      return "model.kind 'amor' with a fitted entropy router: the router uploads a column of ones "
+             "from the host at every call";
+  if (observer_) return "model.kind 'amor' with a block observer: host code that a replay would skip";
+  return "";
 }
 
 Tensor AmorModel::body_backward(const Tensor& dy) {

@@ -11,10 +11,13 @@
 // backward and the training state (saved tensors) is not touched.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "kernels/core/tensor.h"
 
 namespace amor::model {
+
+class KvCache;  // models/infer/kv_cache.h
 
 struct MixerContext {
   bool training = true;
@@ -34,6 +37,10 @@ struct MixerCache {
   // Every sequence will hold at most `tokens` tokens: a KV cache sizes its storage once (kv_cache.h);
   // recurrent states have nothing to size.
   virtual void reserve_tokens(int64_t /*tokens*/) {}
+  // The KV caches in this cache (appended to `out`; recurrent states have none): what a CUDA
+  // graph of a decode step reads at fixed addresses, and whose host lengths advance after a
+  // replay (LanguageModel::replayed_step).
+  virtual void kv_caches(std::vector<KvCache*>& /*out*/) {}
 };
 
 class Mixer {

@@ -25,6 +25,11 @@ bool decode_step_may_graph(bool graphs_on, const std::string& blocker, bool has_
   return graphs_on && blocker.empty() && !has_targets && eager_steps > 0;
 }
 
+DecodeStepKind decode_step_kind(bool may_graph, bool room, bool have_graph, bool graph_current) {
+  if (!may_graph || !room) return DecodeStepKind::Eager;
+  return have_graph && graph_current ? DecodeStepKind::Replay : DecodeStepKind::Capture;
+}
+
 std::vector<int32_t> exclusion_key(std::span<const int32_t> exclude_next) {
   std::vector<int32_t> key(exclude_next.begin(), exclude_next.end());
   std::sort(key.begin(), key.end());
@@ -83,6 +88,8 @@ DecodeGraph::DecodeGraph(LanguageModel& model, InferenceState& state,
   exclude_ = model.exclusion_for(exclude_next);
 }
 
+bool DecodeGraph::current() const { return !graph_ || state_.graph_signature() == signature_; }
+
 DecodeGraph::~DecodeGraph() {
   out_ = StepOutput();  // the captured outputs go back to the pool first
   if (graph_) alloc_.backend().destroy_graph(graph_);
@@ -102,10 +109,20 @@ StepOutput DecodeGraph::step(const Tensor& tokens) {
       AMOR_CHECK(t[b] >= 0 && t[b] < V, "{}: token {} of sequence {} is outside the vocabulary [0, {})",
                  op, t[b], b, V);
   }
+  // A KV cache's append must not regrow its storage inside the capture (the new storage would
+  // come from the graph's pool) nor outside the captured one at a replay (InferenceSession runs
+  // such a step eagerly and captures anew).
+  AMOR_CHECK(state_.kv_room(1),
+             "{}: a KV cache has no room for another token without regrowing (run this step "
+             "eagerly, then capture anew)", op);
+  AMOR_CHECK(current(),
+             "{}: a KV cache's storage or device lengths moved since the capture (the graph "
+             "reads the old addresses): capture anew", op);
   // Outside the graph, on the compute stream: ordered before the replay that reads it.
   tokens_.copy_from(tokens.view({B, 1}));
   Backend& be = alloc_.backend();
   if (!graph_) {
+    signature_ = state_.graph_signature();
     pool_ = alloc_.create_pool();
     be.begin_capture();
     try {
@@ -116,8 +133,10 @@ StepOutput DecodeGraph::step(const Tensor& tokens) {
       throw;
     }
     graph_ = be.end_capture();
-    // The capture ran the host code once (the mixers' counters advanced) but no kernel: this
-    // step's work is the first launch.
+    AMOR_CHECK(state_.graph_signature() == signature_,
+               "{}: a KV cache moved during the capture (it should have had room)", op);
+    // The capture ran the host code once (the mixers' counters and the KV caches' host lengths
+    // advanced) but no kernel: this step's work is the first launch.
     be.launch_graph(graph_);
     state_.advance(1);
   } else {
@@ -129,6 +148,9 @@ StepOutput DecodeGraph::step(const Tensor& tokens) {
   out.entropy = out_.entropy.clone();
   out.predictions = out_.predictions.clone();
   out.token_loss = out_.token_loss.clone();
+  for (const Tensor& g : out_.gates) out.gates.push_back(g.clone());
+  for (const Tensor& e : out_.gate_entropy) out.gate_entropy.push_back(e.clone());
+  out.tau = out_.tau;  // host values (AMOR's frozen thresholds)
   return out;
 }
 

@@ -62,6 +62,14 @@ bool parse_decode_graphs(const char* value);
 bool decode_step_may_graph(bool graphs_on, const std::string& blocker, bool has_targets,
                            int64_t eager_steps);
 
+// How a decode step runs: eagerly, as a new capture (no graph for its exclusion set yet, or the
+// set's graph is not current: a KV cache's storage moved since it was captured), or as a replay.
+// may_graph: decode_step_may_graph's answer; room: every KV cache can take the step's token
+// without regrowing (InferenceState::kv_room(1)): a step without room runs eagerly (its append
+// grows the storage) and the next step captures anew.
+enum class DecodeStepKind { Eager, Capture, Replay };
+DecodeStepKind decode_step_kind(bool may_graph, bool room, bool have_graph, bool graph_current);
+
 // An exclusion set as a graph is keyed by: sorted, without repeats.
 std::vector<int32_t> exclusion_key(std::span<const int32_t> exclude_next);
 
@@ -102,8 +110,13 @@ class DecodeGraph {
 
   // One step: tokens i32 [B,1] (host or device). The first call captures, then launches; later
   // calls replay. Advances the state as InferenceSession::step does.
+  // The state's KV caches must have room for the token (InferenceState::kv_room(1)) and, after
+  // the capture, sit where they sat then (current()); an amor::Error otherwise.
   StepOutput step(const Tensor& tokens);
   bool captured() const { return graph_ != nullptr; }
+  // Not captured yet, or the state's graph_signature() (KV cache storage and device lengths,
+  // capacities) is the captured one: a replay reads valid addresses.
+  bool current() const;
   // The exclusion set the graph was made with (sorted, without repeats).
   const std::vector<int32_t>& excluded() const { return exclude_.ids; }
 
@@ -116,6 +129,7 @@ class DecodeGraph {
   void* graph_ = nullptr;
   Tensor tokens_;   // i32 [B,1] on the device: the captured input
   StepOutput out_;  // the captured outputs
+  std::vector<uintptr_t> signature_;  // the state's graph_signature() at the capture
 };
 
 }  // namespace amor::model

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "models/amor/amor_model.h"
+
 #include <cstring>
 #include <functional>
 
@@ -18,6 +20,8 @@ namespace {
 
 using testing_infer::make_model;
 using testing_infer::tiny;
+using testing_infer::tiny_amor;
+using testing_infer::tiny_oryx;
 
 TEST(DecodeGraph, EnvSwitchValues) {
   EXPECT_FALSE(parse_decode_graphs(nullptr));
@@ -45,12 +49,40 @@ TEST(DecodeGraph, BlockersNameTheReason) {
   };
   EXPECT_EQ(on_gpu(tiny("mamba2")), "");
   EXPECT_EQ(on_gpu(tiny("gdn")), "");
-  EXPECT_NE(on_gpu(tiny("transformer")).find("attention"), std::string::npos);
+  // Attention runs on its KV cache's step path (lengths on the device): capturable.
+  EXPECT_EQ(on_gpu(tiny("transformer")), "");
   ModelConfig serial = tiny("serial");
   serial.pattern = "MA";
-  EXPECT_NE(on_gpu(serial).find("attention"), std::string::npos);
+  EXPECT_EQ(on_gpu(serial), "");
   serial.pattern = "MG";
   EXPECT_EQ(on_gpu(serial), "");
+  ModelConfig fused = tiny("fused");
+  fused.fused_linear = "gdn";
+  EXPECT_EQ(on_gpu(fused), "");
+  // Oryx decides its modes on the host; AMOR's sparse form reads its firing rows back.
+  EXPECT_NE(on_gpu(tiny_oryx("gdn", "attention")).find("Oryx"), std::string::npos);
+  auto amor = make_model(tiny_amor("gdn", 2), DType::F32, 1);
+  amor->params().to(Device::CUDA);
+  auto& am = dynamic_cast<AmorModel&>(*amor);
+  am.set_sparse_inference(true);
+  EXPECT_NE(amor->decode_graph_blocker().find("sparse"), std::string::npos);
+  am.set_sparse_inference(false);
+  EXPECT_EQ(amor->decode_graph_blocker(), "");
+  am.set_block_observer([](int64_t, const Tensor&, const Tensor&) {});
+  EXPECT_NE(amor->decode_graph_blocker().find("observer"), std::string::npos);
+}
+
+// How a step runs (decode_step_kind): eagerly when it may not run as a graph or a KV cache has
+// no room for its token (the eager step grows it), else as a capture when its exclusion set has
+// no graph or the set's graph is not current (a KV cache moved), else as a replay.
+TEST(DecodeGraph, StepKindFromRoomAndCurrency) {
+  using K = DecodeStepKind;
+  EXPECT_EQ(decode_step_kind(true, true, true, true), K::Replay);
+  EXPECT_EQ(decode_step_kind(true, true, false, false), K::Capture);
+  EXPECT_EQ(decode_step_kind(true, true, true, false), K::Capture);
+  EXPECT_EQ(decode_step_kind(true, false, true, true), K::Eager);
+  EXPECT_EQ(decode_step_kind(true, false, false, false), K::Eager);
+  EXPECT_EQ(decode_step_kind(false, true, true, true), K::Eager);
 }
 
 TEST(DecodeGraph, SessionOnTheCpuStaysEager) {
@@ -193,14 +225,19 @@ ModelConfig gpu_tiny(const std::string& kind, const std::string& pattern = "") {
 struct Trace {
   std::vector<std::vector<int32_t>> predictions;  // per step, [B]
   std::vector<std::vector<float>> entropy;        // per step, [B]
+  // AMOR: per step, every block's gates and gate entropies, [K * B]
+  std::vector<std::vector<uint8_t>> gates;
+  std::vector<std::vector<float>> gate_entropy;
   int64_t graphed = 0;
   int64_t captures = 0;
+  int64_t room_fallbacks = 0;
 };
 
 // What each step of a greedy decode is given besides its tokens.
 struct Schedule {
   std::function<std::vector<int32_t>(int64_t step)> exclude;  // unset: nothing excluded
   int64_t targets_at = -1;  // the step given (random) targets: eager in a graphed session
+  int64_t reserve = 0;      // InferenceSession::reserve_tokens before the prefill (0: none)
 };
 
 // Prefill a random prompt, then `steps` greedy steps, each fed the previous step's predictions
@@ -210,6 +247,7 @@ Trace greedy(LanguageModel& m, int64_t B, int64_t steps, bool graphs, const Sche
              Device dev = Device::CUDA) {
   InferenceSession s(m, B);
   s.use_graphs(graphs);
+  if (plan.reserve > 0) s.reserve_tokens(plan.reserve);
   const int64_t V = m.config().vocab;
   StepOutput out = s.prefill(testing::randint({B, 6}, 77, V).to(dev));
   Tensor pred = out.predictions.to(Device::CPU);
@@ -225,11 +263,21 @@ Trace greedy(LanguageModel& m, int64_t B, int64_t steps, bool graphs, const Sche
     t.predictions.push_back(out.predictions.to(Device::CPU).to_vector<int32_t>());
     const Tensor e = out.entropy.to(Device::CPU);
     t.entropy.push_back(std::vector<float>(e.data<float>(), e.data<float>() + B));
+    std::vector<uint8_t> gates;
+    std::vector<float> gate_entropy;
+    for (size_t k = 0; k < out.gates.size(); ++k) {
+      for (uint8_t g : out.gates[k].to(Device::CPU).to_vector<uint8_t>()) gates.push_back(g);
+      const Tensor ge = out.gate_entropy[k].to(Device::CPU);
+      gate_entropy.insert(gate_entropy.end(), ge.data<float>(), ge.data<float>() + B);
+    }
+    t.gates.push_back(gates);
+    t.gate_entropy.push_back(gate_entropy);
     for (int32_t p : t.predictions.back())
       EXPECT_EQ(std::count(ban.begin(), ban.end(), p), 0) << "step " << i << " predicted excluded id " << p;
     tok = i % 2 ? out.predictions.view({B}) : out.predictions.to(Device::CPU).view({B});
   }
   t.captures = s.graph_captures();
+  t.room_fallbacks = s.graph_room_fallbacks();
   EXPECT_EQ(s.length(), 6 + steps);
   return t;
 }
@@ -279,6 +327,11 @@ void expect_bitwise_equal(const Trace& graphed, const Trace& eager, int64_t B) {
   for (size_t i = 0; i < eager.predictions.size(); ++i) {
     EXPECT_EQ(graphed.predictions[i], eager.predictions[i]) << "step " << i;
     EXPECT_EQ(std::memcmp(graphed.entropy[i].data(), eager.entropy[i].data(), sizeof(float) * size_t(B)), 0)
+        << "step " << i;
+    EXPECT_EQ(graphed.gates[i], eager.gates[i]) << "step " << i;
+    ASSERT_EQ(graphed.gate_entropy[i].size(), eager.gate_entropy[i].size()) << "step " << i;
+    EXPECT_EQ(std::memcmp(graphed.gate_entropy[i].data(), eager.gate_entropy[i].data(),
+                          sizeof(float) * eager.gate_entropy[i].size()), 0)
         << "step " << i;
   }
 }
@@ -399,6 +452,116 @@ TEST(DecodeGraph, GpuGraphWithExclusionEqualsInferBitwise) {
     EXPECT_EQ(std::memcmp(ge.data<float>(), we.data<float>(), sizeof(float) * size_t(B)), 0) << "step " << i;
   }
   EXPECT_EQ(gs->lengths, es->lengths);
+}
+
+// The kinds with attention (issue #18): a transformer, a serial MA model, a fused model and AMOR
+// in its dense inference form (over mamba2, 2 blocks, gates calibrated so that some rows fire and
+// some do not) run every attention on the KV cache's step path (lengths on the device, one
+// launch for every sequence), so their decode steps replay too, bit for bit equal to eager
+// decode: predictions, entropies and AMOR's gates and gate entropies, in bf16 (the split-KV
+// kernel at head dim 64) and f32 (the SIMT kernel), at batch 1 and 3. With the generation's
+// tokens reserved up front no cache regrows: step 0 eager, captures at 1 and 5 (exclusion {0}),
+// step 8 eager (targets), the rest replayed. Without the reservation the prefill's 16 rows run
+// out at step 10 (6 + 10 tokens held): that step runs eagerly, doubling the storage and dropping
+// the graphs, and step 11 captures anew.
+std::vector<GpuCase> gpu_attention_cases() {
+  ModelConfig fused = gpu_tiny("fused");
+  fused.fused_linear = "mamba2";
+  ModelConfig amor = gpu_tiny("amor");
+  amor.amor.backbone = "mamba2";
+  amor.amor.blocks = 2;
+  return {{"transformer", gpu_tiny("transformer")},
+          {"serial_MA", gpu_tiny("serial", "MA")},
+          {"fused_mamba2", fused},
+          {"amor_dense", amor}};
+}
+
+TEST(DecodeGraph, GpuAttentionKindsReplayEqualsEagerBitwise) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU here";
+  const int64_t steps = 12;
+  for (const GpuCase& c : gpu_attention_cases()) {
+    for (DType dt : {DType::BF16, DType::F32}) {
+      for (int64_t B : {1, 3}) {
+        for (bool reserve : {true, false}) {
+          SCOPED_TRACE(c.name + " " + dtype_name(dt) + " B=" + std::to_string(B) +
+                       (reserve ? " reserved" : " growing"));
+          auto m = make_model(c.cfg, dt, 19);
+          m->params().to(Device::CUDA);
+          if (auto* amor = dynamic_cast<AmorModel*>(m.get())) {
+            amor->set_sparse_inference(false);
+            Batch probe{testing::randint({4, 32}, 23, 260).to(Device::CUDA),
+                        testing::randint({4, 32}, 24, 260).to(Device::CUDA)};
+            testing_infer::calibrate_eval_gates(*amor, probe);
+          }
+          ASSERT_EQ(m->decode_graph_blocker(), "");
+          Schedule plan;
+          plan.exclude = [](int64_t i) { return i == 5 ? std::vector<int32_t>{0} : std::vector<int32_t>{}; };
+          plan.targets_at = 8;
+          plan.reserve = reserve ? 6 + steps : 0;
+          const Trace eager = greedy(*m, B, steps, false, plan);
+          const Trace graphed = greedy(*m, B, steps, true, plan);
+          EXPECT_EQ(eager.graphed, 0);
+          EXPECT_EQ(graphed.graphed, reserve ? steps - 2 : steps - 3);
+          EXPECT_EQ(graphed.captures, reserve ? 2 : 3);
+          EXPECT_EQ(graphed.room_fallbacks, reserve ? 0 : 1);
+          expect_bitwise_equal(graphed, eager, B);
+          if (c.cfg.kind == "amor") {  // both paths of the gate ran
+            int64_t fired = 0, total = 0;
+            for (const auto& g : eager.gates)
+              for (uint8_t x : g) fired += x, ++total;
+            EXPECT_GT(fired, 0);
+            EXPECT_LT(fired, total);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A joined session (sequences prefilled apart: every KV cache holds sequences of different
+// lengths, so RoPE and the attention read per-sequence lengths on the device) replays too, bit
+// for bit equal to the same joined session decoding eagerly; a reserve_tokens after the capture
+// moves the storage, and the next step captures anew instead of replaying the stale graph.
+TEST(DecodeGraph, GpuJoinedAttentionSessionReplaysBitwise) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU here";
+  for (const GpuCase& c : gpu_attention_cases()) {
+    if (c.cfg.kind == "amor") continue;  // its gates: GpuAttentionKindsReplayEqualsEagerBitwise
+    for (DType dt : {DType::BF16, DType::F32}) {
+      SCOPED_TRACE(c.name + " " + dtype_name(dt));
+      auto m = make_model(c.cfg, dt, 29);
+      m->params().to(Device::CUDA);
+      auto run = [&](bool graphs) {
+        std::vector<std::unique_ptr<InferenceSession>> parts;
+        const std::vector<int64_t> lens = {5, 9, 2};
+        for (size_t p = 0; p < lens.size(); ++p) {
+          parts.push_back(std::make_unique<InferenceSession>(*m, p == 1 ? 2 : 1));
+          parts.back()->use_graphs(false);
+          parts.back()->prefill(testing::randint({p == 1 ? 2 : 1, lens[p]}, 40 + p, 260).to(Device::CUDA));
+        }
+        parts.front()->use_graphs(graphs);
+        std::unique_ptr<InferenceSession> s = InferenceSession::join(std::move(parts));
+        s->reserve_tokens(30);
+        Trace t;
+        for (int i = 0; i < 8; ++i) {
+          if (i == 4) s->reserve_tokens(40);  // moves every KV cache's storage
+          StepOutput out = s->step(testing::randint({4}, 60 + uint64_t(i), 260));
+          t.graphed += s->last_step_graphed();
+          t.predictions.push_back(out.predictions.to(Device::CPU).to_vector<int32_t>());
+          const Tensor e = out.entropy.to(Device::CPU);
+          t.entropy.push_back(std::vector<float>(e.data<float>(), e.data<float>() + 4));
+          t.gates.emplace_back();
+          t.gate_entropy.emplace_back();
+        }
+        t.captures = s->graph_captures();
+        EXPECT_EQ(s->length(1), 9 + 8);
+        return t;
+      };
+      const Trace eager = run(false), graphed = run(true);
+      EXPECT_EQ(graphed.graphed, 7);   // step 0 eager
+      EXPECT_EQ(graphed.captures, 2);  // steps 1 and 4 (the storage moved)
+      expect_bitwise_equal(graphed, eager, 4);
+    }
+  }
 }
 
 // The graph's memory comes from a private pool that is given back with the graph.

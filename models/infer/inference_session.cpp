@@ -81,15 +81,26 @@ StepOutput InferenceSession::step(const Tensor& tokens, const Tensor& targets,
   if (targets.defined()) check_shape(op, "targets", targets, tokens.shape());
   decoding_ = true;
   last_graphed_ = false;
-  if (decode_step_may_graph(graphs_, blocker_, targets.defined(), eager_steps_)) {
+  const bool may_graph = decode_step_may_graph(graphs_, blocker_, targets.defined(), eager_steps_);
+  // Every KV cache must take the token without regrowing; a step that would outgrow one runs
+  // eagerly (its append grows the storage), and the graphs, which read the old storage, go.
+  const bool room = !may_graph || state_->kv_room(1);
+  if (may_graph && !room) {
+    graphs_by_slot_.clear();
+    slots_.clear();
+    ++room_fallbacks_;
+  }
+  if (may_graph && room) {
     const std::vector<int32_t> key = exclusion_key(exclude_next);
     std::optional<size_t> slot = slots_.find(key);
-    if (!slot) {
+    const DecodeStepKind kind = decode_step_kind(true, true, slot.has_value(),
+                                                 slot && graphs_by_slot_[*slot]->current());
+    if (kind == DecodeStepKind::Capture) {
       // Made (its ids checked and uploaded) before a slot is given up for it.
       auto graph = std::make_unique<DecodeGraph>(model_, *state_, key);
-      slot = slots_.insert(key);
+      if (!slot) slot = slots_.insert(key);
       if (*slot == graphs_by_slot_.size()) graphs_by_slot_.emplace_back();
-      graphs_by_slot_[*slot].reset();  // the replaced graph's pool goes back first
+      graphs_by_slot_[*slot].reset();  // the replaced (or stale) graph's pool goes back first
       graphs_by_slot_[*slot] = std::move(graph);
     }
     DecodeGraph& graph = *graphs_by_slot_[*slot];

@@ -19,7 +19,12 @@
 // exclusion set (exclude_next, as a set: order and repeats do not matter) is replayed, or one is
 // captured for a set not seen yet (up to kMaxDecodeGraphs per session; a further set re-captures
 // in place of the least recently used). A step with targets runs eagerly; the state is the same
-// either way. Otherwise every step is eager, as before.
+// either way. Otherwise every step is eager, as before. Models with attention: a graph reads the
+// KV caches' storage at the captured addresses, so a step that would outgrow a cache runs eagerly
+// (the cache regrows by doubling; every graph is dropped) and the next one captures anew, and a
+// graph whose caches moved otherwise (reserve_tokens after the capture) is captured anew when its
+// set comes next. reserve_tokens for the whole generation up front (greedy_generate and
+// bench-decode do) and neither happens.
 #pragma once
 #include <memory>
 #include <string>
@@ -66,6 +71,10 @@ class InferenceSession {
   bool last_step_graphed() const { return last_graphed_; }
   // Graphs captured so far (each set's first graphed step, and every re-capture).
   int64_t graph_captures() const { return captures_; }
+  // Steps that would have run as a graph but ran eagerly because a KV cache had to regrow (the
+  // graphs were dropped then; the next step captures anew). 0 when the session reserved its
+  // tokens (reserve_tokens) for the whole generation.
+  int64_t graph_room_fallbacks() const { return room_fallbacks_; }
 
   int64_t batch() const { return state_->batch; }
   // Tokens each sequence has been given (a joined session's sequences: an error unless they are
@@ -83,6 +92,7 @@ class InferenceSession {
   std::string blocker_;
   int64_t eager_steps_ = 0;  // decode steps run eagerly (the capture waits for one)
   int64_t captures_ = 0;
+  int64_t room_fallbacks_ = 0;
   DecodeGraphSlots slots_{kMaxDecodeGraphs};
   // One per slot of slots_; declared after state_: destroyed before it.
   std::vector<std::unique_ptr<DecodeGraph>> graphs_by_slot_;

@@ -112,7 +112,8 @@ TEST(JoinSessions, EverySequenceDecodesAsInItsOwnSession) {
 }
 
 // On the GPU in f32 (a batched GEMM may round differently from one of fewer rows: 1e-4), and
-// with decode graphs for the kinds that capture (the joined states are new tensors).
+// with decode graphs for the kinds that capture (the joined states are new tensors; AMOR's
+// capturable dense form is in decode_graph_test).
 TEST(JoinSessions, GpuEverySequenceDecodesAsInItsOwnSession) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU here";
   for (const KindCase& kc : all_kinds()) {
@@ -120,9 +121,18 @@ TEST(JoinSessions, GpuEverySequenceDecodesAsInItsOwnSession) {
     SCOPED_TRACE(kc.name);
     check_join(kc.cfg, DType::F32, Device::CUDA, 1e-4);
   }
-  for (const char* kind : {"mamba2", "gdn"}) {
-    SCOPED_TRACE(std::string(kind) + " with decode graphs");
-    check_join(tiny(kind), DType::F32, Device::CUDA, 1e-4, /*graphs=*/true);
+  // With attention (issue #18): the joined KV caches hold sequences of different lengths, which
+  // the captured steps read on the device (kv_cache.h's step path).
+  ModelConfig serial = tiny("serial");
+  serial.pattern = "MA";
+  ModelConfig fused = tiny("fused");
+  fused.fused_linear = "gdn";
+  const std::vector<std::pair<std::string, ModelConfig>> graphed = {
+      {"mamba2", tiny("mamba2")}, {"gdn", tiny("gdn")}, {"transformer", tiny("transformer")},
+      {"serial_MA", serial}, {"fused_gdn", fused}};
+  for (const auto& [name, cfg] : graphed) {
+    SCOPED_TRACE(name + " with decode graphs");
+    check_join(cfg, DType::F32, Device::CUDA, 1e-4, /*graphs=*/true);
   }
 }
 

@@ -2,11 +2,69 @@
 
 #include <algorithm>
 
+#include <atomic>
+
 #include "kernels/attention/attention.h"
 #include "kernels/core/check.h"
+#include "kernels/kv_append/kv_append.h"
 #include "kernels/rope/rope.h"
 
 namespace amor::model {
+
+namespace {
+std::atomic<bool> step_path_on_cpu{false};
+}  // namespace
+
+void KvCache::use_step_path_on_cpu(bool on) { step_path_on_cpu = on; }
+
+bool KvCache::step_path(int64_t T) const {
+  return T == 1 && !lengths_.empty() && (device_ != Device::CPU || step_path_on_cpu);
+}
+
+const Tensor& KvCache::device_lengths() const {
+  const char* op = "KvCache::device_lengths";
+  AMOR_CHECK(!lengths_.empty(), "{}: the cache holds no token yet (its first append fixes the layout)", op);
+  const int64_t B = sequences();
+  if (!device_lengths_.defined() || device_lengths_.numel() != B || device_lengths_.device() != device_) {
+    device_lengths_ = Tensor::empty({B}, DType::I32, device_);
+    device_lengths_current_ = false;
+  }
+  if (!device_lengths_current_) {
+    std::vector<int32_t> host(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = lengths_[static_cast<size_t>(b)];
+      AMOR_CHECK(n <= int64_t(0x7fffffff), "{}: sequence {} holds {} tokens, more than i32 lengths hold", op, b, n);
+      host[static_cast<size_t>(b)] = static_cast<int32_t>(n);
+    }
+    device_lengths_.copy_from(Tensor::from_vector<int32_t>({B}, host));
+    device_lengths_current_ = true;
+  }
+  return device_lengths_;
+}
+
+void KvCache::replayed(int64_t T) {
+  AMOR_CHECK(T == 1, "KvCache::replayed: a replayed step appends one token per sequence, not {}", T);
+  AMOR_CHECK(has_room(T) && device_lengths_current_,
+             "KvCache::replayed: the cache ({} sequences, capacity {}, longest {}) could not have "
+             "taken a replayed step (no room, or device lengths out of date)",
+             sequences(), capacity_, longest());
+  for (int64_t& n : lengths_) n += T;
+}
+
+bool KvCache::has_room(int64_t T) const { return !lengths_.empty() && longest() + T <= capacity_; }
+
+void KvCache::graph_signature(std::vector<uintptr_t>& out) const {
+  out.push_back(reinterpret_cast<uintptr_t>(k_.defined() ? k_.raw_data() : nullptr));
+  out.push_back(reinterpret_cast<uintptr_t>(v_.defined() ? v_.raw_data() : nullptr));
+  out.push_back(reinterpret_cast<uintptr_t>(device_lengths_.defined() ? device_lengths_.raw_data() : nullptr));
+  out.push_back(static_cast<uintptr_t>(capacity_));
+  out.push_back(static_cast<uintptr_t>(sequences()));
+}
+
+Tensor KvCache::rotate_next(const Tensor& x, double base) const {
+  if (step_path(x.size(1))) return rope_forward_lengths(x, device_lengths(), base);
+  return rope_forward_at(x, next_positions(x.size(1)), base);
+}
 
 Tensor rope_forward_at(const Tensor& x, const NextPositions& at, double base) {
   return at.per_sequence.defined() ? rope_forward_positions(x, at.per_sequence, base)
@@ -69,11 +127,17 @@ void KvCache::reserve_tokens(int64_t tokens) {
     reserve(tokens);
 }
 
+void KvCache::make_room(int64_t T) {
+  if (capacity_ == 0 && planned_ > 0) reserve(std::max(planned_, T));
+  if (longest() + T > capacity_) reserve(std::max({longest() + T, 2 * capacity_, int64_t{16}}));
+}
+
 void KvCache::append(const Tensor& k, const Tensor& v) {
   const char* op = "KvCache::append";
   check_dim(op, "k", k, 4);
   check_shape(op, "v", v, k.shape());
   const int64_t B = k.size(0), T = k.size(1);
+  const bool step = step_path(T);  // decided before the first append fixes the layout
   if (lengths_.empty()) {  // the first append fixes the layout
     lengths_.assign(static_cast<size_t>(B), 0);
     heads_ = k.size(2);
@@ -84,8 +148,14 @@ void KvCache::append(const Tensor& k, const Tensor& v) {
   AMOR_CHECK(B == sequences() && k.size(2) == heads_ && k.size(3) == dim_ && k.dtype() == dtype_,
              "{}: k is {}, the cache holds {} sequences of [{},{}] {} keys", op, k.str(), sequences(),
              heads_, dim_, dtype_name(dtype_));
-  if (capacity_ == 0 && planned_ > 0) reserve(std::max(planned_, T));
-  if (longest() + T > capacity_) reserve(std::max({longest() + T, 2 * capacity_, int64_t{16}}));
+  if (step) {
+    make_room(1);
+    kv_append_step(k_, v_, k, v, device_lengths());
+    for (int64_t& L : lengths_) ++L;  // the host mirror (the kernel advanced the device lengths)
+    return;
+  }
+  device_lengths_current_ = false;
+  make_room(T);
   const int64_t n = T * heads_ * dim_;
   for (int64_t b = 0; b < B; ++b) {
     int64_t& L = lengths_[static_cast<size_t>(b)];
@@ -113,6 +183,7 @@ void KvCache::append_rows(KvCache& other) {
   Tensor v = Tensor::empty({B, capacity, heads_, dim_}, dtype_, device_);
   for (int64_t b = 0; b < B; ++b) copy_sequence(b < B0 ? *this : other, b < B0 ? b : b - B0, k, v, b, capacity);
   lengths_.insert(lengths_.end(), other.lengths_.begin(), other.lengths_.end());
+  device_lengths_current_ = false;  // reallocated for the new count at the next step
   planned_ = std::max(planned_, other.planned_);
   k_ = k;
   v_ = v;
@@ -138,6 +209,8 @@ Tensor KvCache::attend(const Tensor& q, const Tensor& gate, const std::vector<in
   // Every sequence listed (at batch 1, any AMOR step that fires): the same as none, without
   // zeroing an output that every sequence then overwrites.
   if (only && only->size() == static_cast<size_t>(B)) only = nullptr;
+  // The step path: every sequence in one launch over the storage, at the device lengths.
+  if (!only && step_path(Tq)) return attention_forward_cache(q, k_, v_, device_lengths(), gate).o;
   if (B == 1 && !only) return attention_forward(q, keys(0), values(0), gate).o;
   Tensor o = only ? Tensor::zeros(q.shape(), q.dtype(), q.device()) : Tensor::empty(q.shape(), q.dtype(), q.device());
   const int64_t n = Tq * H * D;

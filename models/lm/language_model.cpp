@@ -10,6 +10,7 @@
 #include "kernels/lm_head_loss/lm_head_loss.h"
 #include "models/amor/amor_model.h"
 #include "models/core/norm_eps.h"
+#include "models/infer/kv_cache.h"
 #include "models/lm/model_kinds.h"
 #include "models/oryx/oryx_modes.h"
 #include "models/lm/stack_inference_state.h"
@@ -278,7 +279,26 @@ ArgmaxExclusion LanguageModel::exclusion_for(std::span<const int32_t> exclude_ne
   return ArgmaxExclusion(exclude_next, embed_->value.size(0), embed_->value.device());
 }
 
-void LanguageModel::replayed_step(InferenceState& state, int64_t T) { state.advance(T); }
+void LanguageModel::replayed_step(InferenceState& state, int64_t T) {
+  std::vector<KvCache*> caches;
+  state.kv_caches(caches);
+  for (KvCache* c : caches) c->replayed(T);
+  state.advance(T);
+}
+
+std::vector<uintptr_t> InferenceState::graph_signature() {
+  std::vector<KvCache*> caches;
+  kv_caches(caches);
+  std::vector<uintptr_t> sig;
+  for (const KvCache* c : caches) c->graph_signature(sig);
+  return sig;
+}
+
+bool InferenceState::kv_room(int64_t T) {
+  std::vector<KvCache*> caches;
+  kv_caches(caches);
+  return std::all_of(caches.begin(), caches.end(), [&](const KvCache* c) { return c->has_room(T); });
+}
 
 std::string LanguageModel::decode_graph_blocker() const {
   if (embed_->value.is_cpu()) return "the model is on the cpu (CUDA graphs need the GPU)";
@@ -410,19 +430,20 @@ Tensor StackModel::body_infer(const Tensor& h0, InferenceState& state, StepOutpu
   return h;
 }
 
-// A step of M and G layers (and the norms, MLPs, embedding and LM head) keeps every shape and
-// address from step to step: the recurrent states are updated in place. Attention reads a KV
-// cache whose length is a launch argument and that grows by reallocation: not capturable yet.
+// A step of M, G, A and F layers (and the norms, MLPs, embedding and LM head) keeps every shape
+// and address from step to step: the recurrent states are updated in place, and attention (A,
+// and F's attention half) runs on its KV cache's step path, whose kernels read the cache's
+// lengths on the device and whose storage stays put while it has room (kv_cache.h; the session
+// runs a step that would outgrow it eagerly and captures anew). Oryx layers are not capturable:
+// each step computes its tokens' modes on the host, copies them to the device and chooses on the
+// host which of its paths run.
 std::string StackModel::body_graph_blocker() const {
   const std::string pattern = layer_pattern(cfg_);
   for (char c : pattern) {
-    if (c == 'M' || c == 'G') continue;
-    if (c == 'A')
-      return fmt::format("model.kind '{}' has attention layers: the attention kernels take the KV "
-                         "length and the cache's address as launch arguments that change every "
-                         "step (the cache grows by reallocation)", cfg_.kind);
-    return fmt::format("model.kind '{}' (layer '{}') decides per step on the host (Oryx modes; "
-                       "fused attention paths)", cfg_.kind, std::string(1, c));
+    if (c == 'M' || c == 'G' || c == 'A' || c == 'F') continue;
+    return fmt::format("model.kind '{}' (layer '{}') decides per step on the host (Oryx: each "
+                       "token's mode is computed on the host and copied to the device, and the "
+                       "host chooses which paths run)", cfg_.kind, std::string(1, c));
   }
   return "";
 }

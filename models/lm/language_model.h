@@ -53,6 +53,14 @@ struct InferenceState {
   void append_rows(InferenceState& other);
   // Every sequence will hold at most `tokens` tokens (KvCache::reserve_tokens for each cache).
   virtual void reserve_tokens(int64_t tokens) = 0;
+  // Every KV cache of the state (its layers', AMOR's blocks'), appended to `out` in a fixed order.
+  virtual void kv_caches(std::vector<KvCache*>& out) = 0;
+  // For CUDA graphs of decode steps (models/infer/decode_graph.h): what a captured step reads at
+  // fixed addresses (KvCache::graph_signature of every KV cache, in order: a replay is valid only
+  // while it is unchanged), and whether every KV cache can take T more tokens per sequence
+  // without regrowing (true for a state without KV caches).
+  std::vector<uintptr_t> graph_signature();
+  bool kv_room(int64_t T);
 
  protected:
   virtual void append_body_rows(InferenceState& other) = 0;
@@ -117,7 +125,8 @@ class LanguageModel {
   // exclude_next's ids prepared for infer_on_device (checked, sorted without repeats, uploaded to
   // the model's device once).
   ArgmaxExclusion exclusion_for(std::span<const int32_t> exclude_next) const;
-  // The host-side bookkeeping of T tokens whose step a graph replay ran: the state's lengths
+  // The host-side bookkeeping of T tokens whose step a graph replay ran: the state's lengths and
+  // every KV cache's host lengths (KvCache::replayed; the replay advanced their device lengths)
   // advance as infer() would have advanced them.
   void replayed_step(InferenceState& state, int64_t T);
 

@@ -15,6 +15,9 @@ struct StackInferenceState final : InferenceState {
   void reserve_tokens(int64_t tokens) override {
     for (auto& l : layers) l->reserve_tokens(tokens);
   }
+  void kv_caches(std::vector<KvCache*>& out) override {
+    for (auto& l : layers) l->kv_caches(out);
+  }
 
  protected:
   void append_body_rows(InferenceState& other) override {

@@ -70,6 +70,7 @@ struct AttentionCache final : MixerCache {
     kv.append_rows(cache_as<AttentionCache>(other, "AttentionMixer").kv);
   }
   void reserve_tokens(int64_t tokens) override { kv.reserve_tokens(tokens); }
+  void kv_caches(std::vector<KvCache*>& out) override { out.push_back(&kv); }
 };
 }  // namespace
 
@@ -80,9 +81,10 @@ std::unique_ptr<MixerCache> AttentionMixer::new_cache() const {
 Tensor AttentionMixer::infer(const Tensor& x, const MixerContext& ctx, MixerCache& cache) {
   AttentionCache& c = cache_as<AttentionCache>(cache, "AttentionMixer");
   const int64_t B = x.size(0), T = x.size(1);
-  const NextPositions at = c.kv.next_positions(T);
-  Tensor q = rope_forward_at(q_.apply(x).view({B, T, heads_, head_dim_}), at, rope_base_);
-  c.kv.append(rope_forward_at(k_.apply(x).view({B, T, kv_heads_, head_dim_}), at, rope_base_),
+  // Both rotated at the cache's next positions before the append moves them (on the step path,
+  // T = 1 on the GPU, the kernels read them on the device: kv_cache.h).
+  Tensor q = c.kv.rotate_next(q_.apply(x).view({B, T, heads_, head_dim_}), rope_base_);
+  c.kv.append(c.kv.rotate_next(k_.apply(x).view({B, T, kv_heads_, head_dim_}), rope_base_),
               v_.apply(x).view({B, T, kv_heads_, head_dim_}));
   return o_.apply(c.kv.attend(q, ctx.query_gate).view({B, T, heads_ * head_dim_}));
 }

@@ -51,6 +51,10 @@ struct FusedCache final : MixerCache {
     attn->reserve_tokens(tokens);
     linear->reserve_tokens(tokens);
   }
+  void kv_caches(std::vector<KvCache*>& out) override {
+    attn->kv_caches(out);
+    linear->kv_caches(out);
+  }
 };
 }  // namespace
 

@@ -191,6 +191,7 @@ struct OryxCache final : MixerCache {
     o = OryxCache();
   }
   void reserve_tokens(int64_t tokens) override { kv.reserve_tokens(tokens); }
+  void kv_caches(std::vector<KvCache*>& out) override { out.push_back(&kv); }
 };
 }  // namespace
 
