@@ -45,10 +45,11 @@ class AmorAttention {
   // fires (y would be all zeros: the common decode step, so no zeros are made). Dense: Q and O
   // at every row and the gated attention over all of them (its kernels do no work at gated-off
   // rows, whose output is exactly 0, so O gives 0 there), nothing read back to the host; y
-  // always defined, equal as numbers to the sparse form's (bitwise up to the sign of zeros). Its
-  // cost: KvCache::attend launches the attention for every sequence (the sparse form for those
-  // with a firing row only), which at a large batch and a low fire rate is more launches.
-  // Nothing is saved; last_rows() counts this call's rows.
+  // always defined, equal as numbers to the sparse form's (bitwise up to the sign of zeros). At a
+  // decode step on the GPU (T = 1) the dense form runs on the KV cache's step path (lengths on
+  // the device, one attention launch for every sequence, gated-off rows costing nothing:
+  // kv_cache.h), so its step can be captured in a CUDA graph (decode_graph.h).
+  // Nothing is saved; last_rows() counts this call's rows (not updated by graph replays).
   Tensor infer(const Tensor& hn, const Tensor& gate, KvCache& cache, bool sparse = true);
 
   // How many rows each projection computed in the last forward (what sparse execution saves).

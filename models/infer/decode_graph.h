@@ -29,9 +29,32 @@
 // pass over the LM head in the graph as in an eager step (the entropy stays the whole
 // vocabulary's, the argmax skips the ids).
 //
-// Which kinds: LanguageModel::decode_graph_blocker() says why a model cannot; today mamba2, gdn
-// and serial patterns of M and G only, on the GPU. Attention (transformer, serial with A, AMOR,
-// Oryx, fused) stays eager: its kernels take the KV length and cache address as launch arguments.
+// Which kinds (on the GPU; LanguageModel::decode_graph_blocker() says why a model cannot):
+// mamba2, gdn, transformer, serial (any pattern of M, G and A), fused, and AMOR in its dense
+// inference form (AMOR_BLOCK_INFERENCE=dense, AmorModel::set_sparse_inference(false)). Attention
+// is capturable since its KV caches run decode steps on their step path (kv_cache.h, issue #18):
+// the lengths live on the device (i32 [B]), RoPE reads them there, the append kernel writes each
+// sequence's token at its length and advances it there, and one attention launch serves every
+// sequence over the cache's storage with a launch shape planned for the capacity, not the
+// lengths; so no launch argument changes from step to step. Not capturable: Oryx (each step
+// computes its tokens' modes on the host, copies them to the device and chooses on the host which
+// paths run), AMOR's sparse form (each block reads its firing rows back to the host every step:
+// they decide the kernels' shapes), AMOR with a fitted entropy router (it uploads a column of
+// ones at every call) or a block observer (host code), and anything on the cpu or with unit hooks.
+//
+// KV caches under replay: the host code does not run, so after each replay
+// LanguageModel::replayed_step advances every KV cache's host lengths (KvCache::replayed; the
+// replay advanced the device ones). The graph reads the caches' storage and device lengths at
+// the addresses of its capture (InferenceState::graph_signature, recorded then): a replay is
+// valid only while they stay and every cache has room for the step's token
+// (InferenceState::kv_room). InferenceSession runs a step that would outgrow a cache eagerly (its
+// append grows the storage by doubling) and drops its graphs, so the next step captures anew,
+// and re-captures a graph whose caches moved otherwise (reserve_tokens after the capture).
+// Generations reserve their whole length up front (greedy_generate: prompt + max_new_tokens;
+// bench-decode: context + every step), so these re-captures are rare; a session that does not
+// reserve re-captures once per doubling of its caches. AMOR's per-call host counters
+// (last_projection_rows) are not updated by replays, and a parameter written while a session
+// replays (alpha, the gate state, A_log) is not seen by its graphs: write them before decoding.
 //
 // Memory: allocations made during capture come from a private pool of the caching allocator
 // (caching_allocator.h), whose blocks stay reserved for the graph until it is destroyed.
