@@ -1,7 +1,6 @@
 #include "models/infer/kv_cache.h"
 
 #include <algorithm>
-
 #include <atomic>
 
 #include "kernels/attention/attention.h"
