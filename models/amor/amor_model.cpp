@@ -244,18 +244,14 @@ Tensor AmorModel::body_infer(const Tensor& h0, InferenceState& state, StepOutput
 // K and V appended to the block's KV cache and Q, the gated attention and O at every row, all on
 // the KV cache's step path (lengths on the device: kv_cache.h), alpha kept from the first step
 // (AmorBlock::inference_alpha). Not capturable: the sparse form (the default) reads each block's
-// firing rows back to the host every step (they decide the kernels' shapes); the fitted entropy
-// router uploads a column of ones at every call (router_forward_ops); a block observer is host
-// code that a replay would skip.
+// firing rows back to the host every step (they decide the kernels' shapes); a block observer is
+// host code that a replay would skip. With a fitted entropy router the gate's input is the
+// router's prediction, whose parameters and column of ones stay on the device (EntropyRouter).
 std::string AmorModel::body_graph_blocker() const {
   if (sparse_inference())
     return "model.kind 'amor' in its sparse inference form: each block reads its firing rows back "
            "to the host every step (data-dependent shapes); the dense form "
            "(AMOR_BLOCK_INFERENCE=dense, set_sparse_inference(false)) can be captured";
-  for (const auto& b : blocks_)
-    if (b->has_entropy_router())
-      return "model.kind 'amor' with a fitted entropy router: the router uploads a column of ones "
-             "from the host at every call";
   if (observer_) return "model.kind 'amor' with a block observer: host code that a replay would skip";
   return "";
 }

@@ -208,7 +208,7 @@ RouterParams router_params_to(const RouterParams& p, DType dtype, Device device)
   return q;
 }
 
-Tensor router_forward_ops(const RouterParams& p, const Tensor& x) {
+Tensor router_forward_ops(const RouterParams& p, const Tensor& x, const Tensor& ones_in) {
   const char* op = "router_forward_ops";
   check_dim(op, "x", x, 2);
   const int64_t n = x.size(0), d = p.d(), W = p.width();
@@ -217,8 +217,15 @@ Tensor router_forward_ops(const RouterParams& p, const Tensor& x) {
              "{}: the parameters are {} on {}, x {} on {}: convert them with router_params_to", op,
              dtype_name(p.w1.dtype()), device_name(p.w1.device()), dtype_name(x.dtype()),
              device_name(x.device()));
-  std::vector<double> one(static_cast<size_t>(n), 1.0);
-  const Tensor ones = Tensor::from_vector<double>({n, 1}, one).to(x.dtype()).to(x.device());
+  Tensor ones = ones_in;
+  if (ones.defined()) {
+    check_shape(op, "ones", ones, {n, 1});
+    AMOR_CHECK(ones.dtype() == x.dtype() && ones.device() == x.device(), "{}: ones is {} on {}, x {} on {}", op,
+               dtype_name(ones.dtype()), device_name(ones.device()), dtype_name(x.dtype()), device_name(x.device()));
+  } else {
+    std::vector<double> one(static_cast<size_t>(n), 1.0);
+    ones = Tensor::from_vector<double>({n, 1}, one).to(x.dtype()).to(x.device());
+  }
   // a = x W1^T + 1 b1^T;  y = SiLU(a) w2^T + x u^T + 1 b2
   const Tensor a = add(linear_forward(x, p.w1), linear_forward(ones, p.b1.view({W, 1})));
   Tensor y = add(linear_forward(silu_forward(a), p.w2), linear_forward(x, p.u));
@@ -242,8 +249,14 @@ Tensor EntropyRouter::predict(int64_t k, const Tensor& hn) const {
     }
     // (Tensor::to converts dtypes on the host only: the cast op converts on the device.)
     const Tensor x = hn.dtype() == DType::F32 ? hn.view({n, d()}) : cast(hn.view({n, d()}), DType::F32);
+    // The column of ones kept on the device per row count: a decode step then copies nothing
+    // from the host, so it can be captured in a CUDA graph (models/infer/decode_graph.h).
+    if (!device_ones_.defined() || device_ones_.size(0) != n || device_ones_.device() != hn.device()) {
+      std::vector<float> one(static_cast<size_t>(n), 1.0f);
+      device_ones_ = Tensor::from_vector<float>({n, 1}, one).to(hn.device());
+    }
     Shape shape(hn.shape().begin(), hn.shape().end() - 1);
-    return router_forward_ops(device_blocks_[static_cast<size_t>(k)], x).view(shape);
+    return router_forward_ops(device_blocks_[static_cast<size_t>(k)], x, device_ones_).view(shape);
   }
   Tensor host = hn;
   Tensor x = host.dtype() == DType::F64 ? host.view({n, d()}) : host.view({n, d()}).to(DType::F64);

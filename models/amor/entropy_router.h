@@ -79,8 +79,9 @@ double router_mse(const RouterParams& p, const Tensor& x, const Tensor& h);
 // The same r(x) through the tensor ops (linear, silu, add), on whatever device x is: what predict
 // runs on the GPU, so the decode step's gate does not copy hn to the host. p's tensors must have
 // x's dtype and device (router_params_to); the biases enter as rank-1 products with a column of
-// ones (the ops have no broadcast add). x [n, d] -> [n].
-Tensor router_forward_ops(const RouterParams& p, const Tensor& x);
+// ones (the ops have no broadcast add): `ones` [n, 1] in x's dtype on x's device, or undefined to
+// make one from the host for this call. x [n, d] -> [n].
+Tensor router_forward_ops(const RouterParams& p, const Tensor& x, const Tensor& ones = Tensor());
 RouterParams router_params_to(const RouterParams& p, DType dtype, Device device);
 
 // Every block's router, with the file's metadata.
@@ -93,7 +94,9 @@ struct EntropyRouter {
   // hn [B,T,d] (or [N,d]) of block k, any device and float dtype -> the predicted entropies,
   // hn's shape without the last dimension, on hn's device, f64 for f64 hn and f32 otherwise (as
   // the LM head's entropies on cuda). On the CPU in f64 (router_forward, the reference); on the
-  // GPU in f32 through router_forward_ops with the parameters copied there once (within 1e-5 of
+  // GPU in f32 through router_forward_ops with the parameters copied there once and the column of
+  // ones kept there per row count, so a decode step copies nothing from the host (capturable in a
+  // CUDA graph: models/infer/decode_graph.h) (within 1e-5 of
   // the f64 values: entropy_router_test), so a token whose r(hn) sits that close to tau may gate
   // the other way than on the CPU.
   Tensor predict(int64_t k, const Tensor& hn) const;
@@ -101,6 +104,7 @@ struct EntropyRouter {
  private:
   mutable std::vector<RouterParams> device_blocks_;  // f32 copies on device_ (predict on the GPU)
   mutable Device device_ = Device::CPU;
+  mutable Tensor device_ones_;  // f32 [n, 1] on device_ for the last row count n (predict on the GPU)
 };
 
 // Writes the router atomically (temp file + rename); metadata is added to the file's.

@@ -74,6 +74,14 @@ TEST(EntropyRouter, TensorOpFormEqualsTheReference) {
     EXPECT_NEAR(f64.item(i), want.item(i), 1e-12 * scale) << i;
     EXPECT_NEAR(f32.item(i), want.item(i), 1e-5 * scale) << i;
   }
+  // A caller's column of ones (what predict keeps on the device) gives the same bits as the one
+  // made per call; one of the wrong shape is refused.
+  const Tensor ones = Tensor::from_vector<double>({n, 1}, std::vector<double>(static_cast<size_t>(n), 1.0));
+  const Tensor given = router_forward_ops(router_params_to(p, DType::F64, Device::CPU), x, ones);
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(given.item(i), f64.item(i)) << i;
+  EXPECT_THROW(router_forward_ops(router_params_to(p, DType::F64, Device::CPU), x,
+                                  Tensor::from_vector<double>({n + 1, 1}, std::vector<double>(static_cast<size_t>(n + 1), 1.0))),
+               Error);
   // Parameters of another dtype than x's are refused with the way out named.
   EXPECT_THROW(
       {

@@ -31,7 +31,8 @@
 //
 // Which kinds (on the GPU; LanguageModel::decode_graph_blocker() says why a model cannot):
 // mamba2, gdn, transformer, serial (any pattern of M, G and A), fused, and AMOR in its dense
-// inference form (AMOR_BLOCK_INFERENCE=dense, AmorModel::set_sparse_inference(false)). Attention
+// inference form (AMOR_BLOCK_INFERENCE=dense, AmorModel::set_sparse_inference(false)), with the
+// LM-head gates or a fitted entropy router. Attention
 // is capturable since its KV caches run decode steps on their step path (kv_cache.h, issue #18):
 // the lengths live on the device (i32 [B]), RoPE reads them there, the append kernel writes each
 // sequence's token at its length and advances it there, and one attention launch serves every
@@ -39,8 +40,9 @@
 // lengths; so no launch argument changes from step to step. Not capturable: Oryx (each step
 // computes its tokens' modes on the host, copies them to the device and chooses on the host which
 // paths run), AMOR's sparse form (each block reads its firing rows back to the host every step:
-// they decide the kernels' shapes), AMOR with a fitted entropy router (it uploads a column of
-// ones at every call) or a block observer (host code), and anything on the cpu or with unit hooks.
+// they decide the kernels' shapes), AMOR with a block observer (host code), and anything on the
+// cpu or with unit hooks. AMOR's dense form with a fitted entropy router is capturable (the
+// router's parameters and its column of ones stay on the device: entropy_router.h).
 //
 // KV caches under replay: the host code does not run, so after each replay
 // LanguageModel::replayed_step advances every KV cache's host lengths (KvCache::replayed; the

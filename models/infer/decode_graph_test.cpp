@@ -473,7 +473,16 @@ std::vector<GpuCase> gpu_attention_cases() {
   return {{"transformer", gpu_tiny("transformer")},
           {"serial_MA", gpu_tiny("serial", "MA")},
           {"fused_mamba2", fused},
-          {"amor_dense", amor}};
+          {"amor_dense", amor},
+          {"amor_dense_router", amor}};
+}
+
+// Every block's router with random weights (the fitted router's shape; replay equals eager
+// whatever it predicts).
+std::shared_ptr<const EntropyRouter> random_router(const ModelConfig& cfg) {
+  auto r = std::make_shared<EntropyRouter>();
+  for (int64_t k = 0; k < cfg.amor.blocks; ++k) r->blocks.push_back(router_init(cfg.d_model, 32, 70 + uint64_t(k), 0.5));
+  return r;
 }
 
 TEST(DecodeGraph, GpuAttentionKindsReplayEqualsEagerBitwise) {
@@ -489,6 +498,7 @@ TEST(DecodeGraph, GpuAttentionKindsReplayEqualsEagerBitwise) {
           m->params().to(Device::CUDA);
           if (auto* amor = dynamic_cast<AmorModel*>(m.get())) {
             amor->set_sparse_inference(false);
+            if (c.name == "amor_dense_router") amor->set_entropy_router(random_router(c.cfg));
             Batch probe{testing::randint({4, 32}, 23, 260).to(Device::CUDA),
                         testing::randint({4, 32}, 24, 260).to(Device::CUDA)};
             testing_infer::calibrate_eval_gates(*amor, probe);
