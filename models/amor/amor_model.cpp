@@ -5,6 +5,7 @@
 #include "kernels/core/profile.h"
 #include "kernels/elementwise/elementwise.h"
 #include "models/core/norm_eps.h"
+#include "models/infer/kv_cache.h"
 
 namespace amor::model {
 
@@ -253,6 +254,7 @@ std::string AmorModel::body_graph_blocker() const {
            "to the host every step (data-dependent shapes); the dense form "
            "(AMOR_BLOCK_INFERENCE=dense, set_sparse_inference(false)) can be captured";
   if (observer_) return "model.kind 'amor' with a block observer: host code that a replay would skip";
+  if (!KvCache::step_path_on_gpu()) return kv_step_path_off_blocker(cfg_.kind);
   return "";
 }
 

@@ -19,6 +19,7 @@ namespace amor::model {
 namespace {
 
 using testing_infer::make_model;
+using testing_infer::StepPathOnGpu;
 using testing_infer::tiny;
 using testing_infer::tiny_amor;
 using testing_infer::tiny_oryx;
@@ -47,6 +48,18 @@ TEST(DecodeGraph, BlockersNameTheReason) {
     m->params().to(Device::CUDA);
     return m->decode_graph_blocker();
   };
+  {
+    // With the step path off on the GPU (the default until verified there) attention is not
+    // captured, and the reason names the switch; the recurrent kinds are.
+    StepPathOnGpu off(false);
+    EXPECT_EQ(on_gpu(tiny("mamba2")), "");
+    EXPECT_NE(on_gpu(tiny("transformer")).find("AMOR_KV_STEP_PATH=1"), std::string::npos);
+    auto amor = make_model(tiny_amor("gdn", 2), DType::F32, 1);
+    amor->params().to(Device::CUDA);
+    dynamic_cast<AmorModel&>(*amor).set_sparse_inference(false);
+    EXPECT_NE(amor->decode_graph_blocker().find("AMOR_KV_STEP_PATH=1"), std::string::npos);
+  }
+  StepPathOnGpu on(true);
   EXPECT_EQ(on_gpu(tiny("mamba2")), "");
   EXPECT_EQ(on_gpu(tiny("gdn")), "");
   // Attention runs on its KV cache's step path (lengths on the device): capturable.
@@ -487,6 +500,7 @@ std::shared_ptr<const EntropyRouter> random_router(const ModelConfig& cfg) {
 
 TEST(DecodeGraph, GpuAttentionKindsReplayEqualsEagerBitwise) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU here";
+  StepPathOnGpu on(true);
   const int64_t steps = 12;
   for (const GpuCase& c : gpu_attention_cases()) {
     for (DType dt : {DType::BF16, DType::F32}) {
@@ -538,6 +552,7 @@ TEST(DecodeGraph, GpuAttentionKindsReplayEqualsEagerBitwise) {
 // moves the storage, and the next step captures anew instead of replaying the stale graph.
 TEST(DecodeGraph, GpuJoinedAttentionSessionReplaysBitwise) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU here";
+  StepPathOnGpu on(true);
   for (const GpuCase& c : gpu_attention_cases()) {
     if (c.cfg.kind == "amor") continue;  // its gates: GpuAttentionKindsReplayEqualsEagerBitwise
     for (DType dt : {DType::BF16, DType::F32}) {

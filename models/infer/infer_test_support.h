@@ -12,11 +12,22 @@
 #include "models/amor/amor_model.h"
 #include "models/amor/amor_test_support.h"
 #include "models/infer/inference_session.h"
+#include "models/infer/kv_cache.h"
 #include "models/oryx/oryx_modes.h"
 #include "tests/common/random.h"
 #include "tests/common/tiny_models.h"
 
 namespace amor::model::testing_infer {
+
+// The KV caches' step path switched on the GPU for a scope (KvCache::use_step_path_on_gpu), the
+// previous setting restored after.
+struct StepPathOnGpu {
+  bool was;
+  explicit StepPathOnGpu(bool on) : was(KvCache::step_path_on_gpu()) { KvCache::use_step_path_on_gpu(on); }
+  ~StepPathOnGpu() { KvCache::use_step_path_on_gpu(was); }
+  StepPathOnGpu(const StepPathOnGpu&) = delete;
+  StepPathOnGpu& operator=(const StepPathOnGpu&) = delete;
+};
 
 struct KindCase {
   std::string name;

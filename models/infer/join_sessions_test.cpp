@@ -123,6 +123,7 @@ TEST(JoinSessions, GpuEverySequenceDecodesAsInItsOwnSession) {
   }
   // With attention (issue #18): the joined KV caches hold sequences of different lengths, which
   // the captured steps read on the device (kv_cache.h's step path).
+  StepPathOnGpu on(true);
   ModelConfig serial = tiny("serial");
   serial.pattern = "MA";
   ModelConfig fused = tiny("fused");

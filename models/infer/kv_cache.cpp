@@ -2,9 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
 
 #include "kernels/attention/attention.h"
 #include "kernels/core/check.h"
+#include "kernels/core/error.h"
 #include "kernels/kv_append/kv_append.h"
 #include "kernels/rope/rope.h"
 
@@ -12,12 +17,39 @@ namespace amor::model {
 
 namespace {
 std::atomic<bool> step_path_on_cpu{false};
+// -1: not yet read from AMOR_KV_STEP_PATH; else 0 / 1.
+std::atomic<int> step_path_gpu{-1};
 }  // namespace
 
 void KvCache::use_step_path_on_cpu(bool on) { step_path_on_cpu = on; }
 
+bool KvCache::parse_step_path_switch(const char* value) {
+  if (value == nullptr || std::strcmp(value, "") == 0 || std::strcmp(value, "0") == 0) return false;
+  if (std::strcmp(value, "1") == 0) return true;
+  throw Error(fmt::format("AMOR_KV_STEP_PATH='{}': use 1 (decode steps over the KV caches' device-side "
+                          "lengths, capturable) or 0 (the host path)", value));
+}
+
+std::string kv_step_path_off_blocker(const std::string& kind) {
+  return fmt::format("model.kind '{}' has attention, whose decode step captures only on the KV caches' "
+                     "step path, which is off on the GPU until verified there (AMOR_KV_STEP_PATH=1 turns it on)",
+                     kind);
+}
+
+bool KvCache::step_path_on_gpu() {
+  int v = step_path_gpu.load();
+  if (v < 0) {
+    v = parse_step_path_switch(std::getenv("AMOR_KV_STEP_PATH")) ? 1 : 0;
+    int expected = -1;
+    if (!step_path_gpu.compare_exchange_strong(expected, v)) v = expected;  // another thread set it
+  }
+  return v == 1;
+}
+
+void KvCache::use_step_path_on_gpu(bool on) { step_path_gpu = on ? 1 : 0; }
+
 bool KvCache::step_path(int64_t T) const {
-  return T == 1 && !lengths_.empty() && (device_ != Device::CPU || step_path_on_cpu);
+  return T == 1 && !lengths_.empty() && (device_ != Device::CPU ? step_path_on_gpu() : step_path_on_cpu.load());
 }
 
 const Tensor& KvCache::device_lengths() const {

@@ -27,7 +27,8 @@
 //     per sequence on views of its own rows (no copy of the cache; sequences of different lengths
 //     cost nothing extra). The cpu is the reference and always takes this path.
 //
-//   step path (one token per sequence, T = 1, on the GPU): the lengths live on the device too,
+//   step path (one token per sequence, T = 1, on the GPU while AMOR_KV_STEP_PATH=1: off by
+//     default until its GPU tests have passed on the GPU machine): the lengths live on the device too,
 //     an i32 [B] tensor (device_lengths) that the kernels read, so that no launch argument changes
 //     from step to step and a CUDA graph captured once replays the step (decode_graph.h). RoPE at
 //     the device lengths (rope_forward_lengths), append by kv_append_step (row lengths[b] of each
@@ -46,6 +47,7 @@
 // reserve their full length up front (reserve_tokens), so that happens rarely, if ever.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/core/tensor.h"
@@ -61,6 +63,10 @@ struct NextPositions {
 
 // RoPE of x [B,T,H,D] at those positions.
 Tensor rope_forward_at(const Tensor& x, const NextPositions& at, double base);
+
+// Why a model of this kind with attention has no capturable decode step while the step path is off
+// on the GPU (KvCache::step_path_on_gpu).
+std::string kv_step_path_off_blocker(const std::string& kind);
 
 class KvCache {
  public:
@@ -87,8 +93,8 @@ class KvCache {
 
   // ---- The step path (above) and CUDA graphs of decode steps.
   // Whether a call for T tokens per sequence takes the step path: T == 1, a cache that holds
-  // tokens already (the first append fixes the layout), on the GPU, or on the cpu while
-  // use_step_path_on_cpu is on.
+  // tokens already (the first append fixes the layout), on the GPU while step_path_on_gpu(), or on
+  // the cpu while use_step_path_on_cpu is on.
   bool step_path(int64_t T) const;
   // The lengths as i32 [B] on the cache's device (uploaded from the host mirror first if a host
   // path call changed them). Its address stays while the number of sequences does.
@@ -106,6 +112,17 @@ class KvCache {
   // capacity and the number of sequences, appended to `out`. A replay is valid while it is
   // unchanged.
   void graph_signature(std::vector<uintptr_t>& out) const;
+  // On the GPU the step path is taken only while it is switched on: AMOR_KV_STEP_PATH=1 (read
+  // once per process; unset or 0: off, anything else an error naming the variable), or
+  // use_step_path_on_gpu(true). Off by default until its kernels and graphs have passed their
+  // GPU tests on the GPU machine (tests/cuda/RESULTS.md); while off, GPU decode steps take the
+  // host path (verified there) and models with attention cannot be captured (their blockers say
+  // so). Process-wide.
+  static bool step_path_on_gpu();
+  static void use_step_path_on_gpu(bool on);
+  // AMOR_KV_STEP_PATH's value (nullptr: unset) -> on / off; for tests.
+  static bool parse_step_path_switch(const char* value);
+  // A decode-graph blocker's reason for a model with attention while the switch is off.
   // For tests: the cpu takes the step path too (its ops' cpu references: kv_append_step,
   // rope_forward_lengths, attention_forward_cache), so the step path's bookkeeping is checked on
   // the cpu, where it must give the host path's bits. Process-wide; off by default.

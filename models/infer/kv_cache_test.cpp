@@ -231,5 +231,33 @@ TEST(KvCacheStepPath, ReplayedStepAdvancesEveryCache) {
   }
 }
 
+// AMOR_KV_STEP_PATH: unset, "" and "0" off (the default until the GPU tests pass on the GPU
+// machine), "1" on, anything else refused naming the variable and the value; the setting can be
+// switched for a scope (the GPU tests run the step path so).
+TEST(KvCacheStepPath, GpuSwitchParsedAndScoped) {
+  EXPECT_FALSE(KvCache::parse_step_path_switch(nullptr));
+  EXPECT_FALSE(KvCache::parse_step_path_switch(""));
+  EXPECT_FALSE(KvCache::parse_step_path_switch("0"));
+  EXPECT_TRUE(KvCache::parse_step_path_switch("1"));
+  try {
+    KvCache::parse_step_path_switch("yes");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("AMOR_KV_STEP_PATH='yes'"), std::string::npos) << e.what();
+  }
+  const bool before = KvCache::step_path_on_gpu();
+  {
+    testing_infer::StepPathOnGpu on(true);
+    EXPECT_TRUE(KvCache::step_path_on_gpu());
+    {
+      testing_infer::StepPathOnGpu off(false);
+      EXPECT_FALSE(KvCache::step_path_on_gpu());
+    }
+    EXPECT_TRUE(KvCache::step_path_on_gpu());
+  }
+  EXPECT_EQ(KvCache::step_path_on_gpu(), before);
+  EXPECT_NE(kv_step_path_off_blocker("transformer").find("AMOR_KV_STEP_PATH=1"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace amor::model

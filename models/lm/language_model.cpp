@@ -440,6 +440,7 @@ Tensor StackModel::body_infer(const Tensor& h0, InferenceState& state, StepOutpu
 std::string StackModel::body_graph_blocker() const {
   const std::string pattern = layer_pattern(cfg_);
   for (char c : pattern) {
+    if ((c == 'A' || c == 'F') && !KvCache::step_path_on_gpu()) return kv_step_path_off_blocker(cfg_.kind);
     if (c == 'M' || c == 'G' || c == 'A' || c == 'F') continue;
     return fmt::format("model.kind '{}' (layer '{}') decides per step on the host (Oryx: each "
                        "token's mode is computed on the host and copied to the device, and the "
