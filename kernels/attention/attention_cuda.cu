@@ -491,6 +491,21 @@ void compact_rows(const uint8_t* gate, int32_t* row_scratch, const AttnDims& n, 
   AMOR_CUDA_CHECK_LAUNCH();
 }
 
+// The SIMT forward (any storage dtype and head dim): one warp per (query row, head, sequence);
+// lengths null, or over a KV cache's storage i32 [B] on the device.
+void launch_simt_forward(DType t, const char* op, const void* q, const void* k, const void* v,
+                         const uint8_t* gate, const int32_t* lengths, float scale, void* o,
+                         float* lse, const AttnDims& n, cudaStream_t s) {
+  dispatch_storage(t, op, [&](auto tag) {
+    using T = decltype(tag);
+    simt_forward_kernel<T><<<row_grid(n.Tq, n.H, n.B), 32, 0, s>>>(
+        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), gate,
+        lengths, int(n.Tq), int(n.Tk), int(n.H), int(n.Hkv), int(n.D), scale,
+        static_cast<T*>(o), lse);
+    AMOR_CUDA_CHECK_LAUNCH();
+  });
+}
+
 }  // namespace
 
 // rows (B*Tq), count (B), padding to a multiple of 4, pos_c (B*S): see row_stats_bf16x8_kernel.
@@ -549,14 +564,7 @@ void attention_forward(DType t, const void* q, const void* k, const void* v, con
                      lse, n, bal, layout == GatedLayout::kFused64, s);
     return;
   }
-  dispatch_storage(t, "attention_forward", [&](auto tag) {
-    using T = decltype(tag);
-    simt_forward_kernel<T><<<row_grid(n.Tq, n.H, n.B), 32, 0, s>>>(
-        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), gate,
-        nullptr, int(n.Tq), int(n.Tk), int(n.H), int(n.Hkv), int(n.D), scale,
-        static_cast<T*>(o), lse);
-    AMOR_CUDA_CHECK_LAUNCH();
-  });
+  launch_simt_forward(t, "attention_forward", q, k, v, gate, nullptr, scale, o, lse, n, s);
 }
 
 int64_t attention_cache_scratch_floats(DType t, const AttnDims& n) {
@@ -577,14 +585,7 @@ void attention_forward_cache(DType t, const void* q, const void* k, const void* 
                          static_cast<bf16_t*>(o), lse, scratch, n, s);
     return;
   }
-  dispatch_storage(t, "attention_forward_cache", [&](auto tag) {
-    using T = decltype(tag);
-    simt_forward_kernel<T><<<row_grid(n.Tq, n.H, n.B), 32, 0, s>>>(
-        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), gate,
-        lengths, int(n.Tq), int(n.Tk), int(n.H), int(n.Hkv), int(n.D), scale,
-        static_cast<T*>(o), lse);
-    AMOR_CUDA_CHECK_LAUNCH();
-  });
+  launch_simt_forward(t, "attention_forward_cache", q, k, v, gate, lengths, scale, o, lse, n, s);
 }
 
 void attention_backward(DType t, const void* q, const void* k, const void* v, const uint8_t* gate,
