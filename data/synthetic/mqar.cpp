@@ -31,6 +31,8 @@ void validate(const MqarConfig& c) {
              c.vocab_size / 2 - 1, c.vocab_size);
   AMOR_CHECK(std::isfinite(c.power_a) && c.power_a > 0,
              "mqar: power_a must be a positive number, got {}", c.power_a);
+  AMOR_CHECK(!c.next_token_targets || c.answers_in_input,
+             "mqar: next_token_targets needs answers_in_input (a query's next token must be its value)");
 }
 
 // Weighted draws without replacement (successive sampling: each draw picks among the remaining
@@ -106,6 +108,7 @@ TokenTask mqar(const MqarConfig& c) {
       const int64_t query = context + 2 * g[j];
       x[query] = key;
       y[query] = value;
+      if (c.answers_in_input) x[query + 1] = value;  // query <= T - 2: the gaps lie in [0, (T-2k)/2)
     }
     if (c.random_non_queries)
       for (int64_t t = 0; t < T; ++t)
@@ -114,9 +117,14 @@ TokenTask mqar(const MqarConfig& c) {
   std::vector<uint8_t> roles;
   roles.reserve(tokens.size());
   for (int64_t e = 0; e < c.num_examples; ++e) {
-    const auto r = mqar_roles(std::span<const int32_t>(targets.data() + e * T, static_cast<size_t>(T)), k);
+    const auto r = mqar_roles(std::span<const int32_t>(targets.data() + e * T, static_cast<size_t>(T)), k,
+                              c.answers_in_input);
     roles.insert(roles.end(), r.begin(), r.end());
   }
+  if (c.next_token_targets)
+    for (int64_t e = 0; e < c.num_examples; ++e)
+      for (int64_t t = 0; t < T; ++t)
+        targets[static_cast<size_t>(e * T + t)] = t + 1 < T ? tokens[static_cast<size_t>(e * T + t + 1)] : kIgnore;
   return {Tensor::from_vector<int32_t>({c.num_examples, T}, tokens),
           Tensor::from_vector<int32_t>({c.num_examples, T}, targets),
           Tensor::from_vector<uint8_t>({c.num_examples, T}, roles)};

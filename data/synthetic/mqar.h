@@ -13,6 +13,16 @@
 //   roles (token_roles.h, mqar_roles): key / value over the pairs, query at each query position,
 //     filler at every other position after the pairs
 //
+// Two departures from Zoology, off by default, for a language-modelling form of the task (the
+// config's `data.mqar.layout: lm`, experiments/README.md says why AMOR needs it):
+//   answers_in_input    the position right after each query holds that key's value (Zoology
+//                       leaves it filler; a query's offset is even, so it is always free), role
+//                       answer: the sequence reads as text where every key is followed by its value
+//   next_token_targets  the target of every position is the next input token (the last position
+//                       has none), as a language model is trained, instead of targets only at
+//                       the queries; needs answers_in_input (else a query's next token is filler,
+//                       not its value). The roles are those of the query-only targets.
+//
 // Zoology asserts input_seq_len even, vocab_size > input_seq_len and 4k <= input_seq_len; so do we,
 // with errors naming the parameter. Zoology's test split uses seed + 10; callers do the same.
 //
@@ -34,6 +44,8 @@ struct MqarConfig {
   int64_t num_examples = 1000;
   double power_a = 0.01;
   bool random_non_queries = true;
+  bool answers_in_input = false;
+  bool next_token_targets = false;
   uint64_t seed = 0;
   int64_t first_example = 0;  // examples [first_example, first_example + num_examples) of the seed
 };

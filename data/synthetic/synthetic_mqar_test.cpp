@@ -7,6 +7,7 @@
 #include <set>
 
 #include "data/synthetic/mqar.h"
+#include "data/synthetic/token_roles.h"
 
 namespace amor::synthetic {
 namespace {
@@ -169,6 +170,53 @@ TEST(SyntheticMqar, DeterministicBySeedAndSliceable) {
   }
 }
 
+// The lm form (answers_in_input, next_token_targets): the same pairs, queries and filler as
+// Zoology's layout with each query's value written after it; the targets are the next tokens, and
+// the roles those of the query-only targets with the answers marked.
+TEST(SyntheticMqar, LmFormEchoesAnswersAndTargetsEveryNextToken) {
+  for (bool random_fill : {false, true}) {
+    MqarConfig c;
+    c.vocab_size = 512;
+    c.input_seq_len = 128;
+    c.num_kv_pairs = 16;
+    c.num_examples = 50;
+    c.random_non_queries = random_fill;
+    c.seed = 11;
+    const TokenTask zoology = mqar(c);
+    c.answers_in_input = true;
+    const TokenTask answers = mqar(c);
+    c.next_token_targets = true;
+    const TokenTask lm = mqar(c);
+    EXPECT_EQ(answers.tokens.to_vector<int32_t>(), lm.tokens.to_vector<int32_t>());
+    EXPECT_EQ(answers.targets.to_vector<int32_t>(), zoology.targets.to_vector<int32_t>());
+    EXPECT_EQ(answers.roles.to_vector<uint8_t>(), lm.roles.to_vector<uint8_t>());
+    const int64_t T = c.input_seq_len;
+    for (int64_t e = 0; e < c.num_examples; ++e) {
+      const auto xz = row(zoology.tokens, e), yz = row(zoology.targets, e);
+      const auto x = row(lm.tokens, e), y = row(lm.targets, e);
+      const auto roles = lm.roles.to_vector<uint8_t>();
+      int64_t echoed = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        const bool answer = t > 0 && yz[t - 1] != kIgnore;
+        const auto role = static_cast<TokenRole>(roles[static_cast<size_t>(e * T + t)]);
+        if (answer) {
+          ++echoed;
+          EXPECT_EQ(x[t], yz[t - 1]) << "the value follows its query";
+          EXPECT_EQ(role, TokenRole::Answer);
+        } else {
+          // Without random fill every other position is Zoology's token (with it, the answers
+          // take positions the fill would draw for, so the later draws shift).
+          if (!random_fill) EXPECT_EQ(x[t], xz[t]);
+          EXPECT_NE(role, TokenRole::Answer);
+        }
+        EXPECT_EQ(y[t], t + 1 < T ? x[t + 1] : kIgnore) << "position " << t;
+      }
+      EXPECT_EQ(echoed, c.num_kv_pairs);
+      for (int64_t j = 0; j < 2 * c.num_kv_pairs; ++j) EXPECT_EQ(x[j], xz[j]) << "the pairs are unchanged";
+    }
+  }
+}
+
 TEST(SyntheticMqar, BadParametersNameTheParameter) {
   MqarConfig c;
   c.vocab_size = 100;
@@ -189,6 +237,8 @@ TEST(SyntheticMqar, BadParametersNameTheParameter) {
   expect_error(with([](auto& d) { d.num_examples = 0; }), "num_examples must be at least 1");
   expect_error(with([](auto& d) { d.power_a = 0; }), "power_a must be a positive number");
   expect_error(with([](auto& d) { d.first_example = -1; }), "first_example must be >= 0");
+  expect_error(with([](auto& d) { d.next_token_targets = true; }),
+               "next_token_targets needs answers_in_input");
 }
 
 }  // namespace

@@ -49,6 +49,10 @@ TEST(SyntheticRoles, MqarRolesByHand) {
                                   code(R::Query),  code(R::Filler), code(R::Filler), code(R::Filler),
                                   code(R::Query),  code(R::Filler)};
   EXPECT_EQ(r, want);
+  // With answers after the queries (layout lm), positions 5 and 9 are the answers.
+  std::vector<uint8_t> with_answers = want;
+  with_answers[5] = with_answers[9] = code(R::Answer);
+  EXPECT_EQ(mqar_roles(targets, 2, true), with_answers);
   EXPECT_NE(error_of([&] { mqar_roles(targets, 6); }).find("do not fit"), std::string::npos);
   const std::vector<int32_t> bad{-100, 5, -100, -100};
   EXPECT_NE(error_of([&] { mqar_roles(bad, 1); }).find("position 1"), std::string::npos);

@@ -31,7 +31,8 @@ const std::string& token_role_name(TokenRole role) {
   return token_role_names()[code];
 }
 
-std::vector<uint8_t> mqar_roles(std::span<const int32_t> targets, int64_t num_kv_pairs) {
+std::vector<uint8_t> mqar_roles(std::span<const int32_t> targets, int64_t num_kv_pairs,
+                                bool answers_follow_queries) {
   const auto T = static_cast<int64_t>(targets.size());
   AMOR_CHECK(num_kv_pairs >= 1 && 2 * num_kv_pairs <= T,
              "mqar_roles: {} key-value pairs do not fit a sequence of {} positions", num_kv_pairs, T);
@@ -43,7 +44,9 @@ std::vector<uint8_t> mqar_roles(std::span<const int32_t> targets, int64_t num_kv
       AMOR_CHECK(!labelled, "mqar_roles: position {} lies in the key-value pairs but has a target", t);
       r = t % 2 == 0 ? TokenRole::Key : TokenRole::Value;
     } else {
-      r = labelled ? TokenRole::Query : TokenRole::Filler;
+      const bool after_query = answers_follow_queries && t > 2 * num_kv_pairs &&
+                               targets[static_cast<size_t>(t - 1)] != kIgnore;
+      r = labelled ? TokenRole::Query : after_query ? TokenRole::Answer : TokenRole::Filler;
     }
     roles[static_cast<size_t>(t)] = static_cast<uint8_t>(r);
   }

@@ -27,7 +27,9 @@
 //                    ("\nWhat is the special magic number for K ... is"; "\nWhat is the pass
 //                    key? The pass key is")
 //   10   answer      tokens after the prompt: generated tokens the model read back while
-//                    decoding (generation records), or the reference answer (teacher-forced)
+//                    decoding (generation records), or the reference answer (teacher-forced);
+//                    MQAR with answers_in_input (`data.mqar.layout: lm`): the value written right
+//                    after a query
 //
 // A role belongs to the input token at that position: the gate decision and entropy recorded
 // there are those of the prediction made after reading it (so an MQAR query is where the value
@@ -69,8 +71,10 @@ struct RoleSpan {
 
 // MQAR roles of one sequence from its targets (mqar.h's layout): key / value alternating over the
 // first 2 * num_kv_pairs positions, then query where a target is set and filler elsewhere.
-// Errors if the pairs do not fit or a target is set inside the pairs.
-std::vector<uint8_t> mqar_roles(std::span<const int32_t> targets, int64_t num_kv_pairs);
+// With answers_follow_queries (mqar.h's answers_in_input) the position right after each query is
+// answer. Errors if the pairs do not fit or a target is set inside the pairs.
+std::vector<uint8_t> mqar_roles(std::span<const int32_t> targets, int64_t num_kv_pairs,
+                                bool answers_follow_queries = false);
 
 // Per-token roles of a prompt from its byte spans and its tokens' byte lengths (the tokens'
 // bytes concatenated are the prompt). The spans must be sorted and not overlap; bytes outside

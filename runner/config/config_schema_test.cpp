@@ -57,13 +57,13 @@ TEST(ConfigSchema, EveryModelConfigFieldIsAKey) {
         "model.mlp_norm_eps", "model.norm_f_eps", "model.mamba2.norm_eps", "model.mamba2.init",
         "model.gdn.init", "model.amor.norm_eps"})
     EXPECT_NE(find_field(k), nullptr) << k;
-  EXPECT_EQ(fields().size(), 129u);  // model 57, data 8, train 15, eval 44, checkpoint 3, 1, device
+  EXPECT_EQ(fields().size(), 131u);  // model 57, data 10, train 15, eval 44, checkpoint 3, 1, device
 }
 
 TEST(ConfigSchema, KeysReachTheirMembers) {
   RunConfig c = load(
       "model: {kind: amor, d_model: 96, recompute: true, amor: {kappa: 0.5, backbone: mamba2}}\n"
-      "data: {source: mqar, mqar: {num_kv_pairs: 4, power_a: 0.1}}\n"
+      "data: {source: mqar, mqar: {num_kv_pairs: 4, power_a: 0.1, layout: lm, random_filler: false}}\n"
       "train: {steps: 7, lr: 3e-4, seed: 5, dtype: f64}\n"
       "eval: {tasks: [mqar, lambada], max_examples: 9}\n"
       "checkpoint: {every: 3, keep: 1, signal: SIGUSR2}\n"
@@ -77,6 +77,8 @@ TEST(ConfigSchema, KeysReachTheirMembers) {
   EXPECT_EQ(c.data.source, "mqar");
   EXPECT_EQ(c.data.mqar.num_kv_pairs, 4);
   EXPECT_EQ(c.data.mqar.power_a, 0.1);
+  EXPECT_EQ(c.data.mqar.layout, "lm");
+  EXPECT_FALSE(c.data.mqar.random_filler);
   EXPECT_EQ(c.train.steps, 7);
   EXPECT_EQ(c.train.lr, 3e-4);
   EXPECT_EQ(c.train.seed, 5);

@@ -37,6 +37,8 @@ struct MqarConfig {
   int64_t num_train = 2000;
   int64_t num_valid = 200;
   double power_a = 0.01;
+  std::string layout = "zoology";
+  bool random_filler = true;
 };
 
 template <class V>
@@ -47,6 +49,11 @@ void declare_keys(std::type_identity<MqarConfig>, V& v) {
   v.key("num_train", &C::num_train, at_least(1), "training examples");
   v.key("num_valid", &C::num_valid, at_least(1), "validation examples");
   v.key("power_a", &C::power_a, positive(), "Zoology's power-law exponent of key-query gaps");
+  v.key("layout", &C::layout, omitted_at_default(one_of("zoology|lm")),
+        "lm: each query's value follows it and training targets every next token (validation "
+        "and the harness's mqar still score the queries)");
+  v.key("random_filler", &C::random_filler, omitted_at_default(anything()),
+        "false: filler positions hold token 0 (Zoology's random_non_queries)");
 }
 
 struct DataConfig {

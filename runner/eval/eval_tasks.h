@@ -43,6 +43,8 @@ struct TaskSpec {
   int64_t mqar_seq_len = 256;
   int64_t mqar_kv_pairs = 16;
   int64_t mqar_examples = 256;
+  bool mqar_answers_in_input = false;  // `data.mqar.layout: lm` (data/synthetic/mqar.h)
+  bool mqar_random_filler = true;      // Zoology's random_non_queries
 
   // ppl_by_position: sequences of seq_len tokens (beyond the training length), buckets of
   // bucket_size positions.

@@ -17,6 +17,8 @@ TaskResult run_mqar(const TaskSpec& spec, EvalModel& model) {
   c.num_kv_pairs = spec.mqar_kv_pairs;
   c.num_examples = spec.limit >= 0 ? std::min(spec.limit, spec.mqar_examples) : spec.mqar_examples;
   c.seed = spec.seed + 10;
+  c.answers_in_input = spec.mqar_answers_in_input;  // targets stay at the queries: recall is scored
+  c.random_non_queries = spec.mqar_random_filler;
   AMOR_CHECK(c.vocab_size <= model.tokenizer().vocab_size(),
              "mqar: mqar_vocab_size {} exceeds the model's vocabulary ({} ids)", c.vocab_size,
              model.tokenizer().vocab_size());

@@ -47,6 +47,8 @@ TaskSpec task_spec(const config::RunConfig& cfg, const std::string& name) {
     s.mqar_seq_len = e.mqar.seq_len > 0 ? e.mqar.seq_len : cfg.data.seq_len;
     s.mqar_kv_pairs = e.mqar.kv_pairs > 0 ? e.mqar.kv_pairs : cfg.data.mqar.num_kv_pairs;
     s.mqar_examples = e.mqar.examples;
+    s.mqar_answers_in_input = cfg.data.mqar.layout == "lm";  // the training data's layout
+    s.mqar_random_filler = cfg.data.mqar.random_filler;
     s.limit = default_limit;
   }
   if (name == "ppl_by_position") {

@@ -58,17 +58,22 @@ RunData make_run_data(const config::RunConfig& cfg, int rank, int world) {
     m.input_seq_len = d.seq_len;
     m.num_kv_pairs = d.mqar.num_kv_pairs;
     m.power_a = d.mqar.power_a;
+    m.random_non_queries = d.mqar.random_filler;
+    m.answers_in_input = d.mqar.layout == "lm";
     m.seed = seed;
     m.num_examples = d.mqar.num_train;
+    m.next_token_targets = m.answers_in_input;  // lm: trained on every next token
     auto train = synthetic::mqar(m);
+    m.next_token_targets = false;  // validation scores recall at the queries in both layouts
     m.first_example = d.mqar.num_train;  // validation examples are never trained on
     m.num_examples = d.mqar.num_valid;
     auto valid = synthetic::mqar(m);
     out.train = example_source(std::move(train), cfg.train.micro_batch, rank, world, seed, true);
     out.valid = example_source(std::move(valid), cfg.train.micro_batch, rank, world, seed, false);
     out.recall_task = true;
-    out.roles = [k = m.num_kv_pairs](std::span<const int32_t>, std::span<const int32_t> targets) {
-      return synthetic::mqar_roles(targets, k);
+    out.roles = [k = m.num_kv_pairs, answers = m.answers_in_input](std::span<const int32_t>,
+                                                                  std::span<const int32_t> targets) {
+      return synthetic::mqar_roles(targets, k, answers);
     };
     return out;
   }

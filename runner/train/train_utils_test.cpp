@@ -1,9 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 
+#include "data/synthetic/token_roles.h"
+#include "data/synthetic/token_task.h"
 #include "kernels/core/error.h"
+#include "runner/config/run_config.h"
+#include "runner/train/data_setup.h"
 #include "runner/train/lr_schedule.h"
 #include "runner/train/progress.h"
 #include "runner/train/stop_signal.h"
@@ -20,6 +25,42 @@ TEST(LrSchedule, WarmupThenCosineToTheFloor) {
   EXPECT_NEAR(lr_at(10 + 89 / 2.0, 100, 10, 1.0, 0.1), 0.55, 0.02);
   for (int64_t s = 10; s < 99; ++s) EXPECT_GE(lr_at(s, 100, 10, 1.0, 0.1), lr_at(s + 1, 100, 10, 1.0, 0.1));
   EXPECT_DOUBLE_EQ(lr_at(0, 1, 0, 2.0, 0.1), 2.0);  // a one-step run trains at the peak
+}
+
+// data.mqar.layout lm: training batches target every next token; validation batches keep the
+// targets at the queries only (so validation scores recall), with each query's value after it.
+TEST(MqarLayout, LmTrainsEveryNextTokenAndValidatesTheQueries) {
+  config::RunConfig cfg;
+  cfg.model.vocab = 256;
+  cfg.data.source = "mqar";
+  cfg.data.seq_len = 32;
+  cfg.data.mqar.num_kv_pairs = 4;
+  cfg.data.mqar.num_train = 8;
+  cfg.data.mqar.num_valid = 4;
+  cfg.train.micro_batch = 4;
+  for (const std::string layout : {"zoology", "lm"}) {
+    cfg.data.mqar.layout = layout;
+    RunData d = make_run_data(cfg, 0, 1);
+    const model::Batch train = d.train->next(), valid = d.valid->next();
+    const auto xt = train.tokens.to_vector<int32_t>(), yt = train.targets.to_vector<int32_t>();
+    const auto xv = valid.tokens.to_vector<int32_t>(), yv = valid.targets.to_vector<int32_t>();
+    const int64_t T = 32;
+    for (int64_t b = 0; b < 4; ++b) {
+      int64_t labelled = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        const size_t i = static_cast<size_t>(b * T + t);
+        if (layout == "lm")
+          EXPECT_EQ(yt[i], t + 1 < T ? xt[i + 1] : synthetic::kIgnore) << layout << " position " << t;
+        labelled += yv[i] != synthetic::kIgnore;
+        if (layout == "lm" && yv[i] != synthetic::kIgnore) EXPECT_EQ(xv[i + 1], yv[i]) << "the answer follows";
+      }
+      EXPECT_EQ(labelled, 4) << layout << ": validation targets only the queries";
+      const auto roles = d.roles(std::span<const int32_t>(xv.data() + b * T, T),
+                                 std::span<const int32_t>(yv.data() + b * T, T));
+      const auto answers = std::count(roles.begin(), roles.end(), static_cast<uint8_t>(synthetic::TokenRole::Answer));
+      EXPECT_EQ(answers, layout == "lm" ? 4 : 0) << layout;
+    }
+  }
 }
 
 TEST(StopSignal, SigtermAndTheUserSignalSetTheFlag) {
