@@ -27,15 +27,21 @@ void expect_error(const MqarConfig& c, const std::string& needle) {
   }
 }
 
+// Vocabulary 512, 128 positions, 16 pairs.
+MqarConfig config_v512(bool random_fill, int64_t examples, uint64_t seed) {
+  MqarConfig c;
+  c.vocab_size = 512;
+  c.input_seq_len = 128;
+  c.num_kv_pairs = 16;
+  c.num_examples = examples;
+  c.random_non_queries = random_fill;
+  c.seed = seed;
+  return c;
+}
+
 TEST(SyntheticMqar, LayoutMatchesZoology) {
   for (bool random_fill : {false, true}) {
-    MqarConfig c;
-    c.vocab_size = 512;
-    c.input_seq_len = 128;
-    c.num_kv_pairs = 16;
-    c.num_examples = 200;
-    c.random_non_queries = random_fill;
-    c.seed = 3;
+    const MqarConfig c = config_v512(random_fill, 200, 3);
     const TokenTask t = mqar(c);
     ASSERT_EQ(t.tokens.shape(), (Shape{200, 128}));
     ASSERT_EQ(t.targets.shape(), (Shape{200, 128}));
@@ -175,13 +181,7 @@ TEST(SyntheticMqar, DeterministicBySeedAndSliceable) {
 // the roles those of the query-only targets with the answers marked.
 TEST(SyntheticMqar, LmFormEchoesAnswersAndTargetsEveryNextToken) {
   for (bool random_fill : {false, true}) {
-    MqarConfig c;
-    c.vocab_size = 512;
-    c.input_seq_len = 128;
-    c.num_kv_pairs = 16;
-    c.num_examples = 50;
-    c.random_non_queries = random_fill;
-    c.seed = 11;
+    MqarConfig c = config_v512(random_fill, 50, 11);
     const TokenTask zoology = mqar(c);
     c.answers_in_input = true;
     const TokenTask answers = mqar(c);
@@ -191,10 +191,10 @@ TEST(SyntheticMqar, LmFormEchoesAnswersAndTargetsEveryNextToken) {
     EXPECT_EQ(answers.targets.to_vector<int32_t>(), zoology.targets.to_vector<int32_t>());
     EXPECT_EQ(answers.roles.to_vector<uint8_t>(), lm.roles.to_vector<uint8_t>());
     const int64_t T = c.input_seq_len;
+    const auto roles = lm.roles.to_vector<uint8_t>();
     for (int64_t e = 0; e < c.num_examples; ++e) {
       const auto xz = row(zoology.tokens, e), yz = row(zoology.targets, e);
       const auto x = row(lm.tokens, e), y = row(lm.targets, e);
-      const auto roles = lm.roles.to_vector<uint8_t>();
       int64_t echoed = 0;
       for (int64_t t = 0; t < T; ++t) {
         const bool answer = t > 0 && yz[t - 1] != kIgnore;
@@ -206,7 +206,9 @@ TEST(SyntheticMqar, LmFormEchoesAnswersAndTargetsEveryNextToken) {
         } else {
           // Without random fill every other position is Zoology's token (with it, the answers
           // take positions the fill would draw for, so the later draws shift).
-          if (!random_fill) EXPECT_EQ(x[t], xz[t]);
+          if (!random_fill) {
+            EXPECT_EQ(x[t], xz[t]);
+          }
           EXPECT_NE(role, TokenRole::Answer);
         }
         EXPECT_EQ(y[t], t + 1 < T ? x[t + 1] : kIgnore) << "position " << t;

@@ -122,7 +122,6 @@ class KvCache {
   static void use_step_path_on_gpu(bool on);
   // AMOR_KV_STEP_PATH's value (nullptr: unset) -> on / off; for tests.
   static bool parse_step_path_switch(const char* value);
-  // A decode-graph blocker's reason for a model with attention while the switch is off.
   // For tests: the cpu takes the step path too (its ops' cpu references: kv_append_step,
   // rope_forward_lengths, attention_forward_cache), so the step path's bookkeeping is checked on
   // the cpu, where it must give the host path's bits. Process-wide; off by default.
