@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
 #include <fmt/format.h>
 
 #include "kernels/attention/attention.h"
 #include "kernels/core/check.h"
+#include "kernels/core/env_switch.h"
 #include "kernels/core/error.h"
 #include "kernels/kv_append/kv_append.h"
 #include "kernels/rope/rope.h"
@@ -23,12 +22,7 @@ std::atomic<int> step_path_gpu{-1};
 
 void KvCache::use_step_path_on_cpu(bool on) { step_path_on_cpu = on; }
 
-bool KvCache::parse_step_path_switch(const char* value) {
-  if (value == nullptr || std::strcmp(value, "") == 0 || std::strcmp(value, "0") == 0) return false;
-  if (std::strcmp(value, "1") == 0) return true;
-  throw Error(fmt::format("AMOR_KV_STEP_PATH='{}': use 1 (decode steps over the KV caches' device-side "
-                          "lengths, capturable) or 0 (the host path)", value));
-}
+bool KvCache::read_step_path_switch() { return env_choice("AMOR_KV_STEP_PATH", {"0", "1"}, "0") == "1"; }
 
 std::string kv_step_path_off_blocker(const std::string& kind) {
   return fmt::format("model.kind '{}' has attention, whose decode step captures only on the KV caches' "
@@ -39,7 +33,7 @@ std::string kv_step_path_off_blocker(const std::string& kind) {
 bool KvCache::step_path_on_gpu() {
   int v = step_path_gpu.load();
   if (v < 0) {
-    v = parse_step_path_switch(std::getenv("AMOR_KV_STEP_PATH")) ? 1 : 0;
+    v = read_step_path_switch() ? 1 : 0;
     int expected = -1;
     if (!step_path_gpu.compare_exchange_strong(expected, v)) v = expected;  // another thread set it
   }

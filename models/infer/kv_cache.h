@@ -113,15 +113,16 @@ class KvCache {
   // unchanged.
   void graph_signature(std::vector<uintptr_t>& out) const;
   // On the GPU the step path is taken only while it is switched on: AMOR_KV_STEP_PATH=1 (read
-  // once per process; unset or 0: off, anything else an error naming the variable), or
+  // once per process through env_choice; unset or 0: off, anything else an error naming the variable), or
   // use_step_path_on_gpu(true). Off by default until its kernels and graphs have passed their
   // GPU tests on the GPU machine (tests/cuda/RESULTS.md); while off, GPU decode steps take the
   // host path (verified there) and models with attention cannot be captured (their blockers say
   // so). Process-wide.
   static bool step_path_on_gpu();
   static void use_step_path_on_gpu(bool on);
-  // AMOR_KV_STEP_PATH's value (nullptr: unset) -> on / off; for tests.
-  static bool parse_step_path_switch(const char* value);
+  // AMOR_KV_STEP_PATH read now, through env_choice (kernels/core/env_switch.h: unset, "" or 0 off,
+  // 1 on, anything else an error naming the variable, its value and what it accepts); for tests.
+  static bool read_step_path_switch();
   // For tests: the cpu takes the step path too (its ops' cpu references: kv_append_step,
   // rope_forward_lengths, attention_forward_cache), so the step path's bookkeeping is checked on
   // the cpu, where it must give the host path's bits. Process-wide; off by default.

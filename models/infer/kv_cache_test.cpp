@@ -9,6 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "kernels/kv_append/kv_append.h"
 #include "models/infer/infer_test_support.h"
 
@@ -231,19 +234,31 @@ TEST(KvCacheStepPath, ReplayedStepAdvancesEveryCache) {
   }
 }
 
-// AMOR_KV_STEP_PATH: unset, "" and "0" off (the default until the GPU tests pass on the GPU
+// AMOR_KV_STEP_PATH (read through env_choice): unset, "" and "0" off (the default until the GPU tests pass on the GPU
 // machine), "1" on, anything else refused naming the variable and the value; the setting can be
 // switched for a scope (the GPU tests run the step path so).
 TEST(KvCacheStepPath, GpuSwitchParsedAndScoped) {
-  EXPECT_FALSE(KvCache::parse_step_path_switch(nullptr));
-  EXPECT_FALSE(KvCache::parse_step_path_switch(""));
-  EXPECT_FALSE(KvCache::parse_step_path_switch("0"));
-  EXPECT_TRUE(KvCache::parse_step_path_switch("1"));
+  const char* saved = std::getenv("AMOR_KV_STEP_PATH");
+  const std::string saved_value = saved ? saved : "";
+  unsetenv("AMOR_KV_STEP_PATH");
+  EXPECT_FALSE(KvCache::read_step_path_switch());
+  for (const char* v : {"", "0"}) {
+    setenv("AMOR_KV_STEP_PATH", v, 1);
+    EXPECT_FALSE(KvCache::read_step_path_switch()) << "'" << v << "'";
+  }
+  setenv("AMOR_KV_STEP_PATH", "1", 1);
+  EXPECT_TRUE(KvCache::read_step_path_switch());
+  setenv("AMOR_KV_STEP_PATH", "yes", 1);
   try {
-    KvCache::parse_step_path_switch("yes");
+    KvCache::read_step_path_switch();
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("AMOR_KV_STEP_PATH='yes'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("AMOR_KV_STEP_PATH is 'yes'"), std::string::npos) << e.what();
+  }
+  if (saved) {
+    setenv("AMOR_KV_STEP_PATH", saved_value.c_str(), 1);
+  } else {
+    unsetenv("AMOR_KV_STEP_PATH");
   }
   const bool before = KvCache::step_path_on_gpu();
   {
