@@ -54,7 +54,7 @@ TEST(DecodeGraph, BlockersNameTheReason) {
     StepPathOnGpu off(false);
     EXPECT_EQ(on_gpu(tiny("mamba2")), "");
     EXPECT_NE(on_gpu(tiny("transformer")).find("AMOR_KV_STEP_PATH=1"), std::string::npos);
-    auto amor = make_model(tiny_amor("gdn", 2), DType::F32, 1);
+    auto amor = make_model(tiny_amor("gdn", 3), DType::F32, 1);
     amor->params().to(Device::CUDA);
     dynamic_cast<AmorModel&>(*amor).set_sparse_inference(false);
     EXPECT_NE(amor->decode_graph_blocker().find("AMOR_KV_STEP_PATH=1"), std::string::npos);
@@ -74,7 +74,7 @@ TEST(DecodeGraph, BlockersNameTheReason) {
   EXPECT_EQ(on_gpu(fused), "");
   // Oryx decides its modes on the host; AMOR's sparse form reads its firing rows back.
   EXPECT_NE(on_gpu(tiny_oryx("gdn", "attention")).find("Oryx"), std::string::npos);
-  auto amor = make_model(tiny_amor("gdn", 2), DType::F32, 1);
+  auto amor = make_model(tiny_amor("gdn", 3), DType::F32, 1);
   amor->params().to(Device::CUDA);
   auto& am = dynamic_cast<AmorModel&>(*amor);
   am.set_sparse_inference(true);
@@ -482,7 +482,7 @@ std::vector<GpuCase> gpu_attention_cases() {
   fused.fused_linear = "mamba2";
   ModelConfig amor = gpu_tiny("amor");
   amor.amor.backbone = "mamba2";
-  amor.amor.blocks = 2;
+  amor.amor.blocks = 3;  // the paper's variants have 1 or 3 (ModelConfig refuses 2)
   return {{"transformer", gpu_tiny("transformer")},
           {"serial_MA", gpu_tiny("serial", "MA")},
           {"fused_mamba2", fused},
