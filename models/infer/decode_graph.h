@@ -33,7 +33,7 @@
 // mamba2, gdn, transformer, serial (any pattern of M, G and A), fused, and AMOR in its dense
 // inference form (AMOR_BLOCK_INFERENCE=dense, AmorModel::set_sparse_inference(false)), with the
 // LM-head gates or a fitted entropy router; the kinds with attention only while the KV caches'
-// step path is on (AMOR_KV_STEP_PATH=1; off by default until verified on the GPU). Attention
+// step path is on (the default; AMOR_KV_STEP_PATH=0 switches it off). Attention
 // is capturable since its KV caches run decode steps on their step path (kv_cache.h, issue #18):
 // the lengths live on the device (i32 [B]), RoPE reads them there, the append kernel writes each
 // sequence's token at its length and advances it there, and one attention launch serves every

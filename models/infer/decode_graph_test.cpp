@@ -49,15 +49,15 @@ TEST(DecodeGraph, BlockersNameTheReason) {
     return m->decode_graph_blocker();
   };
   {
-    // With the step path off on the GPU (the default until verified there) attention is not
+    // With the step path switched off on the GPU (AMOR_KV_STEP_PATH=0) attention is not
     // captured, and the reason names the switch; the recurrent kinds are.
     StepPathOnGpu off(false);
     EXPECT_EQ(on_gpu(tiny("mamba2")), "");
-    EXPECT_NE(on_gpu(tiny("transformer")).find("AMOR_KV_STEP_PATH=1"), std::string::npos);
+    EXPECT_NE(on_gpu(tiny("transformer")).find("AMOR_KV_STEP_PATH=0"), std::string::npos);
     auto amor = make_model(tiny_amor("gdn", 3), DType::F32, 1);
     amor->params().to(Device::CUDA);
     dynamic_cast<AmorModel&>(*amor).set_sparse_inference(false);
-    EXPECT_NE(amor->decode_graph_blocker().find("AMOR_KV_STEP_PATH=1"), std::string::npos);
+    EXPECT_NE(amor->decode_graph_blocker().find("AMOR_KV_STEP_PATH=0"), std::string::npos);
   }
   StepPathOnGpu on(true);
   EXPECT_EQ(on_gpu(tiny("mamba2")), "");

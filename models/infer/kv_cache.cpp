@@ -16,17 +16,17 @@ namespace amor::model {
 
 namespace {
 std::atomic<bool> step_path_on_cpu{false};
-// -1: not yet read from AMOR_KV_STEP_PATH; else 0 / 1.
+// -1: not yet read from AMOR_KV_STEP_PATH (on unless it is 0); else 0 / 1.
 std::atomic<int> step_path_gpu{-1};
 }  // namespace
 
 void KvCache::use_step_path_on_cpu(bool on) { step_path_on_cpu = on; }
 
-bool KvCache::read_step_path_switch() { return env_choice("AMOR_KV_STEP_PATH", {"0", "1"}, "0") == "1"; }
+bool KvCache::read_step_path_switch() { return env_choice("AMOR_KV_STEP_PATH", {"0", "1"}, "1") == "1"; }
 
 std::string kv_step_path_off_blocker(const std::string& kind) {
   return fmt::format("model.kind '{}' has attention, whose decode step captures only on the KV caches' "
-                     "step path, which is off on the GPU until verified there (AMOR_KV_STEP_PATH=1 turns it on)",
+                     "step path, which AMOR_KV_STEP_PATH=0 switches off (unset it, or set 1, to capture)",
                      kind);
 }
 

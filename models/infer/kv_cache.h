@@ -27,8 +27,8 @@
 //     per sequence on views of its own rows (no copy of the cache; sequences of different lengths
 //     cost nothing extra). The cpu is the reference and always takes this path.
 //
-//   step path (one token per sequence, T = 1, on the GPU while AMOR_KV_STEP_PATH=1: off by
-//     default until its GPU tests have passed on the GPU machine): the lengths live on the device too,
+//   step path (one token per sequence, T = 1, on the GPU unless AMOR_KV_STEP_PATH=0; the default
+//     since its GPU tests passed on the H200, session 14): the lengths live on the device too,
 //     an i32 [B] tensor (device_lengths) that the kernels read, so that no launch argument changes
 //     from step to step and a CUDA graph captured once replays the step (decode_graph.h). RoPE at
 //     the device lengths (rope_forward_lengths), append by kv_append_step (row lengths[b] of each
@@ -64,8 +64,8 @@ struct NextPositions {
 // RoPE of x [B,T,H,D] at those positions.
 Tensor rope_forward_at(const Tensor& x, const NextPositions& at, double base);
 
-// Why a model of this kind with attention has no capturable decode step while the step path is off
-// on the GPU (KvCache::step_path_on_gpu).
+// Why a model of this kind with attention has no capturable decode step while the step path is
+// switched off on the GPU (AMOR_KV_STEP_PATH=0; KvCache::step_path_on_gpu).
 std::string kv_step_path_off_blocker(const std::string& kind);
 
 class KvCache {
@@ -112,16 +112,16 @@ class KvCache {
   // capacity and the number of sequences, appended to `out`. A replay is valid while it is
   // unchanged.
   void graph_signature(std::vector<uintptr_t>& out) const;
-  // On the GPU the step path is taken only while it is switched on: AMOR_KV_STEP_PATH=1 (read
-  // once per process through env_choice; unset or 0: off, anything else an error naming the variable), or
-  // use_step_path_on_gpu(true). Off by default until its kernels and graphs have passed their
-  // GPU tests on the GPU machine (tests/cuda/RESULTS.md); while off, GPU decode steps take the
-  // host path (verified there) and models with attention cannot be captured (their blockers say
-  // so). Process-wide.
+  // On the GPU the step path is taken unless it is switched off: AMOR_KV_STEP_PATH=0 (read once
+  // per process through env_choice; unset, empty or 1: on, anything else an error naming the
+  // variable), or use_step_path_on_gpu(false). On by default since its kernels and graphs passed
+  // their GPU tests on the H200 (tests/cuda/RESULTS.md, session 14); while off, GPU decode steps
+  // take the host path and models with attention cannot be captured (their blockers say so).
+  // Process-wide.
   static bool step_path_on_gpu();
   static void use_step_path_on_gpu(bool on);
-  // AMOR_KV_STEP_PATH read now, through env_choice (kernels/core/env_switch.h: unset, "" or 0 off,
-  // 1 on, anything else an error naming the variable, its value and what it accepts); for tests.
+  // AMOR_KV_STEP_PATH read now, through env_choice (kernels/core/env_switch.h: unset, "" or 1 on,
+  // 0 off, anything else an error naming the variable, its value and what it accepts); for tests.
   static bool read_step_path_switch();
   // For tests: the cpu takes the step path too (its ops' cpu references: kv_append_step,
   // rope_forward_lengths, attention_forward_cache), so the step path's bookkeeping is checked on

@@ -234,20 +234,20 @@ TEST(KvCacheStepPath, ReplayedStepAdvancesEveryCache) {
   }
 }
 
-// AMOR_KV_STEP_PATH (read through env_choice): unset, "" and "0" off (the default until the GPU tests pass on the GPU
-// machine), "1" on, anything else refused naming the variable and the value; the setting can be
+// AMOR_KV_STEP_PATH (read through env_choice): unset, "" and "1" on (the default since the GPU
+// tests passed on the H200), "0" off, anything else refused naming the variable and the value; the setting can be
 // switched for a scope (the GPU tests run the step path so).
 TEST(KvCacheStepPath, GpuSwitchParsedAndScoped) {
   const char* saved = std::getenv("AMOR_KV_STEP_PATH");
   const std::string saved_value = saved ? saved : "";
   unsetenv("AMOR_KV_STEP_PATH");
-  EXPECT_FALSE(KvCache::read_step_path_switch());
-  for (const char* v : {"", "0"}) {
-    setenv("AMOR_KV_STEP_PATH", v, 1);
-    EXPECT_FALSE(KvCache::read_step_path_switch()) << "'" << v << "'";
-  }
-  setenv("AMOR_KV_STEP_PATH", "1", 1);
   EXPECT_TRUE(KvCache::read_step_path_switch());
+  for (const char* v : {"", "1"}) {
+    setenv("AMOR_KV_STEP_PATH", v, 1);
+    EXPECT_TRUE(KvCache::read_step_path_switch()) << "'" << v << "'";
+  }
+  setenv("AMOR_KV_STEP_PATH", "0", 1);
+  EXPECT_FALSE(KvCache::read_step_path_switch());
   setenv("AMOR_KV_STEP_PATH", "yes", 1);
   try {
     KvCache::read_step_path_switch();
@@ -271,7 +271,7 @@ TEST(KvCacheStepPath, GpuSwitchParsedAndScoped) {
     EXPECT_TRUE(KvCache::step_path_on_gpu());
   }
   EXPECT_EQ(KvCache::step_path_on_gpu(), before);
-  EXPECT_NE(kv_step_path_off_blocker("transformer").find("AMOR_KV_STEP_PATH=1"), std::string::npos);
+  EXPECT_NE(kv_step_path_off_blocker("transformer").find("AMOR_KV_STEP_PATH=0"), std::string::npos);
 }
 
 }  // namespace

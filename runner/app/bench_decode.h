@@ -22,7 +22,7 @@
 //   graphs   with --graphs, the same session then runs two untimed steps with CUDA graphs (the
 //            capture, then a replay; models/infer/decode_graph.h) and the same --steps steps
 //            replayed: graph_ms and graph_tok_s. Kinds that cannot be captured (Oryx, AMOR in
-//            its sparse form, the cpu; attention kinds unless AMOR_KV_STEP_PATH=1) leave them empty, with the reason in
+//            its sparse form, the cpu; attention kinds with AMOR_KV_STEP_PATH=0) leave them empty, with the reason in
 //            the note. The eager decode runs eagerly whatever AMOR_DECODE_GRAPHS says.
 // AMOR models run once per --fire-rate r (0.22 by default, the paper's rate): the gates'
 // thresholds are set so that a fraction r of decode tokens fire in every block (tau the (1 - r)
