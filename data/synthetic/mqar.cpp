@@ -33,6 +33,8 @@ void validate(const MqarConfig& c) {
              "mqar: power_a must be a positive number, got {}", c.power_a);
   AMOR_CHECK(!c.next_token_targets || c.answers_in_input,
              "mqar: next_token_targets needs answers_in_input (a query's next token must be its value)");
+  AMOR_CHECK(c.pair_targets || c.next_token_targets,
+             "mqar: pair_targets false needs next_token_targets (only then are the pairs trained)");
 }
 
 // Weighted draws without replacement (successive sampling: each draw picks among the remaining
@@ -124,7 +126,8 @@ TokenTask mqar(const MqarConfig& c) {
   if (c.next_token_targets)
     for (int64_t e = 0; e < c.num_examples; ++e)
       for (int64_t t = 0; t < T; ++t)
-        targets[static_cast<size_t>(e * T + t)] = t + 1 < T ? tokens[static_cast<size_t>(e * T + t + 1)] : kIgnore;
+        targets[static_cast<size_t>(e * T + t)] =
+            t + 1 < T && (c.pair_targets || t >= 2 * k) ? tokens[static_cast<size_t>(e * T + t + 1)] : kIgnore;
   return {Tensor::from_vector<int32_t>({c.num_examples, T}, tokens),
           Tensor::from_vector<int32_t>({c.num_examples, T}, targets),
           Tensor::from_vector<uint8_t>({c.num_examples, T}, roles)};

@@ -22,6 +22,10 @@
 //                       has none), as a language model is trained, instead of targets only at
 //                       the queries; needs answers_in_input (else a query's next token is filler,
 //                       not its value). The roles are those of the query-only targets.
+//   pair_targets        (default true) false: with next_token_targets, positions 0 .. 2k-1 (the
+//                       pairs) get no target. A pair's next token is a random key or value that
+//                       nothing can predict; in a short run its loss (ln V/2 per position, 2k of
+//                       them) swamps the queries' recall, which is what the task measures.
 //
 // Zoology asserts input_seq_len even, vocab_size > input_seq_len and 4k <= input_seq_len; so do we,
 // with errors naming the parameter. Zoology's test split uses seed + 10; callers do the same.
@@ -46,6 +50,7 @@ struct MqarConfig {
   bool random_non_queries = true;
   bool answers_in_input = false;
   bool next_token_targets = false;
+  bool pair_targets = true;
   uint64_t seed = 0;
   int64_t first_example = 0;  // examples [first_example, first_example + num_examples) of the seed
 };

@@ -219,6 +219,23 @@ TEST(SyntheticMqar, LmFormEchoesAnswersAndTargetsEveryNextToken) {
   }
 }
 
+// pair_targets false: the lm form's tokens, roles and targets, except that the pairs (positions
+// 0 .. 2k-1) have no target; every later position keeps its next token.
+TEST(SyntheticMqar, LmFormWithoutPairTargets) {
+  MqarConfig c = config_v512(false, 20, 5);
+  c.answers_in_input = c.next_token_targets = true;
+  const TokenTask lm = mqar(c);
+  c.pair_targets = false;
+  const TokenTask masked = mqar(c);
+  EXPECT_EQ(lm.tokens.to_vector<int32_t>(), masked.tokens.to_vector<int32_t>());
+  EXPECT_EQ(lm.roles.to_vector<uint8_t>(), masked.roles.to_vector<uint8_t>());
+  const int64_t T = c.input_seq_len, k = c.num_kv_pairs;
+  for (int64_t e = 0; e < c.num_examples; ++e) {
+    const auto y = row(lm.targets, e), ym = row(masked.targets, e);
+    for (int64_t t = 0; t < T; ++t) EXPECT_EQ(ym[t], t < 2 * k ? kIgnore : y[t]) << "position " << t;
+  }
+}
+
 TEST(SyntheticMqar, BadParametersNameTheParameter) {
   MqarConfig c;
   c.vocab_size = 100;
@@ -241,6 +258,7 @@ TEST(SyntheticMqar, BadParametersNameTheParameter) {
   expect_error(with([](auto& d) { d.first_example = -1; }), "first_example must be >= 0");
   expect_error(with([](auto& d) { d.next_token_targets = true; }),
                "next_token_targets needs answers_in_input");
+  expect_error(with([](auto& d) { d.pair_targets = false; }), "pair_targets false needs next_token_targets");
 }
 
 }  // namespace

@@ -83,6 +83,11 @@ void finalize(RunConfig& c, const KeyLocations& set_at, const Location& fallback
     std::string k = blame("model.pattern", "model.kind");
     fail(at(k), "key '" + k + "': model.kind " + c.model.kind + " needs model.pattern (e.g. MMMA)");
   }
+  if (!c.data.mqar.pair_targets && c.data.mqar.layout != "lm") {
+    std::string k = blame("data.mqar.layout", "data.mqar.pair_targets");
+    fail(at(k), "key '" + k + "': data.mqar.pair_targets false needs data.mqar.layout lm (Zoology's "
+                "layout trains the queries only)");
+  }
   if (c.data.source == "shards" && c.data.path.empty()) {
     std::string k = blame("data.path", "data.source");
     fail(at(k), "key '" + k + "': data.source shards needs data.path (the shards directory)");

@@ -122,6 +122,7 @@ TEST(ConfigCanonical, AnyChangedKeyChangesTheHashAndRoundTrips) {
     FieldValue changed = another_value(f, f.get(c));
     ASSERT_NE(changed, f.get(c)) << f.key;
     f.set(c, changed);
+    if (f.key == "data.mqar.pair_targets") c.data.mqar.layout = "lm";  // false needs the lm layout
     std::string text = canonical_json(c);
     EXPECT_NE(text, base_text) << f.key;
     EXPECT_TRUE(hashes.insert(hash8(text)).second) << f.key << ": hash not unique";

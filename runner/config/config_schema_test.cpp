@@ -57,13 +57,13 @@ TEST(ConfigSchema, EveryModelConfigFieldIsAKey) {
         "model.mlp_norm_eps", "model.norm_f_eps", "model.mamba2.norm_eps", "model.mamba2.init",
         "model.gdn.init", "model.amor.norm_eps"})
     EXPECT_NE(find_field(k), nullptr) << k;
-  EXPECT_EQ(fields().size(), 131u);  // model 57, data 10, train 15, eval 44, checkpoint 3, 1, device
+  EXPECT_EQ(fields().size(), 132u);  // model 57, data 11, train 15, eval 44, checkpoint 3, 1, device
 }
 
 TEST(ConfigSchema, KeysReachTheirMembers) {
   RunConfig c = load(
       "model: {kind: amor, d_model: 96, recompute: true, amor: {kappa: 0.5, backbone: mamba2}}\n"
-      "data: {source: mqar, mqar: {num_kv_pairs: 4, power_a: 0.1, layout: lm, random_filler: false}}\n"
+      "data: {source: mqar, mqar: {num_kv_pairs: 4, power_a: 0.1, layout: lm, random_filler: false, pair_targets: false}}\n"
       "train: {steps: 7, lr: 3e-4, seed: 5, dtype: f64}\n"
       "eval: {tasks: [mqar, lambada], max_examples: 9}\n"
       "checkpoint: {every: 3, keep: 1, signal: SIGUSR2}\n"
@@ -79,6 +79,7 @@ TEST(ConfigSchema, KeysReachTheirMembers) {
   EXPECT_EQ(c.data.mqar.power_a, 0.1);
   EXPECT_EQ(c.data.mqar.layout, "lm");
   EXPECT_FALSE(c.data.mqar.random_filler);
+  EXPECT_FALSE(c.data.mqar.pair_targets);
   EXPECT_EQ(c.train.steps, 7);
   EXPECT_EQ(c.train.lr, 3e-4);
   EXPECT_EQ(c.train.seed, 5);
@@ -229,6 +230,9 @@ TEST(ConfigSchema, RulesBetweenKeys) {
             "bf16, or f32 to compare with the cpu)");
   EXPECT_EQ(error("model.kind: serial"),
             "cfg.yaml:1: key 'model.kind': model.kind serial needs model.pattern (e.g. MMMA)");
+  EXPECT_EQ(error("data.mqar.pair_targets: false"),
+            "cfg.yaml:1: key 'data.mqar.pair_targets': data.mqar.pair_targets false needs "
+            "data.mqar.layout lm (Zoology's layout trains the queries only)");
   EXPECT_EQ(error("data.source: shards"),
             "cfg.yaml:1: key 'data.source': data.source shards needs data.path (the shards "
             "directory)");

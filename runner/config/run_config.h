@@ -39,6 +39,7 @@ struct MqarConfig {
   double power_a = 0.01;
   std::string layout = "zoology";
   bool random_filler = true;
+  bool pair_targets = true;
 };
 
 template <class V>
@@ -54,6 +55,9 @@ void declare_keys(std::type_identity<MqarConfig>, V& v) {
         "and the harness's mqar still score the queries)");
   v.key("random_filler", &C::random_filler, omitted_at_default(anything()),
         "false: filler positions hold token 0 (Zoology's random_non_queries)");
+  v.key("pair_targets", &C::pair_targets, omitted_at_default(anything()),
+        "layout lm only; false: the key-value pairs get no training target (their next tokens "
+        "are random), so the loss is the queries', the answers' and the filler's");
 }
 
 struct DataConfig {

@@ -63,8 +63,10 @@ RunData make_run_data(const config::RunConfig& cfg, int rank, int world) {
     m.seed = seed;
     m.num_examples = d.mqar.num_train;
     m.next_token_targets = m.answers_in_input;  // lm: trained on every next token
+    m.pair_targets = d.mqar.pair_targets;       // (lm) false: but not on the pairs'
     auto train = synthetic::mqar(m);
     m.next_token_targets = false;  // validation scores recall at the queries in both layouts
+    m.pair_targets = true;
     m.first_example = d.mqar.num_train;  // validation examples are never trained on
     m.num_examples = d.mqar.num_valid;
     auto valid = synthetic::mqar(m);

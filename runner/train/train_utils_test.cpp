@@ -63,6 +63,35 @@ TEST(MqarLayout, LmTrainsEveryNextTokenAndValidatesTheQueries) {
   }
 }
 
+// data.mqar.pair_targets false (lm layout): training batches have no target over the pairs and
+// the next token everywhere after them; validation still targets only the queries.
+TEST(MqarLayout, LmWithoutPairTargetsTrainsFromTheFirstQuery) {
+  config::RunConfig cfg;
+  cfg.model.vocab = 256;
+  cfg.data.source = "mqar";
+  cfg.data.seq_len = 32;
+  cfg.data.mqar.num_kv_pairs = 4;
+  cfg.data.mqar.num_train = 8;
+  cfg.data.mqar.num_valid = 4;
+  cfg.data.mqar.layout = "lm";
+  cfg.data.mqar.pair_targets = false;
+  cfg.train.micro_batch = 4;
+  RunData d = make_run_data(cfg, 0, 1);
+  const model::Batch train = d.train->next(), valid = d.valid->next();
+  const auto xt = train.tokens.to_vector<int32_t>(), yt = train.targets.to_vector<int32_t>();
+  const auto yv = valid.targets.to_vector<int32_t>();
+  const int64_t T = 32;
+  for (int64_t b = 0; b < 4; ++b) {
+    int64_t labelled = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const size_t i = static_cast<size_t>(b * T + t);
+      EXPECT_EQ(yt[i], t >= 8 && t + 1 < T ? xt[i + 1] : synthetic::kIgnore) << "position " << t;
+      labelled += yv[i] != synthetic::kIgnore;
+    }
+    EXPECT_EQ(labelled, 4) << "validation targets only the queries";
+  }
+}
+
 TEST(StopSignal, SigtermAndTheUserSignalSetTheFlag) {
   clear_stop_request();
   install_stop_handlers("SIGUSR1");
