@@ -9,6 +9,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/linear/gemm_cpu.h"
 #include "kernels/linear/linear.h"
+#include "kernels/router_mlp/router_mlp.h"
 #include "models/io/safetensors.h"
 
 namespace amor::model {
@@ -247,6 +248,11 @@ Tensor EntropyRouter::predict(int64_t k, const Tensor& hn) const {
       for (const RouterParams& p : blocks) device_blocks_.push_back(router_params_to(p, DType::F32, hn.device()));
       device_ = hn.device();
     }
+    Shape shape(hn.shape().begin(), hn.shape().end() - 1);
+    const RouterParams& p = device_blocks_[static_cast<size_t>(k)];
+    // A decode step's few rows: one op of two launches (kernels/router_mlp) reads hn in its own
+    // dtype, where the tensor ops below are ten launches; more rows (a prefill) take the GEMMs.
+    if (n <= kRouterMlpMaxRows) return router_mlp_forward(hn.view({n, d()}), p.w1, p.b1, p.w2, p.u, p.b2).view(shape);
     // (Tensor::to converts dtypes on the host only: the cast op converts on the device.)
     const Tensor x = hn.dtype() == DType::F32 ? hn.view({n, d()}) : cast(hn.view({n, d()}), DType::F32);
     // The column of ones kept on the device per row count: a decode step then copies nothing
@@ -255,8 +261,7 @@ Tensor EntropyRouter::predict(int64_t k, const Tensor& hn) const {
       std::vector<float> one(static_cast<size_t>(n), 1.0f);
       device_ones_ = Tensor::from_vector<float>({n, 1}, one).to(hn.device());
     }
-    Shape shape(hn.shape().begin(), hn.shape().end() - 1);
-    return router_forward_ops(device_blocks_[static_cast<size_t>(k)], x, device_ones_).view(shape);
+    return router_forward_ops(p, x, device_ones_).view(shape);
   }
   Tensor host = hn;
   Tensor x = host.dtype() == DType::F64 ? host.view({n, d()}) : host.view({n, d()}).to(DType::F64);

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "kernels/core/backend.h"
+#include "kernels/router_mlp/router_mlp.h"
 #include "models/amor/amor_test_support.h"
 #include "models/amor/entropy_router.h"
 #include "models/infer/inference_session.h"
@@ -95,8 +96,21 @@ TEST(EntropyRouter, TensorOpFormEqualsTheReference) {
       Error);
 }
 
-// predict() on a GPU hn (f32 through the tensor ops, the parameters copied once) equals the CPU's
-// f64 reference on the same input values, within 1e-5 of the largest |r|; f32 and bf16 hn.
+// The op that predict() runs for a decode step on the GPU (kernels/router_mlp), on the cpu in f64,
+// equals router_forward (the reference the router is fitted with) to rounding.
+TEST(EntropyRouter, RouterMlpOpEqualsRouterForward) {
+  const int64_t d = 24, W = 40, n = 6;
+  const RouterParams p = random_router(d, W, 11);
+  const Tensor x = testing::randn({n, d}, 12);
+  const Tensor want = router_forward(p, x);
+  const Tensor got = router_mlp_forward(x, p.w1, p.b1, p.w2, p.u, p.b2);
+  ASSERT_EQ(got.shape(), want.shape());
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got.item(i), want.item(i), 1e-12 * (1 + std::abs(want.item(i)))) << i;
+}
+
+// predict() on a GPU hn (f32 through the tensor ops or, for a decode step's few rows, the
+// router_mlp op; the parameters copied once) equals the CPU's f64 reference on the same input
+// values, within 1e-5 of the largest |r|; f32 and bf16 hn.
 // Skipped without a GPU (run on the H200 machine: entropy_router_test
 // --gtest_filter=EntropyRouter.CudaPredictEqualsCpu).
 TEST(EntropyRouter, CudaPredictEqualsCpu) {
@@ -104,8 +118,11 @@ TEST(EntropyRouter, CudaPredictEqualsCpu) {
   EntropyRouter r;
   const int64_t d = 96, W = 512;
   r.blocks = {random_router(d, W, 3), random_router(d, W, 4)};
+  // [B, T, d]: 111 rows (the tensor ops' path) and a decode step's [4, 1, d] and [16, 1, d]
+  // (router_mlp_forward's)
+  for (const Shape& shape : {Shape{3, 37, d}, Shape{4, 1, d}, Shape{kRouterMlpMaxRows, 1, d}})
   for (DType dt : {DType::F32, DType::BF16}) {
-    const Tensor hn = testing::randn({3, 37, d}, 5).to(dt);  // [B, T, d] in dt
+    const Tensor hn = testing::randn(shape, 5).to(dt);
     for (int64_t k = 0; k < 2; ++k) {
       const Tensor ref = r.predict(k, hn.to(DType::F64));
       const Tensor got = r.predict(k, hn.to(Device::CUDA));
