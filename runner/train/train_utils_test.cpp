@@ -27,9 +27,8 @@ TEST(LrSchedule, WarmupThenCosineToTheFloor) {
   EXPECT_DOUBLE_EQ(lr_at(0, 1, 0, 2.0, 0.1), 2.0);  // a one-step run trains at the peak
 }
 
-// data.mqar.layout lm: training batches target every next token; validation batches keep the
-// targets at the queries only (so validation scores recall), with each query's value after it.
-TEST(MqarLayout, LmTrainsEveryNextTokenAndValidatesTheQueries) {
+// MQAR at 32 positions with 4 pairs, 8 training and 4 validation examples, micro-batch 4.
+config::RunConfig mqar_run_config() {
   config::RunConfig cfg;
   cfg.model.vocab = 256;
   cfg.data.source = "mqar";
@@ -38,6 +37,13 @@ TEST(MqarLayout, LmTrainsEveryNextTokenAndValidatesTheQueries) {
   cfg.data.mqar.num_train = 8;
   cfg.data.mqar.num_valid = 4;
   cfg.train.micro_batch = 4;
+  return cfg;
+}
+
+// data.mqar.layout lm: training batches target every next token; validation batches keep the
+// targets at the queries only (so validation scores recall), with each query's value after it.
+TEST(MqarLayout, LmTrainsEveryNextTokenAndValidatesTheQueries) {
+  config::RunConfig cfg = mqar_run_config();
   for (const std::string layout : {"zoology", "lm"}) {
     cfg.data.mqar.layout = layout;
     RunData d = make_run_data(cfg, 0, 1);
@@ -66,16 +72,9 @@ TEST(MqarLayout, LmTrainsEveryNextTokenAndValidatesTheQueries) {
 // data.mqar.pair_targets false (lm layout): training batches have no target over the pairs and
 // the next token everywhere after them; validation still targets only the queries.
 TEST(MqarLayout, LmWithoutPairTargetsTrainsFromTheFirstQuery) {
-  config::RunConfig cfg;
-  cfg.model.vocab = 256;
-  cfg.data.source = "mqar";
-  cfg.data.seq_len = 32;
-  cfg.data.mqar.num_kv_pairs = 4;
-  cfg.data.mqar.num_train = 8;
-  cfg.data.mqar.num_valid = 4;
+  config::RunConfig cfg = mqar_run_config();
   cfg.data.mqar.layout = "lm";
   cfg.data.mqar.pair_targets = false;
-  cfg.train.micro_batch = 4;
   RunData d = make_run_data(cfg, 0, 1);
   const model::Batch train = d.train->next(), valid = d.valid->next();
   const auto xt = train.tokens.to_vector<int32_t>(), yt = train.targets.to_vector<int32_t>();
