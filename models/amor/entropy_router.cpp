@@ -5,6 +5,7 @@
 
 #include "kernels/cast/cast.h"
 #include "kernels/core/check.h"
+#include "kernels/core/env_switch.h"
 #include "kernels/core/error.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/linear/gemm_cpu.h"
@@ -252,7 +253,9 @@ Tensor EntropyRouter::predict(int64_t k, const Tensor& hn) const {
     const RouterParams& p = device_blocks_[static_cast<size_t>(k)];
     // A decode step's few rows: one op of two launches (kernels/router_mlp) reads hn in its own
     // dtype, where the tensor ops below are ten launches; more rows (a prefill) take the GEMMs.
-    if (n <= kRouterMlpMaxRows) return router_mlp_forward(hn.view({n, d()}), p.w1, p.b1, p.w2, p.u, p.b2).view(shape);
+    // AMOR_ROUTER_OP=1 only (read once): off until the op's kernels pass on the GPU machine.
+    static const bool op = env_choice("AMOR_ROUTER_OP", {"0", "1"}, "0") == "1";
+    if (op && n <= kRouterMlpMaxRows) return router_mlp_forward(hn.view({n, d()}), p.w1, p.b1, p.w2, p.u, p.b2).view(shape);
     // (Tensor::to converts dtypes on the host only: the cast op converts on the device.)
     const Tensor x = hn.dtype() == DType::F32 ? hn.view({n, d()}) : cast(hn.view({n, d()}), DType::F32);
     // The column of ones kept on the device per row count: a decode step then copies nothing
