@@ -253,8 +253,9 @@ Tensor EntropyRouter::predict(int64_t k, const Tensor& hn) const {
     const RouterParams& p = device_blocks_[static_cast<size_t>(k)];
     // A decode step's few rows: one op of two launches (kernels/router_mlp) reads hn in its own
     // dtype, where the tensor ops below are ten launches; more rows (a prefill) take the GEMMs.
-    // AMOR_ROUTER_OP=1 only (read once): off until the op's kernels pass on the GPU machine.
-    static const bool op = env_choice("AMOR_ROUTER_OP", {"0", "1"}, "0") == "1";
+    // On unless AMOR_ROUTER_OP=0 (read once): its kernels passed on the GPU machine (session 15,
+    // tests/cuda/RESULTS.md), and the batch-1 decode step is 0.09 ms faster with it.
+    static const bool op = env_choice("AMOR_ROUTER_OP", {"0", "1"}, "1") == "1";
     if (op && n <= kRouterMlpMaxRows) return router_mlp_forward(hn.view({n, d()}), p.w1, p.b1, p.w2, p.u, p.b2).view(shape);
     // (Tensor::to converts dtypes on the host only: the cast op converts on the device.)
     const Tensor x = hn.dtype() == DType::F32 ? hn.view({n, d()}) : cast(hn.view({n, d()}), DType::F32);

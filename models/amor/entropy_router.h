@@ -14,8 +14,8 @@
 // Plain CPU code in double (matrix products through gemm_cpu); the forward and backward are
 // checked against finite differences (entropy_router_test). predict() accepts hn on any device
 // and dtype: on the CPU computed in double, on the GPU in f32 with the tensor ops (with
-// AMOR_ROUTER_OP=1 a decode step's few rows by one op, kernels/router_mlp: off until its kernels
-// pass on the GPU machine).
+// a decode step's few rows by one op, kernels/router_mlp, unless AMOR_ROUTER_OP=0; on by default
+// since its kernels passed on the GPU machine, session 15).
 //
 // File (safetensors, written atomically): per block k
 //   router.{k}.fc1.weight [W, d]   router.{k}.fc1.bias [W]
@@ -96,9 +96,9 @@ struct EntropyRouter {
   // hn [B,T,d] (or [N,d]) of block k, any device and float dtype -> the predicted entropies,
   // hn's shape without the last dimension, on hn's device, f64 for f64 hn and f32 otherwise (as
   // the LM head's entropies on cuda). On the CPU in f64 (router_forward, the reference); on the
-  // GPU in f32 with the parameters copied there once: with AMOR_ROUTER_OP=1 up to
-  // kRouterMlpMaxRows rows (a decode step) by router_mlp_forward (two launches, hn read in its own
-  // dtype; off by default until verified on the GPU), otherwise (and for more rows) through
+  // GPU in f32 with the parameters copied there once: up to kRouterMlpMaxRows rows (a decode
+  // step) by router_mlp_forward (two launches, hn read in its own dtype; AMOR_ROUTER_OP=0 goes
+  // back to the tensor ops), otherwise (and for more rows) through
   // router_forward_ops with the column of ones kept there per row count; either way a decode step
   // copies nothing from the host (capturable in a CUDA graph: models/infer/decode_graph.h) (within 1e-5 of
   // the f64 values: entropy_router_test), so a token whose r(hn) sits that close to tau may gate

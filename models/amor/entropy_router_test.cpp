@@ -119,7 +119,7 @@ TEST(EntropyRouter, CudaPredictEqualsCpu) {
   const int64_t d = 96, W = 512;
   r.blocks = {random_router(d, W, 3), random_router(d, W, 4)};
   // [B, T, d]: 111 rows (the tensor ops' path) and a decode step's [4, 1, d] and [16, 1, d]
-  // (router_mlp_forward's when AMOR_ROUTER_OP=1)
+  // (router_mlp_forward's unless AMOR_ROUTER_OP=0)
   for (const Shape& shape : {Shape{3, 37, d}, Shape{4, 1, d}, Shape{kRouterMlpMaxRows, 1, d}})
   for (DType dt : {DType::F32, DType::BF16}) {
     const Tensor hn = testing::randn(shape, 5).to(dt);
