@@ -7,13 +7,16 @@
 //
 // The angle is formed and reduced modulo 2*pi in f64 (an f32 angle p * theta would be off by
 // ~p * 6e-8 rad), then sincosf of the reduced f32 angle: cos and sin are accurate to f32 rounding
-// at any position. A block takes `tok` tokens at a time: its threads first fill a shared table of
-// cos/sin per (token, i), then rotate every head of those tokens with 16-byte accesses (V pairs
-// per thread step), so the transcendental work is shared by the H heads.
+// at any position. That math is rope_device.cuh's (rope_cos_sin, rope_rotate_pair), shared with
+// the fused decode step of kv_append_cuda.cu, which so rotates to the same bits. A block takes
+// `tok` tokens at a time: its threads first fill a shared table of cos/sin per (token, i), then
+// rotate every head of those tokens with 16-byte accesses (V pairs per thread step), so the
+// transcendental work is shared by the H heads.
 #include <cmath>
 
 #include "kernels/cast/cuda_device.cuh"
 #include "kernels/rope/rope_cuda.h"
+#include "kernels/rope/rope_device.cuh"
 
 namespace amor::cuda {
 namespace {
@@ -29,7 +32,6 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ float table[];  // cos [tok][half], then sin [tok][half]
   const int half = Dh / 2;
   const int vecs = half / V;  // vector pairs per head
-  constexpr double kTwoPi = 6.283185307179586476925286766559;
   for (int64_t n0 = int64_t(blockIdx.x) * tok; n0 < ntokens; n0 += int64_t(gridDim.x) * tok) {
     const int ntok = ntokens - n0 < tok ? int(ntokens - n0) : tok;
     for (int k = threadIdx.x; k < ntok * half; k += blockDim.x) {
@@ -37,10 +39,8 @@ __global__ void __launch_bounds__(kThreads)
       const int i = k % half;
       const int64_t p =
           positions ? positions[n] : (lengths ? int64_t(lengths[n / Tn]) : offset) + n % Tn;
-      const double a = double(p) * pow(base, -2.0 * double(i) / double(Dh));
-      const double reduced = a - kTwoPi * rint(a / kTwoPi);  // in [-pi, pi]
-      float sn, cs;
-      sincosf(float(reduced), &sn, &cs);
+      float cs, sn;
+      rope_cos_sin(p, i, Dh, base, &cs, &sn);
       table[k] = cs;
       table[tok * half + k] = inverse ? -sn : sn;
     }
@@ -56,8 +56,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < V; ++e) {
         const float c = table[tk * half + i + e], sn = table[tok * half + tk * half + i + e];
-        y1[e] = x1[e] * c - x2[e] * sn;
-        y2[e] = x2[e] * c + x1[e] * sn;
+        rope_rotate_pair(x1[e], x2[e], c, sn, &y1[e], &y2[e]);
       }
       store_vec<T, V>(y + o + i, y1);
       store_vec<T, V>(y + o + i + half, y2);
