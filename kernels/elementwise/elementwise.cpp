@@ -235,6 +235,20 @@ Tensor channel_scale_forward(const Tensor& x, const Tensor& s) {
   return y;
 }
 
+Tensor channel_scale_add(const Tensor& h, const Tensor& x, const Tensor& s) {
+  const char* op = "channel_scale_add";
+  const int64_t c = check_channel(op, x, "s", s);
+  check_same(op, {{"h", &h}, {"x", &x}});
+  if (!x.is_cpu()) {
+    AMOR_ON_CUDA(op, x, Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+                 cuda::channel_scale_add(x.dtype(), h.raw_data(), x.raw_data(), s.raw_data(),
+                                         y.raw_data(), x.numel() / c, c);
+                 return y);
+  }
+  // The cpu: the two ops themselves, so the reference is their bits by construction.
+  return add(h, channel_scale_forward(x, s));
+}
+
 ChannelScaleGrads channel_scale_backward(const Tensor& x, const Tensor& s, const Tensor& dy) {
   const char* op = "channel_scale_backward";
   int64_t c = check_channel(op, x, "s", s);

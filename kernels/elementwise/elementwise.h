@@ -31,4 +31,10 @@ struct ChannelScaleGrads {
 };
 ChannelScaleGrads channel_scale_backward(const Tensor& x, const Tensor& s, const Tensor& dy);
 
+// y = h + (x * s) with s over the last dimension of x and h of x's shape: a residual add of a
+// per-channel scaled branch (AMOR's h + alpha * attention at a decode step) in one launch, the
+// same bits as add(h, channel_scale_forward(x, s)) (the product rounded to the dtype first, no
+// fused multiply-add). Inference only: no backward.
+Tensor channel_scale_add(const Tensor& h, const Tensor& x, const Tensor& s);
+
 }  // namespace amor

@@ -124,6 +124,28 @@ void channel_forward(DType t, const void* x, const void* v, void* y, int64_t row
   });
 }
 
+// y = h + round(x * v): the product rounded to T as channel_scale_forward's store does, then
+// added as add's kernel does; __fmul_rn / __fadd_rn keep the compiler from fusing them into one
+// multiply-add (for T = float the rounding is no barrier), so the bits are the two ops'.
+template <class T>
+struct ChannelScaleAddOp {
+  const T* __restrict__ h;
+  const T* __restrict__ x;
+  const T* __restrict__ v;
+  T* __restrict__ y;
+  int64_t c;
+  template <int V>
+  __device__ void apply(int64_t i) const {
+    float vh[V], vx[V], vv[V];
+    load_vec<T, V>(h + i, vh);
+    load_vec<T, V>(x + i, vx);
+    load_vec<T, V>(v + i % c, vv);
+#pragma unroll
+    for (int k = 0; k < V; ++k) vh[k] = __fadd_rn(vh[k], to_f32(from_f32<T>(__fmul_rn(vx[k], vv[k]))));
+    store_vec<T, V>(y + i, vh);
+  }
+};
+
 // ---- per-channel backward: dx per element and a column sum per channel.
 template <class T, bool kSoftplus>
 struct ChannelGradOp {
@@ -286,6 +308,19 @@ void bias_softplus_forward(DType t, const void* x, const void* bias, void* y, in
 void channel_scale_forward(DType t, const void* x, const void* factors, void* y, int64_t rows,
                            int64_t c, cudaStream_t s) {
   channel_forward<false>(t, x, factors, y, rows, c, s);
+}
+
+void channel_scale_add(DType t, const void* h, const void* x, const void* factors, void* y,
+                       int64_t rows, int64_t c, cudaStream_t s) {
+  dispatch_storage(t, "cuda::channel_scale_add", [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int V = kVec16<T>;
+    const bool vec = c % V == 0 && aligned16(h) && aligned16(x) && aligned16(factors) && aligned16(y);
+    launch_map<V>(rows * c, vec,
+                  ChannelScaleAddOp<T>{static_cast<const T*>(h), static_cast<const T*>(x),
+                                       static_cast<const T*>(factors), static_cast<T*>(y), c},
+                  s);
+  });
 }
 
 int64_t channel_grad_scratch_floats(int64_t rows, int64_t c) { return chunks_for(rows) * c; }

@@ -27,6 +27,9 @@ void silu_backward(DType t, const void* x, const void* dy, void* dx, int64_t n,
 // x, y [rows, c]; bias / factors [c].
 void bias_softplus_forward(DType t, const void* x, const void* bias, void* y, int64_t rows,
                            int64_t c, cudaStream_t s = 0);
+// y = h + round(x * factors) (elementwise.h: channel_scale_add), h and y [rows, c].
+void channel_scale_add(DType t, const void* h, const void* x, const void* factors, void* y,
+                       int64_t rows, int64_t c, cudaStream_t s = 0);
 void channel_scale_forward(DType t, const void* x, const void* factors, void* y, int64_t rows,
                            int64_t c, cudaStream_t s = 0);
 

@@ -62,6 +62,35 @@ TEST(Elementwise, SoftplusDoesNotOverflow) {
   EXPECT_EQ(y.item(2), 1000.0);
 }
 
+// channel_scale_add gives add(h, channel_scale_forward(x, s))'s bits (the product rounded to the
+// dtype before the add), a hand-computed case, and errors naming the op and argument.
+TEST(Elementwise, ChannelScaleAdd) {
+  for (DType dt : {DType::F64, DType::F32}) {  // the cpu computes in these (bf16: the GPU test)
+    const Tensor h = randn({6, 5}, 21).to(dt), x = randn({6, 5}, 22).to(dt), s = randn({5}, 23).to(dt);
+    const Tensor y = channel_scale_add(h, x, s), want = add(h, channel_scale_forward(x, s));
+    ASSERT_EQ(y.shape(), h.shape());
+    ASSERT_EQ(y.dtype(), dt);
+    for (int64_t i = 0; i < y.numel(); ++i) EXPECT_EQ(y.item(i), want.item(i)) << dtype_name(dt) << " " << i;
+  }
+  const Tensor h = Tensor::from_vector<double>({2, 2}, {1, 2, 3, 4});
+  const Tensor x = Tensor::from_vector<double>({2, 2}, {10, 20, 30, 40});
+  const Tensor y = channel_scale_add(h, x, Tensor::from_vector<double>({2}, {0.5, -1}));
+  EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{6, -18, 18, -36}));
+  try {
+    channel_scale_add(Tensor::zeros({2, 3}, DType::F32), Tensor::zeros({3, 2}, DType::F32),
+                      Tensor::zeros({2}, DType::F32));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("channel_scale_add: argument 'x'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(channel_scale_add(Tensor::zeros({2, 3}, DType::F32), Tensor::zeros({2, 3}, DType::F32),
+                                 Tensor::zeros({2}, DType::F32)),
+               Error);
+  EXPECT_THROW(channel_scale_add(Tensor::zeros({2, 3}, DType::F64), Tensor::zeros({2, 3}, DType::F32),
+                                 Tensor::zeros({3}, DType::F32)),
+               Error);
+}
+
 TEST(Elementwise, BadInputs) {
   Tensor a = Tensor::zeros({2, 3}, DType::F32);
   try {

@@ -2,6 +2,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/core/check.h"
+#include "kernels/core/env_switch.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/linear/linear.h"
 #include "kernels/rope/rope.h"
@@ -120,6 +121,48 @@ Tensor AmorAttention::backward(const Tensor& dy) {
   return dx;
 }
 
+// Q's, K's and V's weights are [out, d] row-major, so stacking them is three copies of whole
+// buffers into one.
+const Tensor& AmorAttention::stacked_qkv_weight(const Tensor& like) {
+  const Tensor* w[3] = {&q_w_->value, &k_.w->value, &v_.w->value};
+  const Param* p[3] = {q_w_, k_.w, v_.w};
+  std::vector<std::pair<const void*, uint64_t>> key;
+  for (int i = 0; i < 3; ++i) key.emplace_back(w[i]->raw_data(), p[i]->version);
+  if (qkv_w_.defined() && key == qkv_w_key_ && qkv_w_.device() == like.device() &&
+      qkv_w_.dtype() == w[0]->dtype())
+    return qkv_w_;
+  const int64_t d = w[0]->size(1);
+  int64_t rows = 0;
+  for (const Tensor* t : w) rows += t->size(0);
+  qkv_w_ = Tensor::empty({rows, d}, w[0]->dtype(), like.device());
+  int64_t at = 0;
+  for (const Tensor* t : w) {
+    qkv_w_.slice_flat(at, {t->numel()}).copy_from(t->view({t->numel()}));
+    at += t->numel();
+  }
+  qkv_w_key_ = key;
+  return qkv_w_;
+}
+
+Tensor AmorAttention::project_qkv(const Tensor& hn) {
+  const int64_t B = hn.size(0), T = hn.size(1), d = hn.size(2), BT = B * T;
+  const int64_t nq = heads_ * head_dim_, nkv = kv_heads_ * head_dim_, n = nq + 2 * nkv;
+  const Tensor x = hn.view({BT, d});
+  if (!hn.is_cpu()) return linear_forward(x, stacked_qkv_weight(hn)).view({B, T, n});
+  // The cpu: the separate projections' values (the host path's bits), side by side.
+  const Tensor parts[3] = {row_stable_linear(x, q_w_->value), k_.apply(x), v_.apply(x)};
+  const int64_t width[3] = {nq, nkv, nkv};
+  Tensor out = Tensor::empty({B, T, n}, hn.dtype(), hn.device());
+  for (int64_t r = 0; r < BT; ++r) {
+    int64_t at = r * n;
+    for (int i = 0; i < 3; ++i) {
+      out.slice_flat(at, {width[i]}).copy_from(parts[i].slice_flat(r * width[i], {width[i]}));
+      at += width[i];
+    }
+  }
+  return out;
+}
+
 Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache, bool sparse) {
   const char* op = "AmorAttention::infer";
   check_dim(op, "hn", hn, 3);
@@ -134,6 +177,19 @@ Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache
   auto every_q = [&] {
     return row_stable_linear(hn.view({BT, d}), q_w_->value).view({B, T, H, D});
   };
+  // The dense form on the step path: Q, K and V from one GEMM, their RoPE and the append in one
+  // launch (amor_attention.h).
+  static const bool fused = env_choice("AMOR_FUSED_QKV_STEP", {"0", "1"}, "1") == "1";
+  auto every_row = [&](const Tensor& q) {
+    Tensor o = cache.attend(q, gate);
+    rows_seen_.q = rows_seen_.o = BT;
+    return row_stable_linear(o.view({BT, H * D}), o_w_->value).view({B, T, d});
+  };
+  if (!sparse && fused && cache.step_path(T)) {
+    const Tensor q = cache.append_qkv_step(project_qkv(hn), H, rope_base_);
+    rows_seen_.k = rows_seen_.v = BT;
+    return every_row(q);
+  }
   const Tensor q_dense = sparse ? Tensor() : cache.rotate_next(every_q(), rope_base_);
   const NextPositions at = sparse ? cache.next_positions(T) : NextPositions();
   cache.append(cache.rotate_next(k_.apply(hn).view({B, T, Hkv, D}), rope_base_),
@@ -144,11 +200,6 @@ Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache
   // the row count, and the attention skips the gated-off rows itself, so the step needs no
   // read-back of the gate; with the KV cache's step path (lengths on the device) nothing in the
   // dense form's step changes its launches from step to step: a CUDA graph can capture it.
-  auto every_row = [&](const Tensor& q) {
-    Tensor o = cache.attend(q, gate);
-    rows_seen_.q = rows_seen_.o = BT;
-    return row_stable_linear(o.view({BT, H * D}), o_w_->value).view({B, T, d});
-  };
   if (!sparse) return every_row(q_dense);
 
   // The one read back to the host per block and step: which rows fire decides the shapes below.

@@ -48,7 +48,12 @@ class AmorAttention {
   // always defined, equal as numbers to the sparse form's (bitwise up to the sign of zeros). At a
   // decode step on the GPU (T = 1) the dense form runs on the KV cache's step path (lengths on
   // the device, one attention launch for every sequence, gated-off rows costing nothing:
-  // kv_cache.h), so its step can be captured in a CUDA graph (decode_graph.h).
+  // kv_cache.h), so its step can be captured in a CUDA graph (decode_graph.h). There Q, K and V
+  // come from one GEMM over the three weights stacked (kept between steps, remade when a weight's
+  // storage or version changes), and their RoPE and the append are one launch
+  // (KvCache::append_qkv_step): 2 launches where 6-9 were; AMOR_FUSED_QKV_STEP=0 (read once
+  // through env_choice) keeps the separate ones. On the cpu (step path on for tests) Q, K and V are
+  // the separate projections' values, so both give the host path's bits.
   // Nothing is saved; last_rows() counts this call's rows (not updated by graph replays).
   Tensor infer(const Tensor& hn, const Tensor& gate, KvCache& cache, bool sparse = true);
 
@@ -64,6 +69,14 @@ class AmorAttention {
   Param* q_w_;
   Linear k_, v_;
   Param* o_w_;
+
+  // The dense decode step's [B,T,(H + 2 Hkv) hd] projections: one GEMM over qkv_w_ on the GPU.
+  Tensor project_qkv(const Tensor& hn);
+  // q, k and v's weights stacked [(H + 2 Hkv) hd, d] on `like`'s device: kept while each weight's
+  // storage and version stay those it was made from (param_store.h: every write increments it).
+  const Tensor& stacked_qkv_weight(const Tensor& like);
+  Tensor qkv_w_;
+  std::vector<std::pair<const void*, uint64_t>> qkv_w_key_;
 
   // Saved by forward for backward.
   bool sparse_ = false;

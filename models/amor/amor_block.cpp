@@ -97,16 +97,16 @@ const Tensor& AmorBlock::inference_alpha(const Tensor& like) {
   return infer_alpha_;
 }
 
-AmorBlock::InferOut AmorBlock::infer(const Tensor& hn, const Tensor& W, KvCache& cache) {
+AmorBlock::InferOut AmorBlock::infer(const Tensor& hn, const Tensor& W, KvCache& cache, const Tensor& h) {
   InferOut r;
   r.entropy = gate_entropy(hn, W, /*training=*/false, /*inference=*/true);
   GateDecision g = gate_.decide(r.entropy, /*training=*/false);  // frozen: no EMA update
   r.gate = g.gate;
   r.tau = gate_.tau();  // frozen: a host copy the gate keeps, read back once after training
-  // Nothing fired: y is 0, so delta would be alpha * 0 = +0 everywhere; say so with an undefined
-  // delta instead of allocating zeros and launching the scale (and the caller's add).
+  // Nothing fired: y is 0, so delta would be alpha * 0 = +0 everywhere, and h + (+0) is h (bit for
+  // bit, except that the add would turn a -0 entry into +0, an equal value): no launch then.
   Tensor y = attn_.infer(hn, r.gate, cache, sparse_inference_);
-  if (y.defined()) r.delta = channel_scale_forward(y, inference_alpha(hn));
+  r.h = y.defined() ? channel_scale_add(h, y, inference_alpha(hn)) : h;
   return r;
 }
 

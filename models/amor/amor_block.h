@@ -45,15 +45,16 @@ class AmorBlock {
 
   // Inference over the next T tokens hn [B,T,d] with the block's KV cache: the gate decided from
   // the same entropy as forward with the frozen threshold, the attention sparse
-  // (AmorAttention::infer). Nothing saved; last_projection_rows() counts this call's rows. alpha
-  // is computed once and reused while raw_alpha is unchanged (Param::version).
+  // (AmorAttention::infer), its delta added to the residual stream h [B,T,d] in the same launch as
+  // alpha's scaling (channel_scale_add). Nothing saved; last_projection_rows() counts this call's
+  // rows. alpha is computed once and reused while raw_alpha is unchanged (Param::version).
   struct InferOut {
-    Tensor delta;    // [B,T,d]; undefined when no row fired (delta would be +0 everywhere)
+    Tensor h;        // h + delta [B,T,d]; h itself when no row fired (delta would be +0 everywhere)
     Tensor gate;     // u8 [B,T]
     Tensor entropy;  // [B,T]
     double tau = 0;
   };
-  InferOut infer(const Tensor& hn, const Tensor& W, KvCache& cache);
+  InferOut infer(const Tensor& hn, const Tensor& W, KvCache& cache, const Tensor& h);
 
   AmorGate& gate() { return gate_; }
   const AmorGate& gate() const { return gate_; }

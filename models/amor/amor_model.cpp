@@ -223,10 +223,8 @@ Tensor AmorModel::body_infer(const Tensor& h0, InferenceState& state, StepOutput
   for (size_t i = 0; i < blocks_.size(); ++i) {
     gather(block_units_[i]);
     Tensor hn = i > 0 ? block_norms_[i]->apply(h) : classic_ ? h : norm_f_->apply(h);
-    AmorBlock::InferOut r = blocks_[i]->infer(hn, W, s->blocks[i]);
-    // No delta: nothing fired, and h + (+0) is h (bit for bit, except that the add would turn a
-    // -0 entry into +0, an equal value).
-    if (r.delta.defined()) h = add(h, r.delta);
+    AmorBlock::InferOut r = blocks_[i]->infer(hn, W, s->blocks[i], h);
+    h = r.h;
     out.gates.push_back(r.gate);
     out.gate_entropy.push_back(r.entropy);
     out.tau.push_back(r.tau);

@@ -191,6 +191,21 @@ void KvCache::append(const Tensor& k, const Tensor& v) {
   }
 }
 
+Tensor KvCache::append_qkv_step(const Tensor& qkv, int64_t q_heads, double base) {
+  const char* op = "KvCache::append_qkv_step";
+  check_dim(op, "qkv", qkv, 3);
+  AMOR_CHECK(step_path(qkv.size(1)),
+             "{}: qkv is {}; the fused step takes one token per sequence on the step path, with the "
+             "cache holding tokens already",
+             op, qkv.str());
+  AMOR_CHECK(qkv.size(0) == sequences(), "{}: qkv is {}, but the cache holds {} sequences", op, qkv.str(),
+             sequences());
+  make_room(1);
+  Tensor q = kv_rope_append_step(qkv, q_heads, k_, v_, device_lengths(), base);
+  for (int64_t& L : lengths_) ++L;  // the host mirror (the kernel advanced the device lengths)
+  return q;
+}
+
 void KvCache::append_rows(KvCache& other) {
   const char* op = "KvCache::append_rows";
   if (other.lengths_.empty()) return;

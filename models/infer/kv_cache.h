@@ -80,6 +80,12 @@ class KvCache {
   // at the same positions). Before append().
   Tensor rotate_next(const Tensor& x, double base) const;
   void append(const Tensor& k, const Tensor& v);
+  // The step path's rotate_next(q), rotate_next(k) and append(k, v) in one launch
+  // (kv_rope_append_step): qkv [B,1,(q_heads + 2 Hkv) D] is one projection's output per sequence
+  // (Q's q_heads heads, then K's Hkv, then V's). K rotated and V join the cache; returns Q rotated
+  // at the same position, [B,1,q_heads,D]. The same bits as the three calls. Only where
+  // step_path(1) holds (the caller checks).
+  Tensor append_qkv_step(const Tensor& qkv, int64_t q_heads, double base);
   // Room for `tokens` tokens per sequence without regrowing (before the first append: taken at it).
   void reserve_tokens(int64_t tokens);
   int64_t capacity() const { return capacity_; }

@@ -103,6 +103,45 @@ TEST(KvCacheStepPath, EqualsTheHostPathOnTheCpu) {
   EXPECT_THROW(KvCache().device_lengths(), Error);
 }
 
+// append_qkv_step (the fused step of an AMOR block's dense form): one projection's [B,1,(H + 2Hkv)D]
+// output gives the Q that rotate_next gives and leaves the cache as rotate_next + append do, bit for
+// bit, over joined sequences of different lengths and through a regrowth; off the step path (the
+// host path, or a prefill of two tokens) it is refused.
+TEST(KvCacheStepPath, FusedQkvStepEqualsRotateAndAppend) {
+  auto make = [&] {
+    KvCache a, b;
+    a.append(toks(2, 3, 1), toks(2, 3, 2));
+    b.append(toks(1, 6, 3), toks(1, 6, 4));
+    a.append_rows(b);
+    return a;
+  };
+  KvCache parts = make(), fused = make();
+  const int64_t B = 3, n = (H + 2 * Hkv) * D;
+  StepPathOnCpu on;
+  for (int i = 0; i < 12; ++i) {  // past the first capacity of 16 rows
+    SCOPED_TRACE("step " + std::to_string(i));
+    const Tensor qkv = randn({B, 1, n}, 300 + uint64_t(i));
+    Tensor q = Tensor::empty({B, 1, H, D}, qkv.dtype()), k = toks(B, 1, 0), v = toks(B, 1, 0);
+    for (int64_t b = 0; b < B; ++b) {  // the three heads' blocks of each row
+      q.slice_flat(b * H * D, {H * D}).copy_from(qkv.slice_flat(b * n, {H * D}));
+      k.slice_flat(b * Hkv * D, {Hkv * D}).copy_from(qkv.slice_flat(b * n + H * D, {Hkv * D}));
+      v.slice_flat(b * Hkv * D, {Hkv * D}).copy_from(qkv.slice_flat(b * n + (H + Hkv) * D, {Hkv * D}));
+    }
+    const Tensor want = parts.rotate_next(q, 10000.0);
+    parts.append(parts.rotate_next(k, 10000.0), v);
+    const Tensor got = fused.append_qkv_step(qkv, H, 10000.0);
+    EXPECT_EQ(got.shape(), (Shape{B, 1, H, D}));
+    EXPECT_EQ(mismatches(got, want), 0);
+    expect_same_cache(fused, parts);
+    EXPECT_EQ(device_lengths(fused), host_lengths(fused));
+  }
+  EXPECT_EQ(fused.capacity(), 32);
+  EXPECT_THROW(fused.append_qkv_step(randn({B, 2, n}, 9), H, 10000.0), Error);  // two tokens
+  EXPECT_THROW(fused.append_qkv_step(randn({2, 1, n}, 9), H, 10000.0), Error);  // two sequences
+  KvCache::use_step_path_on_cpu(false);
+  EXPECT_THROW(fused.append_qkv_step(randn({B, 1, n}, 9), H, 10000.0), Error);  // the host path
+}
+
 // A replay runs the step's kernels without its host code: kv_append_step on the storage at the
 // device lengths, then replayed(1) advances the host mirror. The cache is then the one an eager
 // step leaves, and the next eager step continues from it. Without room a replay is refused.

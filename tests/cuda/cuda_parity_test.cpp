@@ -151,6 +151,12 @@ TEST(CudaParity, BiasSoftplusAndChannelScale) {
       poison({{shape, dt}});
       expect_close("channel_scale_forward", "y", channel_scale_forward(gx, gv),
                    channel_scale_forward(x, v), out_tol(dt));
+      // channel_scale_add: the two ops' bits on the GPU, the cpu reference's value to out_tol.
+      Tensor h = input(shape, ++seed, dt), gh = up(h, dt);
+      poison({{shape, dt}});
+      const Tensor fused = channel_scale_add(gh, gx, gv);
+      expect_equal("channel_scale_add", "y", fused, down(add(gh, channel_scale_forward(gx, gv))));
+      expect_close("channel_scale_add", "y", fused, channel_scale_add(h, x, v), out_tol(dt));
       poison({{shape, dt}, {ch, DType::F32}});
       ChannelScaleGrads cg = channel_scale_backward(gx, gv, gdy);
       ChannelScaleGrads cr = channel_scale_backward(x, v, dy);
