@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/elementwise/elementwise.h"
 #include "kernels/linear/linear.h"
 #include "models/amor/amor_test_support.h"
 #include "models/amor/row_ops.h"
@@ -342,6 +343,55 @@ TEST(AmorSparse, GpuDecodeDenseFormEqualsSparse) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU here";
   uint64_t seed = 500;
   for (const char* backbone : {"gdn", "mamba2"}) check_decode_forms(DType::F32, backbone, Device::CUDA, 1e-5, seed += 10);
+}
+
+// The dense step's stacked Q/K/V weight (amor_attention.h) is remade when a weight is written in
+// place (same storage, Param::version incremented): after such a write a model that decoded before
+// decodes exactly as a fresh model holding the new weights. On the GPU only (the cpu computes the
+// three projections apart, with no stacked copy).
+TEST(AmorSparse, GpuDenseStepFollowsWeightWrites) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU here";
+  const ModelConfig cfg = sparse_config("classic", 3, "mamba2");
+  AmorModel probe(cfg, DType::F64), used(cfg, DType::F32), fresh(cfg, DType::F32);
+  probe.params().initialize(700);
+  perturb_amor_weights(probe.params(), 701);
+  for (AmorModel* m : {&used, &fresh})
+    for (auto& p : m->params().params()) {
+      p->value = probe.params().find(p->name)->value.to(DType::F32).to(Device::CUDA);
+      ++p->version;
+    }
+  const int64_t B = 2, T = 8, P = 4;
+  Batch batch = tiny_batch(cfg, B, T, 702);
+  const std::vector<AmorGateState> gates = calibrate_gates(probe, batch, /*training=*/false).state;
+  auto decode = [&](AmorModel& m) {
+    m.set_gate_state(gates);
+    m.set_sparse_inference(false);
+    InferenceSession session(m, B);
+    std::vector<StepOutput> out{session.prefill(columns(batch.tokens, 0, P))};
+    for (int64_t t = P; t < T; ++t) out.push_back(session.step(columns(batch.tokens, t, 1).view({B})));
+    return out;
+  };
+  decode(used);  // the stacked weights are made at its steps
+  // New Q, K and V weights written in place (the storage stays) in both models.
+  for (AmorModel* m : {&used, &fresh})
+    for (auto& p : m->params().params()) {
+      const std::string& n = p->name;
+      if (n.find(".q_proj.") == std::string::npos && n.find(".k_proj.") == std::string::npos &&
+          n.find(".v_proj.") == std::string::npos)
+        continue;
+      const void* before = p->value.raw_data();
+      p->value.copy_from(scale(p->value.to(Device::CPU), 1.5));
+      ++p->version;
+      ASSERT_EQ(p->value.raw_data(), before) << n;
+    }
+  const std::vector<StepOutput> a = decode(used), b = decode(fresh);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t s = 0; s < a.size(); ++s) {
+    EXPECT_TRUE(bitwise_equal(a[s].entropy.to(Device::CPU), b[s].entropy.to(Device::CPU))) << "step " << s;
+    for (size_t i = 0; i < a[s].gates.size(); ++i)
+      EXPECT_TRUE(bitwise_equal(a[s].gates[i].to(Device::CPU), b[s].gates[i].to(Device::CPU)))
+          << "step " << s << " block " << i;
+  }
 }
 
 // AMOR_BLOCK_INFERENCE picks the form when the model is built; a value it does not list is
