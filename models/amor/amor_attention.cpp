@@ -177,14 +177,18 @@ Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache
   auto every_q = [&] {
     return row_stable_linear(hn.view({BT, d}), q_w_->value).view({B, T, H, D});
   };
-  // The dense form on the step path: Q, K and V from one GEMM, their RoPE and the append in one
-  // launch (amor_attention.h).
-  static const bool fused = env_choice("AMOR_FUSED_QKV_STEP", {"0", "1"}, "1") == "1";
+  // Every row's Q and O (the dense form): at a decode step these projections read their weights
+  // once whatever the row count, and the attention skips the gated-off rows itself, so the step
+  // needs no read-back of the gate; with the KV cache's step path (lengths on the device) nothing
+  // in the dense form's step changes its launches from step to step: a CUDA graph can capture it.
   auto every_row = [&](const Tensor& q) {
     Tensor o = cache.attend(q, gate);
     rows_seen_.q = rows_seen_.o = BT;
     return row_stable_linear(o.view({BT, H * D}), o_w_->value).view({B, T, d});
   };
+  // The dense form on the step path: Q, K and V from one GEMM, their RoPE and the append in one
+  // launch (amor_attention.h).
+  static const bool fused = env_choice("AMOR_FUSED_QKV_STEP", {"0", "1"}, "1") == "1";
   if (!sparse && fused && cache.step_path(T)) {
     const Tensor q = cache.append_qkv_step(project_qkv(hn), H, rope_base_);
     rows_seen_.k = rows_seen_.v = BT;
@@ -195,11 +199,6 @@ Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache
   cache.append(cache.rotate_next(k_.apply(hn).view({B, T, Hkv, D}), rope_base_),
                v_.apply(hn).view({B, T, Hkv, D}));
   rows_seen_.k = rows_seen_.v = BT;
-
-  // Every row's Q and O: at a decode step these projections read their weights once whatever
-  // the row count, and the attention skips the gated-off rows itself, so the step needs no
-  // read-back of the gate; with the KV cache's step path (lengths on the device) nothing in the
-  // dense form's step changes its launches from step to step: a CUDA graph can capture it.
   if (!sparse) return every_row(q_dense);
 
   // The one read back to the host per block and step: which rows fire decides the shapes below.
