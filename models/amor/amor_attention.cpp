@@ -126,8 +126,8 @@ Tensor AmorAttention::backward(const Tensor& dy) {
 const Tensor& AmorAttention::stacked_qkv_weight(const Tensor& like) {
   const Tensor* w[3] = {&q_w_->value, &k_.w->value, &v_.w->value};
   const Param* p[3] = {q_w_, k_.w, v_.w};
-  std::vector<std::pair<const void*, uint64_t>> key;
-  for (int i = 0; i < 3; ++i) key.emplace_back(w[i]->raw_data(), p[i]->version);
+  std::array<std::pair<const void*, uint64_t>, 3> key;  // checked every decode step: no allocation
+  for (int i = 0; i < 3; ++i) key[i] = {w[i]->raw_data(), p[i]->version};
   if (qkv_w_.defined() && key == qkv_w_key_ && qkv_w_.device() == like.device() &&
       qkv_w_.dtype() == w[0]->dtype())
     return qkv_w_;

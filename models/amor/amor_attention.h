@@ -20,7 +20,9 @@
 //   q_proj.weight [H hd, d] N(0, init_std), k_proj.weight / v_proj.weight [Hkv hd, d] N(0, init_std),
 //   o_proj.weight [d, H hd] zero.
 #pragma once
+#include <array>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/core/config.h"
@@ -76,7 +78,7 @@ class AmorAttention {
   // storage and version stay those it was made from (param_store.h: every write increments it).
   const Tensor& stacked_qkv_weight(const Tensor& like);
   Tensor qkv_w_;
-  std::vector<std::pair<const void*, uint64_t>> qkv_w_key_;
+  std::array<std::pair<const void*, uint64_t>, 3> qkv_w_key_{};
 
   // Saved by forward for backward.
   bool sparse_ = false;

@@ -51,6 +51,15 @@ std::vector<int64_t> device_lengths(const KvCache& c) {
   return v;
 }
 
+// Two sequences prefilled with 3 tokens and one with `third` tokens, prefilled apart and joined.
+KvCache joined_cache(int64_t third) {
+  KvCache a, b;
+  a.append(toks(2, 3, 1), toks(2, 3, 2));
+  b.append(toks(1, third, 3), toks(1, third, 4));
+  a.append_rows(b);
+  return a;
+}
+
 // One decode step of an attention over the cache, as the mixers run it: q and k rotated at the
 // next positions, k and v appended, q attends (with a gate that leaves some rows off).
 Tensor step(KvCache& c, uint64_t seed, const Tensor& gate = Tensor()) {
@@ -65,14 +74,7 @@ Tensor step(KvCache& c, uint64_t seed, const Tensor& gate = Tensor()) {
 // host mirror (the joined cache's count, the prefill after a step's upload, regrowth), and a
 // prefill between steps (T > 1: the host path) is picked up by the next step.
 TEST(KvCacheStepPath, EqualsTheHostPathOnTheCpu) {
-  auto make = [&] {
-    KvCache a, b;
-    a.append(toks(2, 3, 1), toks(2, 3, 2));
-    b.append(toks(1, 5, 3), toks(1, 5, 4));
-    a.append_rows(b);
-    return a;
-  };
-  KvCache host = make(), dev = make();
+  KvCache host = joined_cache(5), dev = joined_cache(5);
   EXPECT_FALSE(host.step_path(1));
   {
     StepPathOnCpu on;
@@ -108,14 +110,7 @@ TEST(KvCacheStepPath, EqualsTheHostPathOnTheCpu) {
 // bit, over joined sequences of different lengths and through a regrowth; off the step path (the
 // host path, or a prefill of two tokens) it is refused.
 TEST(KvCacheStepPath, FusedQkvStepEqualsRotateAndAppend) {
-  auto make = [&] {
-    KvCache a, b;
-    a.append(toks(2, 3, 1), toks(2, 3, 2));
-    b.append(toks(1, 6, 3), toks(1, 6, 4));
-    a.append_rows(b);
-    return a;
-  };
-  KvCache parts = make(), fused = make();
+  KvCache parts = joined_cache(6), fused = joined_cache(6);
   const int64_t B = 3, n = (H + 2 * Hkv) * D;
   StepPathOnCpu on;
   for (int i = 0; i < 12; ++i) {  // past the first capacity of 16 rows
