@@ -121,6 +121,10 @@ Tensor AmorAttention::backward(const Tensor& dy) {
   return dx;
 }
 
+bool AmorAttention::read_fused_qkv_step_switch() {
+  return env_choice("AMOR_FUSED_QKV_STEP", {"0", "1"}, "1") == "1";
+}
+
 // Q's, K's and V's weights are [out, d] row-major, so stacking them is three copies of whole
 // buffers into one.
 const Tensor& AmorAttention::stacked_qkv_weight(const Tensor& like) {
@@ -188,7 +192,7 @@ Tensor AmorAttention::infer(const Tensor& hn, const Tensor& gate, KvCache& cache
   };
   // The dense form on the step path: Q, K and V from one GEMM, their RoPE and the append in one
   // launch (amor_attention.h).
-  static const bool fused = env_choice("AMOR_FUSED_QKV_STEP", {"0", "1"}, "1") == "1";
+  static const bool fused = read_fused_qkv_step_switch();
   if (!sparse && fused && cache.step_path(T)) {
     const Tensor q = cache.append_qkv_step(project_qkv(hn), H, rope_base_);
     rows_seen_.k = rows_seen_.v = BT;

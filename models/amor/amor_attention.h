@@ -65,6 +65,10 @@ class AmorAttention {
   };
   const Rows& last_rows() const { return rows_seen_; }
 
+  // AMOR_FUSED_QKV_STEP read now, through env_choice (unset, "" or 1: the fused dense step, 0: the
+  // separate ops, anything else an error naming the variable); infer reads it once per process.
+  static bool read_fused_qkv_step_switch();
+
  private:
   int64_t heads_, kv_heads_, head_dim_;
   double rope_base_;

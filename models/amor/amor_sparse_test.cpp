@@ -21,6 +21,7 @@
 #include "models/infer/inference_session.h"
 #include "kernels/core/backend.h"
 #include "tests/common/gradcheck.h"
+#include "tests/common/on_off_switch.h"
 
 namespace amor::model {
 namespace {
@@ -406,6 +407,11 @@ TEST(AmorSparse, BlockInferenceSwitch) {
                           "AMOR_BLOCK_INFERENCE is 'sparce'; it accepts sparse or dense");
   unsetenv("AMOR_BLOCK_INFERENCE");
   EXPECT_TRUE(AmorModel(cfg, DType::F64).sparse_inference());
+}
+
+// AMOR_FUSED_QKV_STEP: on unset, empty or 1, off at 0, anything else refused naming it.
+TEST(AmorSparse, FusedQkvStepSwitch) {
+  amor::testing::expect_on_off_switch("AMOR_FUSED_QKV_STEP", [] { return AmorAttention::read_fused_qkv_step_switch(); });
 }
 
 TEST(AmorSparse, AttentionChecksItsGate) {

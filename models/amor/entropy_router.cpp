@@ -235,6 +235,8 @@ Tensor router_forward_ops(const RouterParams& p, const Tensor& x, const Tensor& 
   return y.view({n});
 }
 
+bool EntropyRouter::read_router_op_switch() { return env_choice("AMOR_ROUTER_OP", {"0", "1"}, "1") == "1"; }
+
 Tensor EntropyRouter::predict(int64_t k, const Tensor& hn) const {
   const char* op = "EntropyRouter::predict";
   AMOR_CHECK(k >= 0 && k < static_cast<int64_t>(blocks.size()), "{}: block {} of a router for {} blocks",
@@ -255,7 +257,7 @@ Tensor EntropyRouter::predict(int64_t k, const Tensor& hn) const {
     // dtype, where the tensor ops below are ten launches; more rows (a prefill) take the GEMMs.
     // On unless AMOR_ROUTER_OP=0 (read once): its kernels passed on the GPU machine (session 15,
     // tests/cuda/RESULTS.md), and the batch-1 decode step is 0.09 ms faster with it.
-    static const bool op = env_choice("AMOR_ROUTER_OP", {"0", "1"}, "1") == "1";
+    static const bool op = read_router_op_switch();
     if (op && n <= kRouterMlpMaxRows) return router_mlp_forward(hn.view({n, d()}), p.w1, p.b1, p.w2, p.u, p.b2).view(shape);
     // (Tensor::to converts dtypes on the host only: the cast op converts on the device.)
     const Tensor x = hn.dtype() == DType::F32 ? hn.view({n, d()}) : cast(hn.view({n, d()}), DType::F32);

@@ -104,6 +104,10 @@ struct EntropyRouter {
   // the f64 values: entropy_router_test), so a token whose r(hn) sits that close to tau may gate
   // the other way than on the CPU.
   Tensor predict(int64_t k, const Tensor& hn) const;
+  // AMOR_ROUTER_OP read now, through env_choice (unset, "" or 1: the op for a decode step's rows,
+  // 0: the tensor ops, anything else an error naming the variable); predict reads it once per
+  // process.
+  static bool read_router_op_switch();
 
  private:
   mutable std::vector<RouterParams> device_blocks_;  // f32 copies on device_ (predict on the GPU)

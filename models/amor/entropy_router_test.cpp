@@ -16,6 +16,7 @@
 #include "models/amor/entropy_router.h"
 #include "models/infer/inference_session.h"
 #include "tests/common/gradcheck.h"
+#include "tests/common/on_off_switch.h"
 #include "tests/common/random.h"
 
 namespace amor::model {
@@ -383,6 +384,11 @@ TEST(EntropyRouter, DecodeWithTheRouterGatesOnItsPrediction) {
   auto bad = std::make_shared<EntropyRouter>();
   bad->blocks.push_back(random_router(d, 5, 1));
   EXPECT_THROW(m->set_entropy_router(bad), Error);
+}
+
+// AMOR_ROUTER_OP: on unset, empty or 1, off at 0, anything else refused naming it.
+TEST(EntropyRouter, RouterOpSwitch) {
+  amor::testing::expect_on_off_switch("AMOR_ROUTER_OP", [] { return EntropyRouter::read_router_op_switch(); });
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "kernels/kv_append/kv_append.h"
 #include "models/infer/infer_test_support.h"
+#include "tests/common/on_off_switch.h"
 
 namespace amor::model {
 namespace {
@@ -272,28 +273,7 @@ TEST(KvCacheStepPath, ReplayedStepAdvancesEveryCache) {
 // tests passed on the H200), "0" off, anything else refused naming the variable and the value; the setting can be
 // switched for a scope (the GPU tests run the step path so).
 TEST(KvCacheStepPath, GpuSwitchParsedAndScoped) {
-  const char* saved = std::getenv("AMOR_KV_STEP_PATH");
-  const std::string saved_value = saved ? saved : "";
-  unsetenv("AMOR_KV_STEP_PATH");
-  EXPECT_TRUE(KvCache::read_step_path_switch());
-  for (const char* v : {"", "1"}) {
-    setenv("AMOR_KV_STEP_PATH", v, 1);
-    EXPECT_TRUE(KvCache::read_step_path_switch()) << "'" << v << "'";
-  }
-  setenv("AMOR_KV_STEP_PATH", "0", 1);
-  EXPECT_FALSE(KvCache::read_step_path_switch());
-  setenv("AMOR_KV_STEP_PATH", "yes", 1);
-  try {
-    KvCache::read_step_path_switch();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("AMOR_KV_STEP_PATH is 'yes'"), std::string::npos) << e.what();
-  }
-  if (saved) {
-    setenv("AMOR_KV_STEP_PATH", saved_value.c_str(), 1);
-  } else {
-    unsetenv("AMOR_KV_STEP_PATH");
-  }
+  amor::testing::expect_on_off_switch("AMOR_KV_STEP_PATH", [] { return KvCache::read_step_path_switch(); });
   const bool before = KvCache::step_path_on_gpu();
   {
     testing_infer::StepPathOnGpu on(true);
