@@ -59,10 +59,10 @@
 // Y^T and O^T multiply, and the bf16 Vn) stores them from the A fragments, pairs of rows of one
 // column, transposed to pairs of columns by one shuffle with the neighbouring lane (4-byte
 // stores); the backward's recomputation runs this same kernel without o, so kept and recomputed
-// S and Vn are the same bits. o at K 64 (16-byte aligned) leaves the same way but through shared
-// memory: the warp's O^T pairs packed as A fragments, written transposed by stmatrix.trans into a
-// 32 x 16 staging tile, then 16-byte rows (the same bits as the 4-byte store_t form, which K 128
-// and unaligned o keep).
+// S and Vn are the same bits. At K 64 these and o (when 16-byte aligned) leave through shared
+// memory instead: A fragments (o's: its O^T pairs packed) written transposed by stmatrix.trans
+// into the warp's 32 x 16 staging tile, then 16-byte rows (flush_stage; the same bits as the
+// 4-byte store_t form, which K 128 and an unaligned o keep).
 #include <stdexcept>
 #include "kernels/gated_delta/gated_delta_cuda_common.cuh"
 #include "kernels/gated_delta/gated_delta_fwd_fused.cuh"
@@ -77,8 +77,9 @@ template <int K, int NW>
 struct Fused2Smem {
   static constexpr int BV = 16 * NW;
   static constexpr int ldk = K + 8, ldt = kRows + 8, ldv = BV + 8;  // tile::padded_ld<bf16_t>
-  // K 64: o leaves through a per-warp staging tile (32 rows of the warp's 16 columns), 16-byte
-  // stores; K 128 has no shared memory to spare for it (two blocks of 8 warps per SM).
+  // K 64: o, S_out and Vn_out leave through a per-warp staging tile (32 rows of the warp's 16
+  // columns), 16-byte stores; K 128 has no shared memory to spare for it (two blocks of 8 warps
+  // per SM).
   static constexpr bool kStageO = K == 64;
   static constexpr int ldo = 16 + 8;
   bf16_t *k[2], *q[2], *Tm, *v, *P, *ost;
@@ -94,6 +95,22 @@ struct Fused2Smem {
     beta = c.take_as<float>(kRows);
   }
 };
+
+// Rows r0 .. r0 + 31 of a matrix whose rows lie in a warp's staging tile (tile row i = row
+// r0 + i, 16 columns, ld ldo; written by the warp's stmatrix before) to dst (row r at dst + r ld),
+// rows < nrows, two 16-byte stores per row. The tile is free again when it returns.
+__device__ __forceinline__ void flush_stage(const bf16_t* so, int ldo, int r0, bf16_t* dst,
+                                            int64_t ld, int nrows, int lane) {
+  mma::sync_warp();
+#pragma unroll
+  for (int i = lane; i < 64; i += 32) {
+    const int r = r0 + i / 2;
+    if (r < nrows)
+      *reinterpret_cast<uint4*>(dst + r * ld + 8 * (i % 2)) =
+          *reinterpret_cast<const uint4*>(so + (i / 2) * ldo + 8 * (i % 2));
+  }
+  mma::sync_warp();
+}
 
 // MinB: blocks per SM that the register budget is cut for (launch_bounds).
 // O16: o is 16-byte aligned (its rows are H V elements apart, V % 64 == 0), so the staged
@@ -190,7 +207,14 @@ __global__ void __launch_bounds__(NW * 32, MinB)
         uint32_t a[4];
         pack_s(st, kk, a);
         if (h == 0 && S_out) {
-          store_a_rows(a, g, t, 16 * kk, S_out + (int64_t(bh) * NC + c) * KV + v0 + cw, V, K);
+          bf16_t* const so_dst = S_out + (int64_t(bh) * NC + c) * KV + v0 + cw;
+          if constexpr (Sm::kStageO) {  // (the kept arrays are 16-byte aligned: Carve)
+            tile::store_a_trans(s.ost + warp * 32 * Sm::ldo, Sm::ldo, 0, 16 * (kk % 2), lane, a);
+            if (kk % 2 == 1)
+              flush_stage(s.ost + warp * 32 * Sm::ldo, Sm::ldo, 16 * (kk - 1), so_dst, V, K, lane);
+          } else {
+            store_a_rows(a, g, t, 16 * kk, so_dst, V, K);
+          }
         }
 #pragma unroll
         for (int np = 0; np < kRG; ++np) {
@@ -234,8 +258,17 @@ __global__ void __launch_bounds__(NW * 32, MinB)
 
     if (Vn_out) {
       bf16_t* const vo = Vn_out + (int64_t(bh) * T + c * kRows) * V + v0 + cw;
+      if constexpr (Sm::kStageO) {
+        bf16_t* const so = s.ost + warp * 32 * Sm::ldo;
 #pragma unroll
-      for (int rb = 0; rb < 4; ++rb) store_a_rows(vn[rb], g, t, 16 * rb, vo, V, n);
+        for (int rb = 0; rb < 4; ++rb) {
+          tile::store_a_trans(so, Sm::ldo, 0, 16 * (rb % 2), lane, vn[rb]);
+          if (rb % 2 == 1) flush_stage(so, Sm::ldo, 16 * (rb - 1), vo, V, n, lane);
+        }
+      } else {
+#pragma unroll
+        for (int rb = 0; rb < 4; ++rb) store_a_rows(vn[rb], g, t, 16 * rb, vo, V, n);
+      }
     }
 
     // O^T = scale S^T Q^T diag(e) + Vn^T P^T by groups of kRG 16-row blocks of the chunk (n tiles
@@ -286,15 +319,7 @@ __global__ void __launch_bounds__(NW * 32, MinB)
             tile::a_from_c(oa, ot, np);
             tile::store_a_trans(so, Sm::ldo, 0, 16 * np, lane, oa);
           }
-          mma::sync_warp();
-#pragma unroll
-          for (int i = lane; i < 32 * 2; i += 32) {
-            const int r = 16 * kRG * h + i / 2;
-            if (r < n)
-              *reinterpret_cast<uint4*>(oc + int64_t(r) * H * V + 8 * (i % 2)) =
-                  *reinterpret_cast<const uint4*>(so + (i / 2) * Sm::ldo + 8 * (i % 2));
-          }
-          mma::sync_warp();  // the tile read before the next group's stmatrix
+          flush_stage(so, Sm::ldo, 16 * kRG * h, oc, int64_t(H) * V, n, lane);
         } else {
 #pragma unroll
           for (int jj = 0; jj < 2 * kRG; ++jj) {
