@@ -65,12 +65,6 @@ struct Carve {
 // dVn, dW) are stored in T: for bf16 inputs that is exactly the rounding the operand gets anyway
 // (half the traffic and half the shared tiles), for f32 inputs they stay f32 (the exact path).
 // gam, U (Vn = U - W S subtracts it), and the dk and dgam partials (summed later) are f32.
-// f32 words that the fused second form's ChunkRows take in U's place for BHT rows (e and dl f32,
-// P bf16 64 wide; each array 16-byte aligned; gated_delta_fwd_fused.cuh).
-__host__ __device__ inline int64_t chunk_rows_floats(int64_t BHT) {
-  return 2 * ((BHT + 3) / 4 * 4) + 32 * BHT;
-}
-
 template <class T>
 struct Scratch {
   // Forward: gam [BH,T], W [BH,T,K], U and Vn [BH,T,V] (one array for f32: Vn overwrites U in
@@ -99,11 +93,7 @@ struct Scratch {
     }
     S = kept.take_as<T>(states);
     Tm = with_tm ? kept.take_as<T>(BHT * d.L) : nullptr;
-    // (bf16: U's place also holds the second fused form's ChunkRows, which never forms U.)
-    if constexpr (sizeof(T) != sizeof(float))
-      U = need_u ? work.take_as<float>(BHT * d.V > chunk_rows_floats(BHT) ? BHT * d.V
-                                                                          : chunk_rows_floats(BHT))
-                 : nullptr;
+    if constexpr (sizeof(T) != sizeof(float)) U = need_u ? work.take_as<float>(BHT * d.V) : nullptr;
     dS = dVn = dW = nullptr;
     dk = dgam = nullptr;
     if (backward) {
