@@ -4,11 +4,11 @@
 
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "kernels/rope/rope.h"
+#include "tests/common/error_of.h"
 #include "tests/common/random.h"
 
 namespace amor {
@@ -81,15 +81,6 @@ Tensor pack_qkv(const Tensor& q, const Tensor& k, const Tensor& v) {
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() &&
          std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
-
-std::string error_text(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // The composition the op fuses, on the cpu: rope's reference takes f32 and f64, so a bf16 tensor
@@ -206,7 +197,7 @@ TEST(KvRopeAppend, NoRoomWritesNothing) {
       {{3, -1, 0}, "kv_rope_append_step: length -1 of sequence 1 is negative"}};
   for (const Bad& c : bad) {
     Tensor lengths = Tensor::from_vector<int32_t>({B}, c.lengths);
-    EXPECT_EQ(error_text([&] { kv_rope_append_step(qkv, Hq, kc, vc, lengths, 10000.0); }),
+    EXPECT_EQ(testing::error_of([&] { kv_rope_append_step(qkv, Hq, kc, vc, lengths, 10000.0); }),
               c.message);
     EXPECT_EQ(lengths.to_vector<int32_t>(), c.lengths);
     EXPECT_TRUE(same_bits(kc, k0));
@@ -223,7 +214,7 @@ TEST(KvRopeAppend, RefusesBadArgumentsNamingThem) {
   Tensor len = Tensor::from_vector<int32_t>({B}, {0, 1});
   auto err = [&](const Tensor& x, int64_t hq, const Tensor& k, const Tensor& v, const Tensor& l,
                  double base = 10000.0) {
-    return error_text([&] { kv_rope_append_step(x, hq, k, v, l, base); });
+    return testing::error_of([&] { kv_rope_append_step(x, hq, k, v, l, base); });
   };
   const std::string op = "kv_rope_append_step: ";
   EXPECT_EQ(err(Tensor(), Hq, kc, vc, len), op + "argument 'qkv' is undefined");
