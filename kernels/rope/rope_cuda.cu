@@ -5,15 +5,12 @@
 //   y1 = x1 cos(a) - x2 sin(a),  y2 = x2 cos(a) + x1 sin(a)      (x1 = x[i], x2 = x[i + Dh/2])
 //   backward (inverse): the same with -a
 //
-// The angle is formed and reduced modulo 2*pi in f64 (an f32 angle p * theta would be off by
-// ~p * 6e-8 rad), then sincosf of the reduced f32 angle: cos and sin are accurate to f32 rounding
-// at any position. That math is rope_device.cuh's (rope_cos_sin, rope_rotate_pair), shared with
-// the fused decode step of kv_append_cuda.cu, which so rotates to the same bits. A block takes
+// The angle (reduced modulo 2*pi in f64, then sincosf: accurate to f32 rounding at any position)
+// and the rotation are rope_device.cuh's (rope_cos_sin, rope_rotate_pair, whose comment says why),
+// shared with the fused decode step of kv_append_cuda.cu, which so rotates to the same bits. A block takes
 // `tok` tokens at a time: its threads first fill a shared table of cos/sin per (token, i), then
 // rotate every head of those tokens with 16-byte accesses (V pairs per thread step), so the
 // transcendental work is shared by the H heads.
-#include <cmath>
-
 #include "kernels/cast/cuda_device.cuh"
 #include "kernels/rope/rope_cuda.h"
 #include "kernels/rope/rope_device.cuh"
