@@ -30,6 +30,10 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=$(realpath -m "$1"); shift
 prefix=/tmp/amor-prefix
 mkdir -p "$prefix" "$build_dir"
+# One unpack at a time: builds of several trees started together share the prefix, and two
+# dpkg -x into it at once fail ("Cannot open: File exists"; session 17's first call lost a build).
+exec 9> "$prefix.lock"
+flock 9
 for deb in "$root"/.carry/debs/*.deb; do
   [ -e "$deb" ] && dpkg -x "$deb" "$prefix"
 done
@@ -46,6 +50,8 @@ fi
 if [ -e "$lib/pkgconfig/libutf8proc.pc" ]; then
   sed -i "s|^prefix=.*|prefix=$prefix/usr|" "$lib/pkgconfig/libutf8proc.pc"
 fi
+flock -u 9
+exec 9>&-
 if [ -d "$lib/pkgconfig" ]; then
   export PKG_CONFIG_PATH="$lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 fi
