@@ -132,24 +132,56 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (live && out_spans) tc::state_store(st, out_spans + span_at, P, N);
 }
 
-// One thread per (b, h, p, n) element, sequential over the spans (reverse: last to first). The
-// block's threads share one (b, h): per window of kWindowChunks / m spans (in the pass's order)
-// they first load the cum_last of every chunk of the window into shared memory (one chunk per
-// thread, all loads in flight at once), then sum each span's chunks in chunk order into its
-// decay (one span per thread), so that each thread's pass then waits on its own span loads only,
-// kAhead of them in flight at once.
+// kVec consecutive (b, h, p, n) elements per thread (4: one float4, where P N % 4 == 0 and the
+// arrays are 16-byte aligned), sequential over the spans (reverse: last to first). The block's
+// threads share one (b, h): per window of kWindowChunks / m spans (in the pass's order) they first
+// load the cum_last of every chunk of the window into shared memory (one chunk per thread, all
+// loads in flight at once), then sum each span's chunks in chunk order into its decay (one span
+// per thread), so that each thread's pass then waits on its own span loads only, kAhead of them
+// in flight at once. Why four elements a thread: the pass moves little (a state in and out per
+// span) and each block's preamble (the cum loads, two barriers, the decays) is a few serial
+// memory latencies, so with one element a thread (16K blocks at H 64, B 8) the kernel ran at a
+// fifth of its bandwidth (92 us for ~84 MB at H 64, B8 T2K, RESULTS.md 2026-12-01); the arithmetic
+// per element is unchanged (the same bits).
 constexpr int kAhead = 8;
 constexpr int kWindowChunks = 1024;  // >= kMaxSpanLen
 
+template <int kVec>
+__device__ __forceinline__ void load_vec(float (&x)[kVec], const float* p) {
+  if constexpr (kVec == 4) {
+    const float4 t = *reinterpret_cast<const float4*>(p);
+    x[0] = t.x;
+    x[1] = t.y;
+    x[2] = t.z;
+    x[3] = t.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) x[i] = p[i];
+  }
+}
+template <int kVec>
+__device__ __forceinline__ void store_vec(float* p, const float (&x)[kVec]) {
+  if constexpr (kVec == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(x[0], x[1], x[2], x[3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) p[i] = x[i];
+  }
+}
+
+template <int kVec>
 __global__ void span_passing_kernel(Dims k, int m, const float* __restrict__ cum,
                                     const float* __restrict__ first, float* __restrict__ spans,
                                     float* __restrict__ last, bool reverse) {
   __shared__ float logs[kWindowChunks], decays[kWindowChunks];
   const int window = kWindowChunks / m;
   const int64_t PN = k.P * k.N, ns = (k.nc + m - 1) / m;
-  const int64_t bh = blockIdx.y, e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const bool mine = e < PN;  // (every thread takes part in the barriers)
-  float s = mine && first ? first[bh * PN + e] : 0.0f;
+  const int64_t bh = blockIdx.y, e = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
+  const bool mine = e < PN;  // (every thread takes part in the barriers; P N % kVec == 0)
+  float s[kVec];
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) s[i] = 0.0f;
+  if (mine && first) load_vec(s, first + bh * PN + e);
   float* sl = spans + bh * ns * PN + e;
   for (int64_t w0 = 0; w0 < ns; w0 += window) {
     const int wn = int(ns - w0 < window ? ns - w0 : window);
@@ -172,23 +204,24 @@ __global__ void span_passing_kernel(Dims k, int m, const float* __restrict__ cum
     __syncthreads();
     if (!mine) continue;
     for (int q0 = 0; q0 < wn; q0 += kAhead) {
-      float r[kAhead];
+      float r[kAhead][kVec];
 #pragma unroll
       for (int a = 0; a < kAhead; ++a) {
         const int64_t q = w0 + q0 + a, sp = reverse ? ns - 1 - q : q;
-        if (q0 + a < wn) r[a] = sl[sp * PN];
+        if (q0 + a < wn) load_vec(r[a], sl + sp * PN);
       }
 #pragma unroll
       for (int a = 0; a < kAhead; ++a) {
         const int64_t q = w0 + q0 + a, sp = reverse ? ns - 1 - q : q;
         if (q0 + a < wn) {
-          sl[sp * PN] = s;
-          s = decays[q0 + a] * s + r[a];
+          store_vec(sl + sp * PN, s);
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) s[i] = decays[q0 + a] * s[i] + r[a][i];
         }
       }
     }
   }
-  if (mine && last) last[bh * PN + e] = s;
+  if (mine && last) store_vec(last + bh * PN + e, s);
 }
 
 // Stages of span_states_tc_kernel: 4 where they fit two blocks per SM (113 KiB each: 4 x 26 KiB
@@ -264,8 +297,15 @@ void launch_span_states_tc(const Dims& k, int m, const bf16_t* u, const bf16_t* 
 void launch_span_passing(const Dims& k, int m, const float* cum, const float* first,
                          float* spans, float* last, bool reverse, cudaStream_t s) {
   if (k.B * k.H * k.P * k.N == 0) return;
-  span_passing_kernel<<<dim3(unsigned(ceil_div(k.P * k.N, 256)), unsigned(k.B * k.H)), 256, 0,
-                        s>>>(k, m, cum, first, spans, last, reverse);
+  auto a16 = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool vec4 = k.P * k.N % 4 == 0 && a16(spans) && a16(first) && a16(last);
+  if (vec4) {
+    span_passing_kernel<4><<<dim3(unsigned(ceil_div(k.P * k.N / 4, 256)), unsigned(k.B * k.H)),
+                             256, 0, s>>>(k, m, cum, first, spans, last, reverse);
+  } else {
+    span_passing_kernel<1><<<dim3(unsigned(ceil_div(k.P * k.N, 256)), unsigned(k.B * k.H)), 256,
+                             0, s>>>(k, m, cum, first, spans, last, reverse);
+  }
   AMOR_CUDA_CHECK_LAUNCH();
 }
 
