@@ -7,10 +7,10 @@
 //
 // The angle (reduced modulo 2*pi in f64, then sincosf: accurate to f32 rounding at any position)
 // and the rotation are rope_device.cuh's (rope_cos_sin, rope_rotate_pair, whose comment says why),
-// shared with the fused decode step of kv_append_cuda.cu, which so rotates to the same bits. A block takes
-// `tok` tokens at a time: its threads first fill a shared table of cos/sin per (token, i), then
-// rotate every head of those tokens with 16-byte accesses (V pairs per thread step), so the
-// transcendental work is shared by the H heads.
+// shared with the fused decode step of kv_append_cuda.cu, which so rotates to the same bits. A
+// block takes `tok` tokens at a time: its threads first fill a shared table of cos/sin per
+// (token, i), then rotate every head of those tokens with 16-byte accesses (V pairs per thread
+// step), so the transcendental work is shared by the H heads.
 #include "kernels/cast/cuda_device.cuh"
 #include "kernels/rope/rope_cuda.h"
 #include "kernels/rope/rope_device.cuh"
