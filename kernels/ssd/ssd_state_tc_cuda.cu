@@ -27,6 +27,7 @@
 // materialised.
 #include <algorithm>
 
+#include "kernels/cast/cuda_device.cuh"
 #include "kernels/core/env_switch.h"
 #include "kernels/ssd/ssd_mma.cuh"
 
@@ -147,29 +148,6 @@ constexpr int kAhead = 8;
 constexpr int kWindowChunks = 1024;  // >= kMaxSpanLen
 
 template <int kVec>
-__device__ __forceinline__ void load_vec(float (&x)[kVec], const float* p) {
-  if constexpr (kVec == 4) {
-    const float4 t = *reinterpret_cast<const float4*>(p);
-    x[0] = t.x;
-    x[1] = t.y;
-    x[2] = t.z;
-    x[3] = t.w;
-  } else {
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) x[i] = p[i];
-  }
-}
-template <int kVec>
-__device__ __forceinline__ void store_vec(float* p, const float (&x)[kVec]) {
-  if constexpr (kVec == 4) {
-    *reinterpret_cast<float4*>(p) = make_float4(x[0], x[1], x[2], x[3]);
-  } else {
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) p[i] = x[i];
-  }
-}
-
-template <int kVec>
 __global__ void span_passing_kernel(Dims k, int m, const float* __restrict__ cum,
                                     const float* __restrict__ first, float* __restrict__ spans,
                                     float* __restrict__ last, bool reverse) {
@@ -181,7 +159,7 @@ __global__ void span_passing_kernel(Dims k, int m, const float* __restrict__ cum
   float s[kVec];
 #pragma unroll
   for (int i = 0; i < kVec; ++i) s[i] = 0.0f;
-  if (mine && first) load_vec(s, first + bh * PN + e);
+  if (mine && first) load_vec<float, kVec>(first + bh * PN + e, s);
   float* sl = spans + bh * ns * PN + e;
   for (int64_t w0 = 0; w0 < ns; w0 += window) {
     const int wn = int(ns - w0 < window ? ns - w0 : window);
@@ -208,20 +186,20 @@ __global__ void span_passing_kernel(Dims k, int m, const float* __restrict__ cum
 #pragma unroll
       for (int a = 0; a < kAhead; ++a) {
         const int64_t q = w0 + q0 + a, sp = reverse ? ns - 1 - q : q;
-        if (q0 + a < wn) load_vec(r[a], sl + sp * PN);
+        if (q0 + a < wn) load_vec<float, kVec>(sl + sp * PN, r[a]);
       }
 #pragma unroll
       for (int a = 0; a < kAhead; ++a) {
         const int64_t q = w0 + q0 + a, sp = reverse ? ns - 1 - q : q;
         if (q0 + a < wn) {
-          store_vec(sl + sp * PN, s);
+          store_vec<float, kVec>(sl + sp * PN, s);
 #pragma unroll
           for (int i = 0; i < kVec; ++i) s[i] = decays[q0 + a] * s[i] + r[a][i];
         }
       }
     }
   }
-  if (mine && last) store_vec(last + bh * PN + e, s);
+  if (mine && last) store_vec<float, kVec>(last + bh * PN + e, s);
 }
 
 // Stages of span_states_tc_kernel: 4 where they fit two blocks per SM (113 KiB each: 4 x 26 KiB
@@ -297,8 +275,7 @@ void launch_span_states_tc(const Dims& k, int m, const bf16_t* u, const bf16_t* 
 void launch_span_passing(const Dims& k, int m, const float* cum, const float* first,
                          float* spans, float* last, bool reverse, cudaStream_t s) {
   if (k.B * k.H * k.P * k.N == 0) return;
-  auto a16 = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool vec4 = k.P * k.N % 4 == 0 && a16(spans) && a16(first) && a16(last);
+  const bool vec4 = k.P * k.N % 4 == 0 && aligned16(spans) && aligned16(first) && aligned16(last);
   if (vec4) {
     span_passing_kernel<4><<<dim3(unsigned(ceil_div(k.P * k.N / 4, 256)), unsigned(k.B * k.H)),
                              256, 0, s>>>(k, m, cum, first, spans, last, reverse);
