@@ -65,6 +65,12 @@ struct Carve {
 // dVn, dW) are stored in T: for bf16 inputs that is exactly the rounding the operand gets anyway
 // (half the traffic and half the shared tiles), for f32 inputs they stay f32 (the exact path).
 // gam, U (Vn = U - W S subtracts it), and the dk and dgam partials (summed later) are f32.
+// f32 words that the fused second form's ChunkRows take in U's place for BHT rows (e and dl f32,
+// P bf16 64 wide; each array 16-byte aligned; gated_delta_fwd_fused.cuh).
+__host__ __device__ inline int64_t chunk_rows_floats(int64_t BHT) {
+  return 2 * ((BHT + 3) / 4 * 4) + 32 * BHT;
+}
+
 template <class T>
 struct Scratch {
   // Forward: gam [BH,T], W [BH,T,K], U and Vn [BH,T,V] (one array for f32: Vn overwrites U in
@@ -93,7 +99,11 @@ struct Scratch {
     }
     S = kept.take_as<T>(states);
     Tm = with_tm ? kept.take_as<T>(BHT * d.L) : nullptr;
-    if constexpr (sizeof(T) != sizeof(float)) U = need_u ? work.take_as<float>(BHT * d.V) : nullptr;
+    // (bf16: U's place also holds the second fused form's ChunkRows, which never forms U.)
+    if constexpr (sizeof(T) != sizeof(float))
+      U = need_u ? work.take_as<float>(BHT * d.V > chunk_rows_floats(BHT) ? BHT * d.V
+                                                                          : chunk_rows_floats(BHT))
+                 : nullptr;
     dS = dVn = dW = nullptr;
     dk = dgam = nullptr;
     if (backward) {
@@ -604,6 +614,10 @@ __host__ __device__ inline int64_t reg_rows(const Dims& d) { return (d.L + 15) /
 // keeps) and lo = bf16(Tm - hi); before lo holds Tm, its place is the warps' f32 scratch for the
 // diagonal blocks (kPrepDiag floats each: A_ii and Tm_ii, [16, 17] each). 46 KB for K 64, V 128,
 // L 64 (four blocks per SM); 70 KB for K 128, V 256 (three).
+// lo_in_v: lo and the scratch take the v tile's place, which then holds q [R, K] for the P the
+// Tm-only forms compute first (gated_delta_fwd_cuda.cu waits for every warp's P before the
+// scratch is written): 29 KB for K 64 (seven blocks per SM by shared memory, where a separate lo
+// left five), 45 KB for K 128 (five, was four).
 constexpr int kPrepWarps = int(kGdnMaxChunk) / 16;
 constexpr int kPrepDiag = 2 * 16 * 17;
 template <class T>
@@ -611,16 +625,18 @@ struct PrepareRegSmem {
   int64_t ldk, ldv, ldl;
   T *k, *v, *th, *tl;
   float *graw, *gam, *beta, *be;
-  __host__ __device__ PrepareRegSmem(Carve& c, const Dims& d)
+  __host__ __device__ PrepareRegSmem(Carve& c, const Dims& d, bool lo_in_v = false)
       : ldk(tile::padded_ld<T>(d.K)),
         ldv(tile::padded_ld<T>(d.V)),
         ldl(tile::padded_ld<T>(reg_rows(d))) {
     const int64_t R = reg_rows(d);
     k = c.take_as<T>(R * ldk);
-    v = c.take_as<T>(R * ldv);
-    th = c.take_as<T>(R * ldl);
     const int64_t lo = R * ldl * int64_t(sizeof(T)), scratch = kPrepWarps * kPrepDiag * 4;
-    tl = reinterpret_cast<T*>(c.take_as<char>(lo > scratch ? lo : scratch));
+    const int64_t lo_bytes = lo > scratch ? lo : scratch;
+    const int64_t v_bytes = R * ldv * int64_t(sizeof(T));
+    v = reinterpret_cast<T*>(c.take_as<char>(lo_in_v && lo_bytes > v_bytes ? lo_bytes : v_bytes));
+    th = c.take_as<T>(R * ldl);
+    tl = lo_in_v ? v : reinterpret_cast<T*>(c.take_as<char>(lo_bytes));
     graw = c.take_as<float>(R);
     gam = c.take_as<float>(R);
     beta = c.take_as<float>(R);

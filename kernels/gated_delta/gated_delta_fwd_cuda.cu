@@ -343,29 +343,81 @@ __device__ __forceinline__ void mma_split(float (&x)[2][4], const uint32_t (&ah)
   tile::mma_x2(x[0], x[1], al, bh);
 }
 
+// ChunkRows::P's rows m0 .. m0 + 15 (warp mb of gdn_prepare_reg_kernel): the 16 x 16 blocks
+// (mb, jb), jb <= mb, of scale (Q K^T) o D, masked j <= r < n, as bf16 pairs into P (row r at
+// P + r ld), the blocks above the diagonal zero; rows >= n are not stored. The MMAs, their k order
+// and the epilogue's expression are the second fused form's (which computed P itself before),
+// so P has the same bits.
+__device__ __forceinline__ void p_rows(const bf16_t* qt, const bf16_t* kt, int64_t ldk, int K,
+                                       const float* gm, int m0, int mb, int n, float scale,
+                                       bf16_t* P, int64_t ld, int lane) {
+  constexpr int NB = kPrepWarps;
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int jb = 0; jb < NB; ++jb) {
+    float p[2][4] = {};
+    if (jb <= mb) {
+      for (int kk = 0; kk < K / 16; ++kk) {
+        uint32_t a[4], b[4];
+        tile::frag_a(a, qt, ldk, m0, 16 * kk, lane);
+        tile::frag_b2(b, kt, ldk, 16 * kk, 16 * jb, lane);
+        tile::mma_x2(p[0], p[1], a, b);
+      }
+    }
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = m0 + g + 8 * hh;
+      const float gr = gm[r];
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) {
+        const int j = 16 * jb + 8 * h2 + 2 * t;
+        const float y0 = j <= r && r < n ? scale * p[h2][2 * hh] * exp_t<bf16_t>(gr - gm[j])
+                                         : 0.0f;
+        const float y1 = j + 1 <= r && r < n
+                             ? scale * p[h2][2 * hh + 1] * exp_t<bf16_t>(gr - gm[j + 1])
+                             : 0.0f;
+        if (r < n) *reinterpret_cast<uint32_t*>(P + r * ld + j) = mma::pack_bf16x2(y0, y1);
+      }
+    }
+  }
+}
+
 // kOut (PrepOut, gated_delta_fwd_fused.cuh) picks what the kernel writes: everything (kAll: gam, W,
 // U, Tm when Tm_out), gam and Tm only (kTm: the fused forward, gated_delta_fwd_fused_cuda.cu: no v
 // tile, no K~, V~, W, U), or gam, W and Tm (kWTm: the fused forward's intermediates for the
 // backward: no v tile, no V~, no U). The same instructions up to Tm, and for W, so the same gam,
 // Tm and W bits in every form.
+// In the Tm-only forms (kTm, kWTm) it also writes the second fused form's ChunkRows when rows.e
+// is non-null (gated_delta_fwd_fused.cuh): e_r = exp(gam_r) (the exp that gives be), dl_r =
+// exp(gam_{n-1} - gam_r), and with rows.P non-null P = scale (Q K^T) o D masked, bf16, its
+// products beside A's (the same B fragments of k; the q tile in the v tile's place) and its
+// epilogue the pass's own (same MMAs in the same k order, same exp: the pass's bits).
+// Blocks per SM: the full form 4; the Tm-only forms PREP_MINB, whose shared memory (q's tile
+// holding lo and the scratch once P is done: PrepareRegSmem's lo_in_v) allows more.
+#ifndef PREP_MINB
+#define PREP_MINB 6
+#endif
 template <class Sh, PrepOut kOut>
-__global__ void __launch_bounds__(kPrepWarps * 32, 4)
+__global__ void __launch_bounds__(kPrepWarps * 32, kOut == PrepOut::kAll ? 4 : PREP_MINB)
     gdn_prepare_reg_kernel(const bf16_t* __restrict__ k, const bf16_t* __restrict__ v,
                            const void* g_in, const void* beta_in, bool gate_f32, Dims d,
                            float* __restrict__ gam_out, bf16_t* __restrict__ W_out,
-                           float* __restrict__ U_out, bf16_t* __restrict__ Tm_out) {
+                           float* __restrict__ U_out, bf16_t* __restrict__ Tm_out, ChunkRows rows,
+                           const bf16_t* __restrict__ q, float scale) {
   constexpr int NB = kPrepWarps;
   constexpr bool kTmOnly = kOut == PrepOut::kTm, kNoV = kOut != PrepOut::kAll;
   extern __shared__ float smem[];
   const ChunkPos p = chunk_pos<Sh>(d);
   Carve carve{smem};
-  PrepareRegSmem<bf16_t> s(carve, prepare_layout_dims(d, kNoV));
+  const bool with_rows = kNoV && rows.e != nullptr, with_p = with_rows && rows.P != nullptr;
+  PrepareRegSmem<bf16_t> s(carve, prepare_layout_dims(d, kNoV, with_p), with_p);
   const int n = p.n, R = int(reg_rows(d));
   const int64_t K = d.K, V = d.V, H = d.H, row0 = p.bh * d.T + p.t0;
   const int64_t x0 = (p.b * d.T + p.t0) * H + p.h;  // token index of row 0 (row r: x0 + r H)
   const int64_t ldk = s.ldk, ldv = s.ldv, ldl = s.ldl;
   tile_load_zfill(k + x0 * K, H * K, n, R, int(K), s.k, ldk);
   if constexpr (!kNoV) tile_load_zfill(v + x0 * V, H * V, n, R, int(V), s.v, ldv);
+  if (with_p) tile_load_zfill(q + x0 * K, H * K, n, R, int(K), s.v, ldv);  // q (ldv = ldk)
   tile_commit();
   for (int r = int(threadIdx.x); r < R; r += int(blockDim.x)) {
     s.graw[r] = r < n ? load_any(g_in, x0 + r * H, gate_f32) : 0.0f;
@@ -373,14 +425,33 @@ __global__ void __launch_bounds__(kPrepWarps * 32, 4)
   }
   __syncthreads();
   for (int r = int(threadIdx.x); r < R; r += int(blockDim.x)) {
+    // gam_r = graw_0 + ... + graw_r, added in that order (the references' order, so the same
+    // bits), from registers: graw read as 16-byte broadcasts ahead of the adds, which are
+    // predicated (a loop over shared memory put a dependent load and add per row on every
+    // block's path, up to 64 of them).
     float acc = 0.0f;
-    for (int m = 0; m <= r; ++m) acc += s.graw[m];
+#pragma unroll
+    for (int m4 = 0; m4 < int(kGdnMaxChunk) / 4; ++m4) {
+      if (4 * m4 < R) {  // (block-uniform; R is a multiple of 16)
+        const float4 gv = reinterpret_cast<const float4*>(s.graw)[m4];
+        if (4 * m4 <= r) acc += gv.x;
+        if (4 * m4 + 1 <= r) acc += gv.y;
+        if (4 * m4 + 2 <= r) acc += gv.z;
+        if (4 * m4 + 3 <= r) acc += gv.w;
+      }
+    }
     s.gam[r] = acc;
-    s.be[r] = s.beta[r] * exp_t<bf16_t>(acc);
+    const float er = exp_t<bf16_t>(acc);
+    s.be[r] = s.beta[r] * er;
     if (r < n) gam_out[row0 + r] = acc;
+    if (with_rows && r < n) rows.e[row0 + r] = er;
   }
   tile_wait();
   __syncthreads();
+  if (with_rows) {
+    for (int r = int(threadIdx.x); r < n; r += int(blockDim.x))
+      rows.dl[row0 + r] = exp_t<bf16_t>(s.gam[n - 1] - s.gam[r]);
+  }
 
   const int lane = int(threadIdx.x) % 32, mb = int(threadIdx.x) / 32, g = lane / 4, t = lane % 4;
   const int m0 = 16 * mb;
@@ -391,6 +462,11 @@ __global__ void __launch_bounds__(kPrepWarps * 32, 4)
   for (int j = 0; j < 2 * NB; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) a[j][e] = 0.0f;
+  if (with_p) {
+    // (P first: nothing else is live yet, so its accumulators cost no registers.)
+    if (active) p_rows(s.v, s.k, ldk, int(K), s.gam, m0, mb, n, scale, rows.P + row0 * R, R, lane);
+    __syncthreads();  // every warp's reads of q done: its tile becomes lo and the scratch
+  }
   if (active) {
     // A_B = K_B K^T (column blocks <= mb), then beta_r D_rj below the diagonal.
     for (int k0 = 0; k0 < K; k0 += 16) {
@@ -1011,23 +1087,31 @@ void forward_typed(const void* q, const void* k, const void* v, const void* g, c
       // without `saved`.
       const T *qp = static_cast<const T*>(q), *vp = static_cast<const T*>(v);
       T* op = static_cast<T*>(o);
+      // The second form's ChunkRows (P with it where p_from_prepare) in U's place (Scratch),
+      // which no fused form uses.
+      const ChunkRows rows = chunk_rows_at(sc.U, d, p_from_prepare(d));
+      const ChunkRows* const rp = fused_takes_rows(d) ? &rows : nullptr;
       if (!saved) {
-        Carve c{scratch};
+        Carve c{scratch};  // (gam and Tm below U: Scratch's gam, W, Vn, S come first)
         float* const gam = c.take_as<float>(d.B * d.H * d.T);
         bf16_t* const tm = c.take_as<bf16_t>(d.B * d.H * d.T * d.L);
-        launch_prepare_tm(kp, g, beta, gate_f32, d, gam, nullptr, tm, stream);
+        launch_prepare_tm(kp, g, beta, gate_f32, d, gam, nullptr, tm, stream, rp, qp, scale);
         return launch_fwd_fused(qp, kp, vp, beta, gate_f32, s0, state_f32, scale, d, gam, tm,
-                                s_final, op, nullptr, nullptr, stream);
+                                s_final, op, nullptr, nullptr, stream, rows);
       }
       if (fused_keep_ok(d, k, v)) {
-        launch_prepare_tm(kp, g, beta, gate_f32, d, sc.gam, sc.W, sc.Tm, stream);
+        launch_prepare_tm(kp, g, beta, gate_f32, d, sc.gam, sc.W, sc.Tm, stream, rp, qp, scale);
         return launch_fwd_fused(qp, kp, vp, beta, gate_f32, s0, state_f32, scale, d, sc.gam,
-                                sc.Tm, s_final, op, sc.S, sc.Vn, stream);
+                                sc.Tm, s_final, op, sc.S, sc.Vn, stream, rows);
       }
       launch_prepare(kp, vp, g, beta, gate_f32, d, sc, stream);
       launch_state_fwd(kp, s0, state_f32, d, sc, nullptr, stream);
+      // The full prepare writes no ChunkRows and needs U until the state pass is done: the
+      // Tm-only prepare again for them (gam and Tm rewritten with their same bits).
+      if (rp) launch_prepare_tm(kp, g, beta, gate_f32, d, sc.gam, nullptr, sc.Tm, stream, rp, qp,
+                                scale);
       return launch_fwd_fused(qp, kp, vp, beta, gate_f32, s0, state_f32, scale, d, sc.gam, sc.Tm,
-                              s_final, op, nullptr, nullptr, stream);
+                              s_final, op, nullptr, nullptr, stream, rows);
     }
     if (saved && fused_keep_ok(d, k, v)) {
       // The fused pass's intermediates (as the backward recomputes them), the output from them.
@@ -1091,7 +1175,7 @@ void launch_prepare(const T* k, const T* v, const void* g, const void* beta, boo
         auto* kernel = gdn_prepare_reg_kernel<decltype(sh), PrepOut::kAll>;
         allow_smem(kernel);
         kernel<<<grid, kPrepWarps * 32, smem_bytes<PrepareRegSmem<T>>(d), stream>>>(
-            k, v, g, beta, gate_f32, d, sc.gam, sc.W, sc.U, sc.Tm);
+            k, v, g, beta, gate_f32, d, sc.gam, sc.W, sc.U, sc.Tm, ChunkRows{}, nullptr, 0.0f);
         AMOR_CUDA_CHECK_LAUNCH();
       });
       return;
@@ -1107,14 +1191,17 @@ void launch_prepare(const T* k, const T* v, const void* g, const void* beta, boo
 }
 
 void launch_prepare_tm(const bf16_t* k, const void* g, const void* beta, bool gate_f32,
-                       const Dims& d, float* gam, bf16_t* W, bf16_t* Tm, cudaStream_t stream) {
+                       const Dims& d, float* gam, bf16_t* W, bf16_t* Tm, cudaStream_t stream,
+                       const ChunkRows* rows, const bf16_t* q, float scale) {
+  const ChunkRows r = rows ? *rows : ChunkRows{};
   const dim3 grid(unsigned(d.NC), unsigned(d.H), unsigned(d.B));
-  const int64_t smem = smem_bytes<PrepareRegSmem<bf16_t>>(prepare_layout_dims(d, true));
+  const int64_t smem = smem_bytes<PrepareRegSmem<bf16_t>>(
+      prepare_layout_dims(d, true, r.e != nullptr && r.P != nullptr));
   with_shape<bf16_t>(d, [&](auto sh) {
     auto launch = [&](auto* kernel) {
       allow_smem(kernel);
       kernel<<<grid, kPrepWarps * 32, smem, stream>>>(k, nullptr, g, beta, gate_f32, d, gam, W,
-                                                      nullptr, Tm);
+                                                      nullptr, Tm, r, q, scale);
       AMOR_CUDA_CHECK_LAUNCH();
     };
     if (W)
@@ -1155,9 +1242,11 @@ void launch_intermediates(const T* k, const T* v, const void* g, const void* bet
   if constexpr (std::is_same_v<T, bf16_t>) {
     if (fused_keep_ok(d, k, v)) {
       // gam, W, Tm (no U: the fused pass reads v), then the fused pass without o for S and Vn.
-      launch_prepare_tm(k, g, beta, gate_f32, d, sc.gam, sc.W, sc.Tm, stream);
+      const ChunkRows rows = chunk_rows_at(sc.U, d, false);  // U's place, as forward_typed
+      launch_prepare_tm(k, g, beta, gate_f32, d, sc.gam, sc.W, sc.Tm, stream,
+                        fused_takes_rows(d) ? &rows : nullptr);
       return launch_fwd_fused(nullptr, k, v, beta, gate_f32, s0, state_f32, 0.0f, d, sc.gam,
-                              sc.Tm, s_final, nullptr, sc.S, sc.Vn, stream);
+                              sc.Tm, s_final, nullptr, sc.S, sc.Vn, stream, rows);
     }
   }
   launch_prepare(k, v, g, beta, gate_f32, d, sc, stream);

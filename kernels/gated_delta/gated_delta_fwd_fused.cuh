@@ -36,6 +36,19 @@ inline const std::string& fused_form() {
   return form;
 }
 
+// AMOR_GDN_CHAIN_P (read once) picks where the second form (gated_delta_fwd_fused2_cuda.cu)
+// takes P = scale (Q K^T) o D from: "prepare" the prepare computes it for all chunks in parallel
+// (ChunkRows::P, written and read back: 8 KB per chunk and head), "chain" each block of the state
+// chain computes it itself (as before session 17: no P traffic, but 10 16 x 16 blocks of MMAs
+// and their exps in the latency-bound chain, and their registers beside the state); "auto"
+// (default): "prepare", except "chain" in the K 128 forms of 128 registers, where reading P back
+// spilled more (p_from_prepare has the timings). Both give the same bits (the same instructions).
+inline const std::string& chain_p_form() {
+  static const std::string form =
+      env_choice("AMOR_GDN_CHAIN_P", {"auto", "prepare", "chain"}, "auto");
+  return form;
+}
+
 // AMOR_GDN_FWD_KEEP (read once): "state" keeps the forward that keeps the backward's
 // intermediates (`saved`) as it was: the full prepare (gam, W, U, Tm) and the register state pass
 // (S, Vn), then the fused pass for o; and so the backward's recomputation. "fused"
@@ -121,7 +134,9 @@ __device__ __forceinline__ void store_a_rows(const uint32_t (&a)[4], int g, int 
 
 // X~^T = (V^T - Y^T diag(e)) diag(beta) for the chunk's rows 16 kb .. 16 kb + 15 (the n tiles
 // y0, y1 of Y^T; vf: v^T's C fragments of the warp's columns g and g + 8, tile::frag_b2_trans),
-// as C fragments x[hh] (rows 16 kb + 8 hh + 2 t, + 1).
+// as C fragments x[hh] (rows 16 kb + 8 hh + 2 t, + 1). gm: the chunk's gam, or with kGivenE its
+// e = exp(gam) (ChunkRows::e: the same bits as the exp here).
+template <bool kGivenE = false>
 __device__ __forceinline__ void x_tilde(const float (&y0)[4], const float (&y1)[4],
                                         const uint32_t (&vf)[4], const float* beta,
                                         const float* gm, int kb, int t, float (&x)[2][4]) {
@@ -129,7 +144,15 @@ __device__ __forceinline__ void x_tilde(const float (&y0)[4], const float (&y1)[
   for (int hh = 0; hh < 2; ++hh) {
     const int r = 16 * kb + 8 * hh + 2 * t;
     const float2 bt = *reinterpret_cast<const float2*>(beta + r);
-    const float e0 = exp_t<bf16_t>(gm[r]), e1 = exp_t<bf16_t>(gm[r + 1]);
+    float e0, e1;
+    if constexpr (kGivenE) {
+      const float2 ee = *reinterpret_cast<const float2*>(gm + r);
+      e0 = ee.x;
+      e1 = ee.y;
+    } else {
+      e0 = exp_t<bf16_t>(gm[r]);
+      e1 = exp_t<bf16_t>(gm[r + 1]);
+    }
     const float* yy = hh ? y1 : y0;
     const uint32_t vl = vf[hh], vh = vf[2 + hh];  // columns g, g + 8
     x[hh][0] = bt.x * (bf_lo(vl) - e0 * yy[0]);
@@ -143,19 +166,53 @@ __device__ __forceinline__ void x_tilde(const float (&y0)[4], const float (&y1)[
 // gam and Tm; gam, W and Tm.
 enum class PrepOut { kAll, kTm, kWTm };
 
-// The dims gdn_prepare_reg_kernel carves its shared memory with: without the v tile (V = 0) in
-// its Tm-only form.
-__host__ __device__ inline Dims prepare_layout_dims(const Dims& d, bool tm_only) {
+// The dims gdn_prepare_reg_kernel carves its shared memory with: in its Tm-only forms the v tile
+// holds q (V = K) when the kernel computes ChunkRows::P, else it is absent (V = 0): where P comes
+// from the chain, q's tile would only take shared memory (17 KB a block at K 128) and so blocks
+// per SM from the prepare.
+__host__ __device__ inline Dims prepare_layout_dims(const Dims& d, bool tm_only, bool with_q) {
   Dims r = d;
-  if (tm_only) r.V = 0;
+  if (tm_only) r.V = with_q ? d.K : 0;
+  return r;
+}
+
+// What the prepare computes for the second fused form (gated_delta_fwd_fused2_cuda.cu) besides
+// gam and Tm, so that the state chain, which is latency bound, does none of the state-independent
+// work: per row r of a chunk of n rows, e_r = exp(gam_r) and dl_r = exp(gam_{n-1} - gam_r) (the
+// decay from row r to the chunk's last row; 0 for r >= n), f32 [BH, T]; and, when the pass computes
+// o, P = scale (Q K^T) o D masked (j <= r < n), the chunk's [64, 64] block per 64 rows, bf16
+// [BH, T, 64] (zero above the diagonal). Each value is computed by the very instructions the pass
+// used to run (the same MMAs in the same order, the same exp), so the pass's results keep their
+// bits. The buffers take the place of the three-kernel forward's U (Scratch), which the fused
+// forms never form: chunk_rows_floats(BH T) floats (gated_delta_cuda_common.cuh).
+struct ChunkRows {
+  float* e = nullptr;
+  float* dl = nullptr;
+  bf16_t* P = nullptr;  // null: no o (the backward's recomputation of S and Vn)
+};
+__host__ __device__ inline ChunkRows chunk_rows_at(float* region, const Dims& d, bool with_p) {
+  const int64_t BHT4 = (d.B * d.H * d.T + 3) / 4 * 4;  // (16-byte aligned arrays)
+  ChunkRows r;
+  r.e = region;
+  r.dl = region + BHT4;
+  r.P = with_p ? reinterpret_cast<bf16_t*>(region + 2 * BHT4) : nullptr;
   return r;
 }
 
 // gam [BH, T] (f32) and Tm [BH, T, 64] (bf16: the rounding every use of Tm applies; rows of
 // the chunk only) from k, g, beta: gdn_prepare_reg_kernel in its Tm-only form (the same bits as
 // the full kernel's gam and Tm); with W non-null also W [BH, T, K] (bf16, the full kernel's bits).
+// With rows non-null also its e and dl, and its P from q and scale when rows->P is non-null.
 void launch_prepare_tm(const bf16_t* k, const void* g, const void* beta, bool gate_f32,
-                       const Dims& d, float* gam, bf16_t* W, bf16_t* Tm, cudaStream_t stream);
+                       const Dims& d, float* gam, bf16_t* W, bf16_t* Tm, cudaStream_t stream,
+                       const ChunkRows* rows = nullptr, const bf16_t* q = nullptr,
+                       float scale = 0.0f);
+
+// Whether launch_fwd_fused runs the second form for these dims (then it needs the prepare's
+// ChunkRows), and whether that form then takes P from the prepare (chain_p_form; else the
+// ChunkRows' P stays null and the prepare neither reads q nor computes P).
+bool fused_takes_rows(const Dims& d);
+bool p_from_prepare(const Dims& d);
 
 // Whether the fused pass can compute the backward's intermediates (S, Vn) for these inputs: as
 // fused_fwd_ok without q and o (k and v 16-byte aligned), and AMOR_GDN_FWD_KEEP not "state".
@@ -169,10 +226,11 @@ bool fused_fwd_ok(const Dims& d, const void* q, const void* k, const void* v, co
 // o (when non-null; then q too), the final state (when non-null) and the backward's
 // intermediates (when S_out, Vn_out are non-null: every chunk's start state [BH, NC, K, V] and Vn
 // [BH, T, V], bf16, Scratch's layout) from q, k, v, beta and the prepare's gam and Tm.
+// rows: the prepare's ChunkRows where fused_takes_rows(d) (P with o), else ignored.
 void launch_fwd_fused(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* beta,
                       bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
                       const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o,
-                      bf16_t* S_out, bf16_t* Vn_out, cudaStream_t stream);
+                      bf16_t* S_out, bf16_t* Vn_out, cudaStream_t stream, const ChunkRows& rows);
 
 // Shared memory of the fused kernel (bytes), for gated_delta_max_smem_bytes: the larger of the
 // two forms'.
@@ -185,8 +243,8 @@ int64_t fwd_fused_smem_bytes(const Dims& d);
 bool fused2_ok(const Dims& d);
 void launch_fwd_fused2(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* beta,
                        bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
-                       const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o,
-                       bf16_t* S_out, bf16_t* Vn_out, cudaStream_t stream);
+                       const float* gam, const ChunkRows& rows, const bf16_t* Tm, float* s_final,
+                       bf16_t* o, bf16_t* S_out, bf16_t* Vn_out, cudaStream_t stream);
 int64_t fwd_fused2_smem_bytes(const Dims& d);
 
 // The wgmma form (gated_delta_fwd_wgmma_cuda.cu), which launch_fwd_fused calls where

@@ -16,7 +16,8 @@
 //  1. gdn_prepare_reg_kernel in its Tm-only form (gated_delta_fwd_cuda.cu), all chunks in
 //     parallel: gam [BH, T] (f32) and Tm [BH, T, 64] (bf16) from k, g, beta. Its memory: k read,
 //     Tm written (the three-kernel forward's prepare also reads v and writes W in bf16 and U in
-//     f32: 2.5x the bytes at K 64, V 128).
+//     f32: 2.5x the bytes at K 64, V 128). For the second form it also reads q and writes that
+//     form's ChunkRows (P, e, dl: gated_delta_fwd_fused.cuh).
 //  2. gdn_fwd_fused_kernel, one block per (64 columns of V, head, batch), sequential over the
 //     chunks (the columns of S are independent: only rows of S mix). Four warps; warp w takes
 //     the chunk's rows m0 = 16 w .. m0 + 15 (all 64 columns: 8 n8 tiles per A fragment) and owns
@@ -483,16 +484,18 @@ bool fused_keep_ok(const Dims& d, const void* k, const void* v) {
          d.V % kFBV == 0 && aligned(k, 16) && aligned(v, 16);
 }
 
+bool fused_takes_rows(const Dims& d) { return !fwd_wgmma_ok(d) && fused2_ok(d); }
+
 void launch_fwd_fused(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* beta,
                       bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
                       const float* gam, const bf16_t* Tm, float* s_final, bf16_t* o,
-                      bf16_t* S_out, bf16_t* Vn_out, cudaStream_t stream) {
+                      bf16_t* S_out, bf16_t* Vn_out, cudaStream_t stream, const ChunkRows& rows) {
   if (fwd_wgmma_ok(d))
     return launch_fwd_wgmma(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm, s_final,
                             o, S_out, Vn_out, stream);
   if (fused2_ok(d))
-    return launch_fwd_fused2(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm, s_final,
-                             o, S_out, Vn_out, stream);
+    return launch_fwd_fused2(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, rows, Tm,
+                             s_final, o, S_out, Vn_out, stream);
   if (d.K == 64)
     return launch_k<64>(q, k, v, beta, gate_f32, s0, state_f32, scale, d, gam, Tm, s_final, o,
                         S_out, Vn_out, stream);
