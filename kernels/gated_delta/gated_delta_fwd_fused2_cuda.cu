@@ -438,13 +438,17 @@ __global__ void __launch_bounds__(NW * 32, MinB)
 
 // K 128 in blocks of 8 warps with the whole register file (255 per thread, no spills; one block
 // of 8 warps per SM, two waves at H16 V256 B8) instead of 16 warps per SM at 128 registers
-// (ptxas spills ~370 bytes): AMOR_GDN_FUSED=v2w8, or auto where the 16-warp blocks (one per SM)
-// would leave more than a quarter of the SMs idle (gated_delta_fwd_fused.cuh has the timings).
+// (ptxas spills ~370 bytes): AMOR_GDN_FUSED=v2w8, and auto wherever V is a multiple of 256.
+// Until session 18 auto took the 16-warp blocks where they filled 3/4 of the SMs (the H200's
+// timings of session 7, when the chain computed P itself); with P from the prepare, only the
+// 255-register form reads it back without spilling, and it won at every shape timed (H100,
+// session 18, H16 K128 V256, forward us: B8 T2048 472.3 vs 511.3 for the 16-warp form with P in
+// its chain, fwd+bwd 2129 vs 2309; B4..B1, where auto took it already, the same).
 bool wide_regs(const Dims& d) {
   const std::string& f = fused_form();
   if (f != "auto") return f == "v2w8";
   // (V not a multiple of 256: the 8-warp form at 128 registers, two blocks per SM, as v2.)
-  return d.V % 256 == 0 && int64_t(d.B) * d.H * (d.V / 256) * 4 < 3 * int64_t(num_sms());
+  return d.V % 256 == 0;
 }
 
 // The kernel for (K, V): 100 K + warps per block, + 1000 for the one-block-per-SM K 128 form;
