@@ -239,6 +239,12 @@ int run(const bench::Args& args) {
   Tensor dt_all = random_tensor({kTokens * g_heads}, DType::F32, 5, 1e-3f, 0.1f);
   Tensor A = random_tensor({g_heads}, DType::F32, 6, -16.0f, -1.0f);
   Tensor D = random_tensor({g_heads}, DType::F32, 7, -1.0f, 1.0f);
+  // Attention's q, k (from qk_all) and v, dout (from vo_all), [B,T,32,64] each: pools of their
+  // own, since the SSD's are too small for two of them below 64 heads (--heads 24 failed with
+  // "elements [0, 33554432) are outside bf16[25165824]" until session 18).
+  const int64_t attn_numel = kTokens * kAttnHeads * kAttnDim;
+  Tensor qk_all = random_tensor({2 * attn_numel}, bf, 8, -1.0f, 1.0f);
+  Tensor vo_all = random_tensor({2 * attn_numel}, bf, 9, -1.0f, 1.0f);
 
   std::vector<Row> rows;
   bool attn_failed = false;
@@ -266,15 +272,15 @@ int run(const bench::Args& args) {
     const double ssd_both = time_us(reps, [&] { pair(keep); });
     const double ssd_both_rc = time_us(reps, [&] { pair(false); });
 
-    // Attention at the same B, T: q, k, v, dout [B,T,32,64] cut from the same pools.
+    // Attention at the same B, T: q, k, v, dout [B,T,32,64] cut from its two pools.
     double at_fwd = -1, at_bwd = -1, at_both = -1;
     const double attn_fwd_flops = 2.0 * B * kAttnHeads * double(T) * T * kAttnDim;
     if (!attn_failed) {
       try {
         const Shape qs{B, T, kAttnHeads, kAttnDim};
         const int64_t n = shape_numel(qs);
-        Tensor q = x_all.slice_flat(0, qs), k = x_all.slice_flat(n, qs);
-        Tensor v = dy_all.slice_flat(0, qs), dout = dy_all.slice_flat(n, qs);
+        Tensor q = qk_all.slice_flat(0, qs), k = qk_all.slice_flat(n, qs);
+        Tensor v = vo_all.slice_flat(0, qs), dout = vo_all.slice_flat(n, qs);
         AttentionOutput o = attention_forward(q, k, v);
         at_fwd = time_us(reps, [&] { attention_forward(q, k, v); });
         at_bwd = time_us(reps, [&] { attention_backward(q, k, v, Tensor(), o.o, o.lse, dout); });
