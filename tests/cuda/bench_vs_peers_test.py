@@ -354,6 +354,31 @@ class PeerKernelsDecode(unittest.TestCase):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def test_dry_run_heads(self):
+        """--heads keeps the ssd and gdn cases of those H (fla's K 128 shape alone), and a head
+        count no case has is refused with the ones there are."""
+        if importlib.util.find_spec("torch") is None:
+            self.skipTest("no torch in %s" % sys.executable)
+        script = os.path.join(HERE, "peer_kernels.py")
+        r = subprocess.run([sys.executable, script, "x.csv", "--dry-run", "--only", "gdn",
+                            "--heads", "16"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        planned = [l for l in r.stdout.splitlines() if l.startswith("gdn ")]
+        self.assertEqual(len(planned), 2, r.stdout)
+        self.assertTrue(all("H16 K128 V256" in l for l in planned), r.stdout)
+        r = subprocess.run([sys.executable, script, "x.csv", "--dry-run", "--only", "ssd,gdn",
+                            "--heads", "24", "--seq", "2048"], capture_output=True, text=True,
+                           timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        planned = [l.split()[0] for l in r.stdout.splitlines() if l.startswith(("ssd ", "gdn "))]
+        self.assertEqual(planned, ["ssd", "gdn"], r.stdout)
+        for bad, says in (("32", "no ssd or gdn case has those heads (ssd: 24,64; gdn: 16,24)"),
+                          ("x", "'x' is not a head count")):
+            r = subprocess.run([sys.executable, script, "x.csv", "--dry-run", "--heads", bad],
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn(says, r.stderr)
+
     def test_decode_rows_mocked(self):
         """decode_rows' own logic on the CPU, SDPA and its backend switch stood in for: each
         backend called alone on every set, the time per SDPA call = the timed call's / sets, a

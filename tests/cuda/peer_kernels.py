@@ -31,9 +31,10 @@ row with an empty fwd_us and the note "refused: <its error's first line> (<the f
 warned of>)". dims is "H32 Hkv32 D64"; T is Tk; fwdbwd_us is empty (decode has no backward).
 
 usage: peer_kernels.py OUT.csv [--peers DIR] [--reps N] [--only ssd,gdn,decode] [--seq 2048,16384]
-                       [--profile OUT.txt] [--no-force-fla-bwd] [--dry-run]
+                       [--heads 16,24] [--profile OUT.txt] [--no-force-fla-bwd] [--dry-run]
 --only: a comma list of groups (default all three); --peers is needed for ssd and gdn; --seq keeps
-those T of ssd and gdn (decode keeps every Tk). --dry-run needs no GPU: it prints the plan and
+those T of ssd and gdn (decode keeps every Tk), --heads those H (e.g. --only gdn --heads 16: fla's
+K 128 shape alone, which a call's time limit cut off behind the others in sessions 17 and 18). --dry-run needs no GPU: it prints the plan and
 builds each decode case's inputs on the CPU at Tk <= 64 (checking shapes, layout and the number of
 sets; where this torch has SDPA, its output against a plain softmax(q k^T) v, GQA included).
 Writes CSV rows: op,peer,B,T,H,dims,fwd_us,fwdbwd_us,note (fwdbwd_us empty with the reason in
@@ -330,6 +331,7 @@ def main():
     ap.add_argument('--only', help='comma list of groups: %s (default all)' % ','.join(GROUPS))
     ap.add_argument('--profile')
     ap.add_argument('--seq', help='ssd, gdn: comma list of T to keep (default: every case)')
+    ap.add_argument('--heads', help='ssd, gdn: comma list of H to keep (default: every case)')
     ap.add_argument('--no-force-fla-bwd', action='store_true',
                     help="leave fla's backward refused on Triton < 3.7.1 (no forced timing)")
     ap.add_argument('--dry-run', action='store_true',
@@ -347,6 +349,17 @@ def main():
     if args.seq:
         keep = {int(t) for t in args.seq.split(',') if t}
         plan = [p for p in plan if p[2][0] in keep]
+    if args.heads:
+        heads = set()
+        for h in args.heads.split(','):
+            if h and not h.isdigit():
+                ap.error('--heads: %r is not a head count' % h)
+            heads |= {int(h)} if h else set()
+        plan = [p for p in plan if p[2][1] in heads]
+        if not plan:
+            ap.error('--heads %s: no ssd or gdn case has those heads (ssd: %s; gdn: %s)' % (
+                args.heads, ','.join(sorted({str(c[1]) for c in SSD_CASES})),
+                ','.join(sorted({str(c[1]) for c in GDN_CASES}))))
     if 'decode' in groups:  # after the scans; --seq does not apply (Tk is not their T)
         plan += [('decode', 'sdpa', c, 'H%d Hkv%d D%d' % c[2:]) for c in DECODE_CASES]
     if args.dry_run:
