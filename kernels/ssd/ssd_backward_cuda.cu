@@ -386,16 +386,6 @@ int64_t dbc_smem(const Dims& k) {
               k.Q * ns + 3 * k.Q);
 }
 
-// Launches a per-chunk kernel (grid: chunks x batch*heads) with `bytes` of dynamic shared memory,
-// raising the kernel's limit above the default 48 KiB first.
-template <class K, class... Args>
-void launch_chunks(K kernel, const Dims& k, int64_t bytes, cudaStream_t s, Args... args) {
-  AMOR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(bytes)));
-  kernel<<<dim3(unsigned(k.nc), unsigned(k.B * k.H)), kThreads, size_t(bytes), s>>>(args...);
-  AMOR_CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
 // The bf16 backward by spans (ssd_state_tc_cuda.cu): the chunk states S_c and the state

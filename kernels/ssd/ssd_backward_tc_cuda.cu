@@ -737,16 +737,6 @@ int64_t dbc_tc_smem(const Dims& k) {
          tile_bytes(k.P, k.N) + 4 * (pad16(int(k.Q)) * nparts + 3 * k.Q);
 }
 
-// Launches a per-chunk kernel (grid: chunks x batch*heads) with `bytes` of dynamic shared memory,
-// raising the kernel's limit above the default 48 KiB first.
-template <class K, class... Args>
-void launch_chunks(K kernel, const Dims& k, int64_t bytes, cudaStream_t s, Args... args) {
-  AMOR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(bytes)));
-  kernel<<<dim3(unsigned(k.nc), unsigned(k.B * k.H)), kThreads, size_t(bytes), s>>>(args...);
-  AMOR_CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
 void launch_dx_tc(const Dims& k, const bf16_t* x, const float* dt, const bf16_t* Bm,

@@ -196,16 +196,6 @@ int64_t scan_smem(const Dims& k) {
   return 4 * (k.Q * (k.N + 1) + qp * (k.N + 1) + k.Q * (k.P + 1) + k.Q * (k.Q + 1) + 2 * k.Q);
 }
 
-// Launches a per-chunk kernel (grid: chunks x batch*heads) with `bytes` of dynamic shared memory,
-// raising the kernel's limit above the default 48 KiB first.
-template <class K, class... Args>
-void launch_chunks(K kernel, const Dims& k, int64_t bytes, cudaStream_t s, Args... args) {
-  AMOR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(bytes)));
-  kernel<<<dim3(unsigned(k.nc), unsigned(k.B * k.H)), kThreads, size_t(bytes), s>>>(args...);
-  AMOR_CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
 void launch_chunk_cumsum(const Dims& k, const float* dt, const float* A, float* cum,

@@ -313,16 +313,6 @@ int64_t scan_tc_smem(const Dims& k) {
          tile_bytes(k.Q, k.Q) + 8 * k.Q;
 }
 
-// Launches a per-chunk kernel (grid: chunks x batch*heads) with `bytes` of dynamic shared memory,
-// raising the kernel's limit above the default 48 KiB first.
-template <class K, class... Args>
-void launch_chunks(K kernel, const Dims& k, int64_t bytes, cudaStream_t s, Args... args) {
-  AMOR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(bytes)));
-  kernel<<<dim3(unsigned(k.nc), unsigned(k.B * k.H)), kThreads, size_t(bytes), s>>>(args...);
-  AMOR_CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
 void launch_chunk_outer_tc(const Dims& k, const bf16_t* u, const bf16_t* v, const float* dt,

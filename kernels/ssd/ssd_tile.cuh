@@ -307,7 +307,17 @@ void launch_state_passing(const Dims& k, const float* cum, const float* h0, floa
                           float* hT, cudaStream_t s);
 // The shared memory the forward's per-chunk kernels need.
 int64_t forward_smem(const Dims& k);
-// (Each .cu file has its own launch_chunks: the emulator rewrites kernel launches in .cu files
-// only.)
+
+// Launches a per-chunk kernel (grid: chunks x batch*heads, kThreads threads) with `bytes` of
+// dynamic shared memory, raising the kernel's limit above the default 48 KiB first. (The
+// emulator, tests/cuda/emu, rewrites the launch here as in the .cu files: it rewrites every
+// kernel header.)
+template <class K, class... Args>
+void launch_chunks(K kernel, const Dims& k, int64_t bytes, cudaStream_t s, Args... args) {
+  AMOR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(bytes)));
+  kernel<<<dim3(unsigned(k.nc), unsigned(k.B * k.H)), kThreads, size_t(bytes), s>>>(args...);
+  AMOR_CUDA_CHECK_LAUNCH();
+}
 
 }  // namespace amor::cuda::ssd

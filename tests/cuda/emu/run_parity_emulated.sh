@@ -17,7 +17,7 @@ build=$(realpath "$1"); shift
 cuda_include=${CUDA_INCLUDE:-/usr/local/cuda/include}
 python=${PYTHON:-/usr/bin/python3}
 work="$build/cuda_emu"
-mkdir -p "$work/src" "$work/inc/kernels/cast"
+mkdir -p "$work/src" "$work/inc"
 objects="$build/kernels/CMakeFiles/amor_kernels.dir"
 if [ ! -d "$objects" ] || [ ! -f "$build/tests/libamor_testing.a" ]; then
   echo "build the targets amor_kernels and amor_testing in $build (with CUDA) first" >&2
@@ -30,9 +30,14 @@ if command -v ccache >/dev/null; then launcher=(ccache); fi
 cxx=("${launcher[@]}" g++ -std=c++20 -O2 -DAMOR_HAVE_CUDA=1 -DGTEST_HAS_PTHREAD=1 -I"$work/inc" -I"$root"
      -isystem "$cuda_include" -I/usr/include/x86_64-linux-gnu/openblas-pthread)
 emu=(-include "$root/tests/cuda/emu/emu.h")
-# Kernel sources, rewritten: launches become emu::launch calls (the shared header too).
-"$python" "$root/tests/cuda/emu/to_cpp.py" "$root/kernels/cast/cuda_device.cuh" \
-  "$work/inc/kernels/cast/cuda_device.cuh"
+# Kernel sources, rewritten: launches become emu::launch calls. The headers too (the rewritten
+# copies in $work/inc come first on the include path): cuda_device.cuh's extern __shared__ and
+# ssd_tile.cuh's launch_chunks; a header with neither comes out as it was.
+for cuh in "$root"/kernels/*/*.cuh; do
+  rel=${cuh#"$root"/}
+  mkdir -p "$work/inc/$(dirname "$rel")"
+  "$python" "$root/tests/cuda/emu/to_cpp.py" "$cuh" "$work/inc/$rel"
+done
 objs=()
 pids=()
 compile() {  # compile SRC OBJ [flags...]
