@@ -26,11 +26,12 @@ inline bool fwd_fused_enabled() {
 // B8 T2048, then B4 T4096): K 64 v2 330 vs v1 345, 480 vs 510; K 128 v2 467 vs v2w8 507 vs v1
 // 603 at B8 H16, but v2 817 vs v2w8 497 vs v1 599 at B4 (64 blocks leave half the GPU idle): auto
 // took v2 where its blocks covered 3/4 of the SMs until session 18, when P came from the prepare
-// and v2w8 won at B8 too (H100: 472 vs 511 us; gated_delta_fwd_fused2_cuda.cu's wide_regs). A forward that keeps the backward's
-// intermediates (training) runs the same form as one that does not: both must give o and the
-// final state bit for bit (GatedDeltaSmallK128's "kept" checks), though v1 keeps ~1.5% faster
-// (fwd+bwd H24 1361 vs 1381, H16 2451 vs 2482 / v2w8 2461). "wg": at K 64 the wgmma form
-// (gated_delta_fwd_wgmma_cuda.cu; opt-in until it is timed on the GPU), elsewhere as "auto".
+// and v2w8 won at B8 too (H100: 472 vs 511 us; gated_delta_fwd_fused2_cuda.cu's wide_regs). A
+// forward that keeps the backward's intermediates (training) runs the same form as one that does
+// not: both must give o and the final state bit for bit (GatedDeltaSmallK128's "kept" checks),
+// though v1 keeps ~1.5% faster (fwd+bwd H24 1361 vs 1381, H16 2451 vs 2482 / v2w8 2461). "wg": at
+// K 64 the wgmma form (gated_delta_fwd_wgmma_cuda.cu; opt-in until it is timed on the GPU),
+// elsewhere as "auto".
 inline const std::string& fused_form() {
   static const std::string form =
       env_choice("AMOR_GDN_FUSED", {"auto", "v1", "v2", "v2w8", "wg"}, "auto");

@@ -496,8 +496,9 @@ bool p_from_prepare(const Dims& d) {
   return cfg != 12816 && cfg != 12808;
 }
 
-// Blocks per SM: K 64 three (64 KB of shared memory, 168 registers), K 128 one block of 16 warps
-// or two of 8 (120 / 104 KB, 128 registers), or with v2w8 one of 8 (255 registers).
+// Blocks per SM: K 64 three (64 KB of shared memory, 168 registers), K 128 one block of 8 warps
+// (255 registers: auto where V is a multiple of 256, and v2w8), or with v2 one of 16 warps or
+// (V not a multiple of 256) two of 8 (120 / 104 KB, 128 registers).
 void launch_fwd_fused2(const bf16_t* q, const bf16_t* k, const bf16_t* v, const void* beta,
                        bool gate_f32, const void* s0, bool state_f32, float scale, const Dims& d,
                        const float* gam, const ChunkRows& rows, const bf16_t* Tm, float* s_final,
