@@ -364,7 +364,21 @@ __device__ __forceinline__ void p_rows(const bf16_t* qt, const bf16_t* kt, int64
         tile::mma_x2(p[0], p[1], a, b);
       }
     }
-    p_block_store<false>(p, gm, m0, jb, n, scale, g, t, P, ld);
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = m0 + g + 8 * hh;
+      const float gr = gm[r];
+#pragma unroll
+      for (int h2 = 0; h2 < 2; ++h2) {
+        const int j = 16 * jb + 8 * h2 + 2 * t;
+        const float y0 = j <= r && r < n ? scale * p[h2][2 * hh] * exp_t<bf16_t>(gr - gm[j])
+                                         : 0.0f;
+        const float y1 = j + 1 <= r && r < n
+                             ? scale * p[h2][2 * hh + 1] * exp_t<bf16_t>(gr - gm[j + 1])
+                             : 0.0f;
+        if (r < n) *reinterpret_cast<uint32_t*>(P + r * ld + j) = mma::pack_bf16x2(y0, y1);
+      }
+    }
   }
 }
 

@@ -164,34 +164,6 @@ __device__ __forceinline__ void x_tilde(const float (&y0)[4], const float (&y1)[
   }
 }
 
-// P's 16 x 16 block (rows m0 .. m0 + 15, columns 16 jb ..) from its accumulators of Q K^T (p:
-// two n8 tiles, C fragments): scale (Q K^T)_rj D_rj, D_rj = exp(gam_r - gam_j), masked
-// j <= r < n, as bf16 pairs into P (row r at P + r ld). Rows >= n are stored (as zeros) only
-// with kStorePastN: a shared tile that the next MMAs read whole needs them, the prepare's
-// ChunkRows::P in device memory must not be written past the chunk. One expression for the
-// prepare's p_rows and the second fused form's own P (AMOR_GDN_CHAIN_P=chain), so both give P
-// the same bits.
-template <bool kStorePastN, class Ld>
-__device__ __forceinline__ void p_block_store(const float (&p)[2][4], const float* gm, int m0,
-                                              int jb, int n, float scale, int g, int t,
-                                              bf16_t* P, Ld ld) {
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int r = m0 + g + 8 * hh;
-    const float gr = gm[r];
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) {
-      const int j = 16 * jb + 8 * h2 + 2 * t;
-      const float y0 = j <= r && r < n ? scale * p[h2][2 * hh] * exp_t<bf16_t>(gr - gm[j]) : 0.0f;
-      const float y1 = j + 1 <= r && r < n
-                           ? scale * p[h2][2 * hh + 1] * exp_t<bf16_t>(gr - gm[j + 1])
-                           : 0.0f;
-      if (kStorePastN || r < n)
-        *reinterpret_cast<uint32_t*>(P + r * ld + j) = mma::pack_bf16x2(y0, y1);
-    }
-  }
-}
-
 // What gdn_prepare_reg_kernel writes (gated_delta_fwd_cuda.cu): gam, W, U (and Tm when asked);
 // gam and Tm; gam, W and Tm.
 enum class PrepOut { kAll, kTm, kWTm };

@@ -246,7 +246,21 @@ __global__ void __launch_bounds__(NW * 32, MinB)
           tile::frag_b2(b, kt, ldk, 16 * kk, 16 * jb, lane);
           tile::mma_x2(p[0], p[1], a, b);
         }
-        p_block_store<true>(p, gm, 16 * mb, jb, n, scale, g, t, s.P, ldt);
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int r = 16 * mb + g + 8 * hh;
+          const float gr = gm[r];
+#pragma unroll
+          for (int h2 = 0; h2 < 2; ++h2) {
+            const int j = 16 * jb + 8 * h2 + 2 * t;
+            const float y0 = j <= r && r < n ? scale * p[h2][2 * hh] * exp_t<bf16_t>(gr - gm[j])
+                                             : 0.0f;
+            const float y1 = j + 1 <= r && r < n
+                                 ? scale * p[h2][2 * hh + 1] * exp_t<bf16_t>(gr - gm[j + 1])
+                                 : 0.0f;
+            *reinterpret_cast<uint32_t*>(s.P + r * ldt + j) = mma::pack_bf16x2(y0, y1);
+          }
+        }
       }
     }
 
