@@ -350,11 +350,10 @@ def main():
         keep = {int(t) for t in args.seq.split(',') if t}
         plan = [p for p in plan if p[2][0] in keep]
     if args.heads:
-        heads = set()
-        for h in args.heads.split(','):
-            if h and not h.isdigit():
-                ap.error('--heads: %r is not a head count' % h)
-            heads |= {int(h)} if h else set()
+        bad = [h for h in args.heads.split(',') if h and not h.isdigit()]
+        if bad:
+            ap.error('--heads: %r is not a head count' % bad[0])
+        heads = {int(h) for h in args.heads.split(',') if h}
         plan = [p for p in plan if p[2][1] in heads]
         if not plan:
             ap.error('--heads %s: no ssd or gdn case has those heads (ssd: %s; gdn: %s)' % (
